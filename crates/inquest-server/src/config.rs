@@ -1,0 +1,330 @@
+//! Configuration, layered: defaults → TOML file (`--config`) → environment
+//! (`INQUEST_*`, and `DATABASE_URL`) → command-line flags, then validated
+//! once in [`Config::validate`].
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use serde::Deserialize;
+
+/// The whole server configuration. Every field has a default, so
+/// `serve` works with no file at all.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the gRPC server listens on.
+    pub listen: SocketAddr,
+    /// PostgreSQL URL. When absent, `serve` runs an embedded cluster in
+    /// `data_dir`.
+    pub database_url: Option<String>,
+    /// Where the embedded cluster lives.
+    pub data_dir: PathBuf,
+    pub limits: LimitsConfig,
+    pub store: StoreSection,
+    pub shutdown: ShutdownSection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest user message (and incident description) accepted, in bytes.
+    pub max_message_bytes: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSection {
+    pub max_connections: usize,
+    #[serde(with = "duration_text")]
+    pub op_timeout: Duration,
+    #[serde(with = "duration_text")]
+    pub turn_write_timeout: Duration,
+    #[serde(with = "duration_text")]
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShutdownSection {
+    /// How long in-flight calls get to finish after SIGTERM / Ctrl-C.
+    #[serde(with = "duration_text")]
+    pub grace: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
+            database_url: None,
+            data_dir: default_data_dir(),
+            limits: LimitsConfig::default(),
+            store: StoreSection::default(),
+            shutdown: ShutdownSection::default(),
+        }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: inquest_core::Limits::default().max_message_bytes,
+        }
+    }
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        let s = inquest_store::StoreConfig::new("");
+        Self {
+            max_connections: s.max_connections,
+            op_timeout: s.op_timeout,
+            turn_write_timeout: s.turn_write_timeout,
+            connect_timeout: s.connect_timeout,
+        }
+    }
+}
+
+impl Default for ShutdownSection {
+    fn default() -> Self {
+        Self {
+            grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// `$XDG_DATA_HOME/inquest`, else `~/.local/share/inquest`. For root, whose
+/// home the `postgres` user cannot enter, `/var/lib/inquest`.
+pub fn default_data_dir() -> PathBuf {
+    if std::env::var("USER").is_ok_and(|u| u == "root")
+        || std::env::var_os("HOME").is_some_and(|h| h == "/root")
+    {
+        return PathBuf::from("/var/lib/inquest");
+    }
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(xdg).join("inquest");
+    }
+    match std::env::var_os("HOME") {
+        Some(home) => PathBuf::from(home).join(".local/share/inquest"),
+        None => PathBuf::from(".inquest"),
+    }
+}
+
+/// Values given on the command line; `None` leaves the lower layers alone.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    pub database_url: Option<String>,
+    pub data_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path} is invalid")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    #[error("environment variable {name} is invalid: {reason}")]
+    Env { name: &'static str, reason: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Loads all layers. `file` is the `--config` path, if any.
+    pub fn load(file: Option<&std::path::Path>, flags: Overrides) -> Result<Self, ConfigError> {
+        let mut config = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
+                Self::from_toml(&text).map_err(|source| ConfigError::Parse {
+                    path: path.to_owned(),
+                    source: Box::new(source),
+                })?
+            }
+            None => Self::default(),
+        };
+        config.apply_env(|name| std::env::var(name).ok())?;
+        config.apply(flags);
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    /// The environment layer. `get` is `std::env::var` in production and a
+    /// map in tests.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        if let Some(v) = get("INQUEST_LISTEN") {
+            self.listen = v.parse().map_err(|e| ConfigError::Env {
+                name: "INQUEST_LISTEN",
+                reason: format!("{e}"),
+            })?;
+        }
+        if let Some(v) = get("INQUEST_DATABASE_URL").or_else(|| get("DATABASE_URL")) {
+            self.database_url = Some(v).filter(|v| !v.is_empty());
+        }
+        if let Some(v) = get("INQUEST_DATA_DIR") {
+            self.data_dir = PathBuf::from(v);
+        }
+        if let Some(v) = get("INQUEST_MAX_MESSAGE_BYTES") {
+            self.limits.max_message_bytes = v.parse().map_err(|e| ConfigError::Env {
+                name: "INQUEST_MAX_MESSAGE_BYTES",
+                reason: format!("{e}"),
+            })?;
+        }
+        Ok(())
+    }
+
+    pub fn apply(&mut self, flags: Overrides) {
+        if let Some(v) = flags.listen {
+            self.listen = v;
+        }
+        if let Some(v) = flags.database_url {
+            self.database_url = Some(v);
+        }
+        if let Some(v) = flags.data_dir {
+            self.data_dir = v;
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.limits.max_message_bytes == 0 {
+            return Err(ConfigError::Invalid("limits.max_message_bytes must be > 0".into()));
+        }
+        if self.store.max_connections == 0 {
+            return Err(ConfigError::Invalid("store.max_connections must be > 0".into()));
+        }
+        for (name, d) in [
+            ("store.op_timeout", self.store.op_timeout),
+            ("store.turn_write_timeout", self.store.turn_write_timeout),
+            ("store.connect_timeout", self.store.connect_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::Invalid(format!("{name} must be > 0")));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn limits(&self) -> inquest_core::Limits {
+        inquest_core::Limits {
+            max_message_bytes: self.limits.max_message_bytes,
+        }
+    }
+
+    pub fn store_config(&self, database_url: &str) -> inquest_store::StoreConfig {
+        inquest_store::StoreConfig {
+            database_url: database_url.to_owned(),
+            max_connections: self.store.max_connections,
+            op_timeout: self.store.op_timeout,
+            turn_write_timeout: self.store.turn_write_timeout,
+            connect_timeout: self.store.connect_timeout,
+        }
+    }
+}
+
+/// Durations written as text: `"250ms"`, `"2s"`, `"5m"`, `"1h"`.
+mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
+
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(|| format!("duration {text:?} needs a unit (ms, s, m, h)"))?;
+        let (num, unit) = text.split_at(split);
+        let n: u64 = num
+            .parse()
+            .map_err(|_| format!("duration {text:?} must start with a whole number"))?;
+        match unit.trim() {
+            "ms" => Ok(Duration::from_millis(n)),
+            "s" => Ok(Duration::from_secs(n)),
+            "m" => Ok(Duration::from_secs(n * 60)),
+            "h" => Ok(Duration::from_secs(n * 3600)),
+            other => Err(format!("unknown duration unit {other:?} (use ms, s, m, h)")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_apply_in_order() {
+        let mut c = Config::from_toml(
+            r#"
+            listen = "127.0.0.1:7000"
+            database_url = "postgres://file/db"
+            [limits]
+            max_message_bytes = 100
+            [store]
+            turn_write_timeout = "250ms"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.store.turn_write_timeout, Duration::from_millis(250));
+        assert_eq!(c.store.max_connections, 16);
+        c.apply_env(|k| match k {
+            "DATABASE_URL" => Some("postgres://env/db".into()),
+            "INQUEST_MAX_MESSAGE_BYTES" => Some("200".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.database_url.as_deref(), Some("postgres://env/db"));
+        assert_eq!(c.limits.max_message_bytes, 200);
+        c.apply(Overrides {
+            listen: Some("127.0.0.1:7001".parse().unwrap()),
+            ..Overrides::default()
+        });
+        assert_eq!(c.listen.port(), 7001);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn inquest_env_wins_over_database_url() {
+        let mut c = Config::default();
+        c.apply_env(|k| match k {
+            "DATABASE_URL" => Some("postgres://generic".into()),
+            "INQUEST_DATABASE_URL" => Some("postgres://specific".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.database_url.as_deref(), Some("postgres://specific"));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(Config::from_toml("bogus = 1").is_err());
+        assert!(Config::from_toml("[store]\nop_timeout = \"5 parsecs\"").is_err());
+        let mut c = Config::default();
+        assert!(c.apply_env(|k| (k == "INQUEST_LISTEN").then(|| "nope".into())).is_err());
+        c.limits.max_message_bytes = 0;
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(duration_text::parse("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(duration_text::parse("5m"), Ok(Duration::from_secs(300)));
+        assert!(duration_text::parse("12").is_err());
+    }
+}

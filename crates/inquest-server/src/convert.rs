@@ -1,0 +1,96 @@
+//! Domain → wire conversions. Only this crate sees both sides.
+
+use inquest_core::{Role, SessionStatus, Turn};
+use inquest_proto::v1 as pb;
+use inquest_store::{Incident, SessionRow};
+use time::OffsetDateTime;
+
+pub fn timestamp(t: OffsetDateTime) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: t.unix_timestamp(),
+        nanos: i32::try_from(t.nanosecond()).unwrap_or(0),
+    }
+}
+
+fn count(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+pub fn incident(i: Incident) -> pb::Incident {
+    pb::Incident {
+        id: i.id.to_string(),
+        title: i.title,
+        description: i.description,
+        created_at: Some(timestamp(i.created_at)),
+    }
+}
+
+pub fn status(s: SessionStatus) -> pb::SessionStatus {
+    match s {
+        SessionStatus::Pending => pb::SessionStatus::Pending,
+        SessionStatus::Running => pb::SessionStatus::Running,
+        SessionStatus::Idle => pb::SessionStatus::Idle,
+        SessionStatus::Completed => pb::SessionStatus::Completed,
+        SessionStatus::Failed => pb::SessionStatus::Failed,
+        SessionStatus::Cancelled => pb::SessionStatus::Cancelled,
+    }
+}
+
+pub fn session(s: SessionRow) -> pb::Session {
+    pb::Session {
+        id: s.id.to_string(),
+        incident_id: s.incident_id.to_string(),
+        status: status(s.status).into(),
+        exit_reason: s.exit_reason.unwrap_or_default(),
+        head_seq: s.head_seq.map(|h| h.as_i64()).unwrap_or(0),
+        turn_count: count(s.turn_count),
+        tool_calls: count(s.tool_calls),
+        input_tokens: count(s.input_tokens),
+        output_tokens: count(s.output_tokens),
+        created_at: Some(timestamp(s.created_at)),
+        updated_at: Some(timestamp(s.updated_at)),
+    }
+}
+
+pub fn role(r: Role) -> pb::TurnRole {
+    match r {
+        Role::User => pb::TurnRole::User,
+        Role::Assistant => pb::TurnRole::Assistant,
+        Role::Tool => pb::TurnRole::Tool,
+        Role::Notice => pb::TurnRole::Notice,
+    }
+}
+
+pub fn turn(t: &Turn) -> pb::SessionTurn {
+    // A row whose stored calls do not decode is still shown: its text goes
+    // out, its calls as the raw stored JSON under one placeholder call so
+    // nothing is hidden from a human reader.
+    let tool_calls = match t.tool_calls() {
+        Ok(calls) => calls
+            .into_iter()
+            .map(|c| pb::ToolCall {
+                arguments_json: c.arguments.as_sent(),
+                id: c.id,
+                name: c.name,
+            })
+            .collect(),
+        Err(_) => vec![pb::ToolCall {
+            id: String::new(),
+            name: String::new(),
+            arguments_json: t.tool_calls_raw.to_string(),
+        }],
+    };
+    pb::SessionTurn {
+        session_id: t.session_id.to_string(),
+        seq: t.seq.as_i64(),
+        role: role(t.role).into(),
+        content: t.content.clone(),
+        tool_calls,
+        tool_call_id: t.tool_call_id.clone().unwrap_or_default(),
+        tool_name: t.tool_name.clone().unwrap_or_default(),
+        is_error: t.is_error,
+        created_at: Some(timestamp(t.created_at)),
+        input_tokens: count(t.usage.input_tokens),
+        output_tokens: count(t.usage.output_tokens),
+    }
+}

@@ -1,0 +1,17 @@
+//! The Inquest gRPC server: the `inquest.v1.Investigations` service, health
+//! and reflection, configuration, telemetry, startup and shutdown.
+//!
+//! This is the only crate that sees both the wire types (`inquest-proto`)
+//! and the domain types (`inquest-core`), so conversions ([`convert`]) and
+//! the error → status mapping ([`status`]) live here and nowhere else.
+
+pub mod config;
+pub mod convert;
+mod health;
+mod service;
+pub mod startup;
+pub mod status;
+pub mod telemetry;
+
+pub use config::{Config, Overrides};
+pub use startup::{Application, cancel_on_signal, serve};

@@ -1,0 +1,130 @@
+//! `inquest.v1.Investigations`: parse and validate the request, call the
+//! store, convert the answer. Validation happens before anything is
+//! written, so bad input never touches stored state.
+
+use inquest_core::{AfterSeq, IdempotencyKey, IncidentId, IncidentText, Limits, SessionId, UserMessage};
+use inquest_proto::v1::{self as pb, investigations_server::Investigations};
+use inquest_store::Store;
+use tonic::{Request, Response, Status};
+
+use crate::{convert, status::ApiError};
+
+/// Default and largest page sizes of the list calls.
+const DEFAULT_SESSION_PAGE: u32 = 50;
+const MAX_SESSION_PAGE: u32 = 500;
+const DEFAULT_TURN_PAGE: u32 = 100;
+const MAX_TURN_PAGE: u32 = 1000;
+
+pub struct InvestigationsService {
+    store: Store,
+    limits: Limits,
+}
+
+impl InvestigationsService {
+    pub fn new(store: Store, limits: Limits) -> Self {
+        Self { store, limits }
+    }
+}
+
+fn page_size(requested: u32, default: u32, max: u32) -> u32 {
+    match requested {
+        0 => default,
+        n => n.min(max),
+    }
+}
+
+#[tonic::async_trait]
+impl Investigations for InvestigationsService {
+    #[tracing::instrument(skip_all)]
+    async fn create_incident(
+        &self,
+        request: Request<pb::CreateIncidentRequest>,
+    ) -> Result<Response<pb::Incident>, Status> {
+        let req = request.into_inner();
+        let text = IncidentText::parse(req.title, req.description, &self.limits).map_err(ApiError::from)?;
+        let incident = self.store.create_incident(&text).await.map_err(ApiError::from)?;
+        tracing::info!(incident_id = %incident.id, "incident created");
+        Ok(Response::new(convert::incident(incident)))
+    }
+
+    #[tracing::instrument(skip_all, fields(incident_id, session_id))]
+    async fn start_session(
+        &self,
+        request: Request<pb::StartSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let req = request.into_inner();
+        let incident = IncidentId::parse(&req.incident_id).map_err(ApiError::from)?;
+        tracing::Span::current().record("incident_id", tracing::field::display(incident));
+        let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
+        let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
+        let started = self
+            .store
+            .start_session(incident, message, key)
+            .await
+            .map_err(ApiError::from)?;
+        tracing::Span::current().record("session_id", tracing::field::display(started.session.id));
+        if started.created {
+            tracing::info!("session started");
+        } else {
+            tracing::info!("session start replayed by idempotency key");
+        }
+        Ok(Response::new(convert::session(started.session)))
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn get_session(
+        &self,
+        request: Request<pb::GetSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
+        let session = self.store.get_session(id).await.map_err(ApiError::from)?;
+        Ok(Response::new(convert::session(session)))
+    }
+
+    #[tracing::instrument(skip_all, fields(incident_id = %request.get_ref().incident_id))]
+    async fn list_sessions(
+        &self,
+        request: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let req = request.into_inner();
+        let incident = IncidentId::parse(&req.incident_id).map_err(ApiError::from)?;
+        let before = if req.page_token.is_empty() {
+            None
+        } else {
+            Some(SessionId::parse(&req.page_token).map_err(|_| {
+                ApiError::InvalidArgument("page_token is not one this server issued".into())
+            })?)
+        };
+        let limit = page_size(req.page_size, DEFAULT_SESSION_PAGE, MAX_SESSION_PAGE);
+        let page = self
+            .store
+            .list_sessions(incident, before, limit)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListSessionsResponse {
+            sessions: page.sessions.into_iter().map(convert::session).collect(),
+            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn list_turns(
+        &self,
+        request: Request<pb::ListTurnsRequest>,
+    ) -> Result<Response<pb::ListTurnsResponse>, Status> {
+        let req = request.into_inner();
+        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
+        let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
+        let limit = page_size(req.limit, DEFAULT_TURN_PAGE, MAX_TURN_PAGE);
+        let page = self.store.list_turns(id, after, limit).await.map_err(ApiError::from)?;
+        let next_after_seq = match (page.more, page.turns.last()) {
+            (true, Some(last)) => last.seq.as_i64(),
+            _ => 0,
+        };
+        Ok(Response::new(pb::ListTurnsResponse {
+            turns: page.turns.iter().map(convert::turn).collect(),
+            next_after_seq,
+            head_seq: page.head.map(|h| h.as_i64()).unwrap_or(0),
+        }))
+    }
+}

@@ -1,0 +1,67 @@
+use std::time::Duration;
+
+/// Everything that can go wrong in the store, classified so callers can
+/// decide without looking at text: [`StoreError::is_unavailable`] means
+/// "try again later", [`StoreError::NotFound`] means "no such thing".
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{what} {id} not found")]
+    NotFound { what: &'static str, id: String },
+    #[error("database unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("database operation {op} timed out after {after:?}")]
+    Timeout { op: &'static str, after: Duration },
+    #[error("database error")]
+    Database(#[source] tokio_postgres::Error),
+    #[error("stored data does not decode: {0}")]
+    Corrupt(String),
+    #[error("invalid database url")]
+    InvalidUrl(#[source] tokio_postgres::Error),
+    #[error("invalid store configuration: {0}")]
+    Config(String),
+    #[error("migration failed")]
+    Migration(#[source] refinery::Error),
+    #[error("the store is shutting down and takes no new writes")]
+    ShuttingDown,
+    #[error("internal store error: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    /// The database could not be reached or did not answer in time; the
+    /// same call may succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unavailable(_) | StoreError::Timeout { .. } | StoreError::ShuttingDown
+        )
+    }
+
+    pub(crate) fn from_pool(e: deadpool_postgres::PoolError) -> Self {
+        use deadpool_postgres::PoolError;
+        match e {
+            PoolError::Backend(e) => StoreError::from(e),
+            other => StoreError::Unavailable(Box::new(other)),
+        }
+    }
+}
+
+/// SQLSTATE classes and codes that mean the server is not there for us:
+/// connection exceptions (08), shutdown and start-up (57P01..57P03), too
+/// many connections (53300), and a database that refuses connections
+/// (55000 when `ALLOW_CONNECTIONS false` is not reported this way, 3D000
+/// when it was dropped).
+fn is_unavailable_code(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "3D000")
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        match e.code() {
+            Some(code) if is_unavailable_code(code.code()) => StoreError::Unavailable(Box::new(e)),
+            Some(_) => StoreError::Database(e),
+            // No SQLSTATE: the connection itself failed (I/O, closed, refused).
+            None => StoreError::Unavailable(Box::new(e)),
+        }
+    }
+}

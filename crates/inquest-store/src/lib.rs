@@ -1,0 +1,177 @@
+//! PostgreSQL persistence for Inquest.
+//!
+//! [`Store`] owns the connection pool and is the only way the rest of the
+//! service reads or writes durable state. Every call goes through
+//! [`Store::run`], which times it, bounds it with a timeout and classifies
+//! its failure (see [`StoreError`]). Turn appends additionally run detached
+//! from the caller (see [`Store::append_turn`]).
+//!
+//! [`embedded`] runs a private PostgreSQL cluster for the zero-config
+//! default and for test runs.
+
+mod bench;
+pub mod embedded;
+mod error;
+mod incidents;
+mod migrate;
+mod rows;
+mod sessions;
+mod turns;
+
+use std::{future::Future, str::FromStr, time::Duration};
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+pub use error::StoreError;
+pub use incidents::Incident;
+pub use sessions::{SessionPage, SessionRow, StartedSession};
+pub use turns::TurnPage;
+
+/// Tunables of the store. Defaults suit one replica on a small machine.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub database_url: String,
+    /// Pool size (connections held open to PostgreSQL).
+    pub max_connections: usize,
+    /// Bound on each read and each non-turn write.
+    pub op_timeout: Duration,
+    /// Bound on each turn write. Independent of any caller's cancellation.
+    pub turn_write_timeout: Duration,
+    /// Bound on waiting for or opening a pooled connection. A database that
+    /// is down is reported after this long.
+    pub connect_timeout: Duration,
+}
+
+impl StoreConfig {
+    pub fn new(database_url: impl Into<String>) -> Self {
+        Self {
+            database_url: database_url.into(),
+            max_connections: 16,
+            op_timeout: Duration::from_secs(10),
+            turn_write_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Handle to the database. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    /// Pooled connections; deadpool hands one out per operation and takes
+    /// it back when the operation's future completes or is dropped.
+    pool: Pool,
+    /// Detached turn writes. A write keeps running when its caller goes
+    /// away; shutdown waits on this tracker so none is cut off.
+    writes: TaskTracker,
+    op_timeout: Duration,
+    turn_write_timeout: Duration,
+}
+
+impl Store {
+    /// Builds the pool. Connections are opened lazily, so this succeeds even
+    /// while the database is down; the first operation reports it.
+    pub fn connect(config: &StoreConfig) -> Result<Self, StoreError> {
+        let mut pg = tokio_postgres::Config::from_str(&config.database_url)
+            .map_err(StoreError::InvalidUrl)?;
+        pg.connect_timeout(config.connect_timeout);
+        if pg.get_application_name().is_none() {
+            pg.application_name("inquest");
+        }
+        let manager = Manager::from_config(
+            pg,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.max_connections)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(config.connect_timeout))
+            .create_timeout(Some(config.connect_timeout))
+            .recycle_timeout(Some(config.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        Ok(Self {
+            pool,
+            writes: TaskTracker::new(),
+            op_timeout: config.op_timeout,
+            turn_write_timeout: config.turn_write_timeout,
+        })
+    }
+
+    /// One round trip to the database; what the health check asks.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.run("ping", async |client| {
+            client.simple_query("SELECT 1").await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Stops accepting new turn writes and waits for those in flight.
+    pub async fn drain_writes(&self) {
+        self.writes.close();
+        self.writes.wait().await;
+    }
+
+    /// Runs one database operation on a pooled connection: traced as a span
+    /// named after `op`, bounded by the op timeout, errors classified.
+    ///
+    /// Nothing is retried here. Reads could be, but a caller that gets
+    /// `Unavailable` is better served by its own retry policy (a gRPC client
+    /// retries UNAVAILABLE); writes must not be blindly retried because a
+    /// commit whose acknowledgement was lost would be applied twice.
+    async fn run<T, F>(&self, op: &'static str, f: F) -> Result<T, StoreError>
+    where
+        F: AsyncFnOnce(&mut deadpool_postgres::Client) -> Result<T, StoreError>,
+    {
+        self.run_with_timeout(op, self.op_timeout, f).await
+    }
+
+    async fn run_with_timeout<T, F>(
+        &self,
+        op: &'static str,
+        limit: Duration,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        F: AsyncFnOnce(&mut deadpool_postgres::Client) -> Result<T, StoreError>,
+    {
+        let span = tracing::debug_span!("store", op, elapsed_ms = tracing::field::Empty);
+        let started = std::time::Instant::now();
+        let work = async {
+            let mut client = self.pool.get().await.map_err(StoreError::from_pool)?;
+            f(&mut client).await
+        };
+        let result = match tokio::time::timeout(limit, work).instrument(span.clone()).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Timeout { op, after: limit }),
+        };
+        span.record("elapsed_ms", started.elapsed().as_millis() as u64);
+        result
+    }
+
+    /// Spawns `work` so that it completes even if the caller's future is
+    /// dropped (a cancelled request, a cancelled burst), and waits for it.
+    fn detached<T, Fut>(&self, work: Fut) -> impl Future<Output = Result<T, StoreError>> + use<T, Fut>
+    where
+        T: Send + 'static,
+        Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        let handle = if self.writes.is_closed() {
+            None
+        } else {
+            Some(self.writes.spawn(work))
+        };
+        async move {
+            match handle {
+                None => Err(StoreError::ShuttingDown),
+                Some(handle) => handle.await.map_err(|e| StoreError::Internal(e.to_string()))?,
+            }
+        }
+    }
+}

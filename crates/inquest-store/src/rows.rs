@@ -1,0 +1,46 @@
+//! Row → domain decoding, in one place so every query reads rows the same
+//! way and a bad row becomes [`StoreError::Corrupt`] instead of a panic.
+
+use inquest_core::{Role, Seq, SessionId, TokenUsage, Turn};
+use tokio_postgres::Row;
+
+use crate::StoreError;
+
+/// Columns selected for a turn, in the order [`turn_from_row`] reads them.
+pub(crate) const TURN_COLUMNS: &str = "session_id, seq, role, content, tool_calls, tool_call_id, \
+     tool_name, is_error, input_tokens, output_tokens, created_at";
+
+pub(crate) fn get<'a, T>(row: &'a Row, idx: usize) -> Result<T, StoreError>
+where
+    T: tokio_postgres::types::FromSql<'a>,
+{
+    row.try_get(idx)
+        .map_err(|e| StoreError::Corrupt(format!("column {idx}: {e}")))
+}
+
+pub(crate) fn seq(value: i64) -> Result<Seq, StoreError> {
+    Seq::from_stored(value).ok_or_else(|| StoreError::Corrupt(format!("seq {value}")))
+}
+
+pub(crate) fn count(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+pub(crate) fn turn_from_row(row: &Row) -> Result<Turn, StoreError> {
+    let role: &str = get(row, 2)?;
+    Ok(Turn {
+        session_id: SessionId::from_uuid(get(row, 0)?),
+        seq: seq(get(row, 1)?)?,
+        role: Role::parse(role).ok_or_else(|| StoreError::Corrupt(format!("role {role:?}")))?,
+        content: get(row, 3)?,
+        tool_calls_raw: get(row, 4)?,
+        tool_call_id: get(row, 5)?,
+        tool_name: get(row, 6)?,
+        is_error: get(row, 7)?,
+        usage: TokenUsage {
+            input_tokens: count(get(row, 8)?),
+            output_tokens: count(get(row, 9)?),
+        },
+        created_at: get(row, 10)?,
+    })
+}

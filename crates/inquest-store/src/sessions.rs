@@ -1,0 +1,241 @@
+use inquest_core::{
+    IdempotencyKey, IncidentId, NewTurn, Seq, SessionId, SessionStatus, Turn, UserMessage,
+};
+use time::OffsetDateTime;
+use tokio_postgres::Row;
+
+use crate::{
+    Store, StoreError,
+    rows::{TURN_COLUMNS, count, get, turn_from_row},
+};
+
+/// A session row: status, counters and timestamps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    pub id: SessionId,
+    pub incident_id: IncidentId,
+    pub status: SessionStatus,
+    pub exit_reason: Option<String>,
+    /// The newest committed turn, `None` for a session with no turns.
+    pub head_seq: Option<Seq>,
+    pub turn_count: u64,
+    pub tool_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, head_seq, turn_count, \
+     tool_calls, input_tokens, output_tokens, created_at, updated_at";
+
+fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
+    let status: &str = get(row, 2)?;
+    let head: i64 = get(row, 4)?;
+    Ok(SessionRow {
+        id: SessionId::from_uuid(get(row, 0)?),
+        incident_id: IncidentId::from_uuid(get(row, 1)?),
+        status: SessionStatus::parse(status)
+            .ok_or_else(|| StoreError::Corrupt(format!("session status {status:?}")))?,
+        exit_reason: get(row, 3)?,
+        head_seq: Seq::from_stored(head),
+        turn_count: count(get(row, 5)?),
+        tool_calls: count(get(row, 6)?),
+        input_tokens: count(get(row, 7)?),
+        output_tokens: count(get(row, 8)?),
+        created_at: get(row, 9)?,
+        updated_at: get(row, 10)?,
+    })
+}
+
+/// What `start_session` returns.
+#[derive(Debug, Clone)]
+pub struct StartedSession {
+    pub session: SessionRow,
+    /// The opening user turn.
+    pub first_turn: Turn,
+    /// False when an earlier call with the same idempotency key created it.
+    pub created: bool,
+}
+
+/// One page of an incident's sessions, newest first.
+#[derive(Debug, Clone)]
+pub struct SessionPage {
+    pub sessions: Vec<SessionRow>,
+    /// Pass as `before` to get the next page; `None` on the last page.
+    pub next: Option<SessionId>,
+}
+
+fn not_found_session(id: SessionId) -> StoreError {
+    StoreError::NotFound {
+        what: "session",
+        id: id.to_string(),
+    }
+}
+
+impl Store {
+    /// Creates a session with its opening user turn (seq 1), in one
+    /// transaction. With an idempotency key, a retry returns the session the
+    /// first call created and stores nothing new.
+    ///
+    /// Runs detached with the turn-write timeout, like every turn write.
+    pub async fn start_session(
+        &self,
+        incident: IncidentId,
+        message: UserMessage,
+        key: Option<IdempotencyKey>,
+    ) -> Result<StartedSession, StoreError> {
+        let store = self.clone();
+        let limit = self.turn_write_timeout;
+        self.detached(async move {
+            store
+                .run_with_timeout("start_session", limit, async |c| {
+                    start_session_tx(c, incident, &message, key.as_ref()).await
+                })
+                .await
+        })
+        .await
+    }
+
+    pub async fn get_session(&self, id: SessionId) -> Result<SessionRow, StoreError> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
+        let row = self
+            .run("get_session", async |c| Ok(c.query_opt(&sql, &[id.as_uuid()]).await?))
+            .await?
+            .ok_or_else(|| not_found_session(id))?;
+        session_from_row(&row)
+    }
+
+    /// Sessions of an incident, newest first, `limit` at a time, starting
+    /// after the session `before` (exclusive) when given.
+    pub async fn list_sessions(
+        &self,
+        incident: IncidentId,
+        before: Option<SessionId>,
+        limit: u32,
+    ) -> Result<SessionPage, StoreError> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions \
+             WHERE incident_id = $1 AND ($2::uuid IS NULL OR id < $2) \
+             ORDER BY id DESC LIMIT $3"
+        );
+        let fetch = i64::from(limit) + 1;
+        let before_uuid = before.map(|b| *b.as_uuid());
+        let (exists, rows) = self
+            .run("list_sessions", async |c| {
+                let exists = c
+                    .query_opt("SELECT 1 FROM incidents WHERE id = $1", &[incident.as_uuid()])
+                    .await?
+                    .is_some();
+                let rows = c.query(&sql, &[incident.as_uuid(), &before_uuid, &fetch]).await?;
+                Ok((exists, rows))
+            })
+            .await?;
+        if !exists {
+            return Err(StoreError::NotFound {
+                what: "incident",
+                id: incident.to_string(),
+            });
+        }
+        let mut sessions = rows
+            .iter()
+            .map(session_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = if sessions.len() > limit as usize {
+            sessions.truncate(limit as usize);
+            sessions.last().map(|s| s.id)
+        } else {
+            None
+        };
+        Ok(SessionPage { sessions, next })
+    }
+}
+
+async fn start_session_tx(
+    client: &mut deadpool_postgres::Client,
+    incident: IncidentId,
+    message: &UserMessage,
+    key: Option<&IdempotencyKey>,
+) -> Result<StartedSession, StoreError> {
+    let scope = format!("start_session:{incident}");
+    let tx = client.transaction().await?;
+    if let Some(key) = key
+        && let Some(found) = existing_for_key(&tx, &scope, key).await?
+    {
+        tx.commit().await?;
+        return Ok(found);
+    }
+    if tx
+        .query_opt("SELECT 1 FROM incidents WHERE id = $1", &[incident.as_uuid()])
+        .await?
+        .is_none()
+    {
+        return Err(StoreError::NotFound {
+            what: "incident",
+            id: incident.to_string(),
+        });
+    }
+    let id = SessionId::new();
+    let turn = NewTurn::User(message.clone());
+    let session_sql = format!(
+        "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count) \
+         VALUES ($1, $2, 'pending', 1, 1) RETURNING {SESSION_COLUMNS}"
+    );
+    let session = session_from_row(
+        &tx.query_one(&session_sql, &[id.as_uuid(), incident.as_uuid()])
+            .await?,
+    )?;
+    let turn_sql = format!(
+        "INSERT INTO turns (session_id, seq, role, content) VALUES ($1, 1, 'user', $2) \
+         RETURNING {TURN_COLUMNS}"
+    );
+    let first_turn = turn_from_row(&tx.query_one(&turn_sql, &[id.as_uuid(), &turn.content()]).await?)?;
+    if let Some(key) = key {
+        let claimed = tx
+            .execute(
+                "INSERT INTO idempotency_keys (scope, key, session_id, seq) VALUES ($1, $2, $3, 1) \
+                 ON CONFLICT DO NOTHING",
+                &[&scope, &key.as_str(), id.as_uuid()],
+            )
+            .await?;
+        if claimed == 0 {
+            // A concurrent call with the same key committed first: undo ours
+            // and return theirs.
+            tx.rollback().await?;
+            let tx = client.transaction().await?;
+            let found = existing_for_key(&tx, &scope, key)
+                .await?
+                .ok_or_else(|| StoreError::Internal("idempotency key vanished".into()))?;
+            tx.commit().await?;
+            return Ok(found);
+        }
+    }
+    tx.commit().await?;
+    Ok(StartedSession {
+        session,
+        first_turn,
+        created: true,
+    })
+}
+
+async fn existing_for_key(
+    tx: &deadpool_postgres::Transaction<'_>,
+    scope: &str,
+    key: &IdempotencyKey,
+) -> Result<Option<StartedSession>, StoreError> {
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = \
+         (SELECT session_id FROM idempotency_keys WHERE scope = $1 AND key = $2)"
+    );
+    let Some(row) = tx.query_opt(&sql, &[&scope, &key.as_str()]).await? else {
+        return Ok(None);
+    };
+    let session = session_from_row(&row)?;
+    let turn_sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq = 1");
+    let first_turn = turn_from_row(&tx.query_one(&turn_sql, &[session.id.as_uuid()]).await?)?;
+    Ok(Some(StartedSession {
+        session,
+        first_turn,
+        created: false,
+    }))
+}

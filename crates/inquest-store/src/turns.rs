@@ -1,0 +1,132 @@
+use inquest_core::{AfterSeq, NewTurn, Seq, SessionId, Turn};
+
+use crate::{
+    Store, StoreError,
+    rows::{TURN_COLUMNS, turn_from_row},
+};
+
+/// One page of a session's turns.
+#[derive(Debug, Clone)]
+pub struct TurnPage {
+    pub turns: Vec<Turn>,
+    /// The session's newest committed turn when the page was read.
+    pub head: Option<Seq>,
+    /// Whether turns past this page existed when it was read.
+    pub more: bool,
+}
+
+/// Appends a turn and bumps the session's counters in ONE statement.
+///
+/// The `UPDATE` takes the session row's lock, so concurrent appends to one
+/// session queue on it and each reads the previous writer's `head_seq`:
+/// seqs come out 1..N with no gap and no duplicate, and a failed insert
+/// rolls the bump back with it. (The lease epoch check of the replication
+/// work belongs in this same `WHERE`.)
+fn append_sql() -> String {
+    format!(
+        "WITH bumped AS ( \
+             UPDATE sessions SET head_seq = head_seq + 1, turn_count = turn_count + 1, \
+                 tool_calls = tool_calls + $8, input_tokens = input_tokens + $9, \
+                 output_tokens = output_tokens + $10, updated_at = now() \
+             WHERE id = $1 RETURNING head_seq) \
+         INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, tool_name, \
+                            is_error, input_tokens, output_tokens) \
+         SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10 FROM bumped \
+         RETURNING {TURN_COLUMNS}"
+    )
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Durably appends one turn and returns it with its assigned seq.
+    ///
+    /// The write runs detached from the caller with its own timeout
+    /// (`turn_write_timeout`): dropping the returned future (a cancelled
+    /// request or burst) does not cancel the write, so what already happened
+    /// is still recorded. Shutdown waits for writes in flight.
+    pub async fn append_turn(&self, session: SessionId, turn: NewTurn) -> Result<Turn, StoreError> {
+        let store = self.clone();
+        let limit = self.turn_write_timeout;
+        self.detached(async move {
+            let sql = append_sql();
+            let row = store
+                .run_with_timeout("append_turn", limit, async |c| {
+                    let (call_id, tool_name, is_error) = match turn.tool_result_of() {
+                        Some((id, name, err)) => (Some(id), Some(name), err),
+                        None => (None, None, false),
+                    };
+                    let usage = turn.usage();
+                    Ok(c.query_opt(
+                        &sql,
+                        &[
+                            session.as_uuid(),
+                            &turn.role().as_str(),
+                            &turn.content(),
+                            &turn.tool_calls_stored(),
+                            &call_id,
+                            &tool_name,
+                            &is_error,
+                            &to_i64(turn.tool_call_count() as u64),
+                            &to_i64(usage.input_tokens),
+                            &to_i64(usage.output_tokens),
+                        ],
+                    )
+                    .await?)
+                })
+                .await?
+                .ok_or_else(|| StoreError::NotFound {
+                    what: "session",
+                    id: session.to_string(),
+                })?;
+            turn_from_row(&row)
+        })
+        .await
+    }
+
+    /// Committed turns with seq after `after`, oldest first, at most
+    /// `limit` of them, with the session's head. Unknown session: NotFound.
+    pub async fn list_turns(
+        &self,
+        session: SessionId,
+        after: AfterSeq,
+        limit: u32,
+    ) -> Result<TurnPage, StoreError> {
+        let sql = format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq > $2 \
+             ORDER BY seq LIMIT $3"
+        );
+        let fetch = i64::from(limit) + 1;
+        let (head, rows) = self
+            .run("list_turns", async |c| {
+                let head = c
+                    .query_opt("SELECT head_seq FROM sessions WHERE id = $1", &[session.as_uuid()])
+                    .await?;
+                let Some(head) = head else {
+                    return Ok((None, Vec::new()));
+                };
+                let head: i64 = crate::rows::get(&head, 0)?;
+                let rows = c
+                    .query(&sql, &[session.as_uuid(), &after.as_i64(), &fetch])
+                    .await?;
+                Ok((Some(head), rows))
+            })
+            .await?;
+        let Some(head) = head else {
+            return Err(StoreError::NotFound {
+                what: "session",
+                id: session.to_string(),
+            });
+        };
+        let mut turns = rows.iter().map(turn_from_row).collect::<Result<Vec<_>, _>>()?;
+        let more = turns.len() > limit as usize;
+        turns.truncate(limit as usize);
+        Ok(TurnPage {
+            turns,
+            head: Seq::from_stored(head),
+            more,
+        })
+    }
+}

@@ -1,0 +1,208 @@
+//! `inquest bench append`: turn appends per second and latency at several
+//! writer counts, each writer on its own session (as in production), against
+//! the ceiling of a bare single-row INSERT of the same size over the same
+//! pool, measured in the same run. Prints the ratio.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Subcommand;
+use inquest_core::{IncidentText, Limits, NewTurn, SessionId, TokenUsage, UserMessage};
+use inquest_store::{
+    Store, StoreConfig,
+    embedded::{EmbeddedOptions, EmbeddedPostgres},
+};
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Turn appends vs bare INSERT ceiling at 1, 8 and 64 writers.
+    Append {
+        /// PostgreSQL URL of a scratch database (it gets migrated and a
+        /// scratch table). Without one, an embedded cluster in a temporary
+        /// directory is used and removed afterwards.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Writer counts to measure.
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+        writers: Vec<usize>,
+        /// Measuring time per phase, in seconds.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Turn content size in bytes.
+        #[arg(long, default_value_t = 1024)]
+        payload: usize,
+    },
+}
+
+pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Append {
+            database_url,
+            writers,
+            seconds,
+            payload,
+        } => {
+            let (url, embedded) = match database_url {
+                Some(url) => (url, None),
+                None => {
+                    let dir = std::env::temp_dir().join(format!("inquest-bench-{}", std::process::id()));
+                    let mut options = EmbeddedOptions::new(&dir);
+                    options.max_connections = 200;
+                    let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&options))
+                        .await??;
+                    eprintln!("embedded PostgreSQL on port {} in {}", pg.port(), dir.display());
+                    (pg.url(), Some((pg, dir)))
+                }
+            };
+            let result = append(&url, &writers, Duration::from_secs(seconds), payload).await;
+            if let Some((pg, dir)) = embedded {
+                tokio::task::spawn_blocking(move || pg.stop()).await??;
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            result
+        }
+    }
+}
+
+struct Figures {
+    ops: usize,
+    per_sec: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+fn figures(mut latencies: Vec<Duration>, elapsed: Duration) -> Figures {
+    latencies.sort();
+    let pick = |q: f64| {
+        latencies
+            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
+    Figures {
+        ops: latencies.len(),
+        per_sec: latencies.len() as f64 / elapsed.as_secs_f64(),
+        p50: pick(0.50),
+        p99: pick(0.99),
+    }
+}
+
+/// Runs `writers` tasks for `span`; each calls `op(writer, i)` in a loop.
+async fn phase<F, Fut>(writers: usize, span: Duration, op: F) -> anyhow::Result<Figures>
+where
+    F: Fn(usize, i64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let started = Instant::now();
+    let deadline = started + span;
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..writers {
+        let op = op.clone();
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            let mut i = 0i64;
+            while Instant::now() < deadline {
+                i += 1;
+                let t = Instant::now();
+                op(w, i).await?;
+                latencies.push(t.elapsed());
+            }
+            anyhow::Ok(latencies)
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        all.extend(done.context("bench writer panicked")??);
+    }
+    Ok(figures(all, started.elapsed()))
+}
+
+async fn append(url: &str, writer_counts: &[usize], span: Duration, payload: usize) -> anyhow::Result<()> {
+    let max_writers = writer_counts.iter().copied().max().unwrap_or(1);
+    let mut config = StoreConfig::new(url);
+    config.max_connections = max_writers;
+    let store = Store::connect(&config)?;
+    store.migrate().await?;
+    store.create_ceiling_table().await?;
+    let content = "x".repeat(payload);
+    let limits = Limits::default();
+    let incident = store
+        .create_incident(&IncidentText::parse("bench".into(), String::new(), &limits)?)
+        .await?;
+
+    println!(
+        "turn append vs bare INSERT ceiling ({payload}-byte turns, {}s per phase, pool of {max_writers})",
+        span.as_secs()
+    );
+    println!(
+        "{:>7} | {:>12} {:>9} {:>9} | {:>12} {:>9} {:>9} | {:>6}",
+        "writers", "append/s", "p50 ms", "p99 ms", "ceiling/s", "p50 ms", "p99 ms", "ratio"
+    );
+    for &writers in writer_counts {
+        let mut sessions: Vec<SessionId> = Vec::with_capacity(writers);
+        for _ in 0..writers {
+            let started = store
+                .start_session(incident.id, UserMessage::parse("bench".into(), &limits)?, None)
+                .await?;
+            sessions.push(started.session.id);
+        }
+        let ceiling_ids: Vec<uuid::Uuid> = (0..writers).map(|_| uuid::Uuid::now_v7()).collect();
+        // Warm the pool so connection set-up is not measured.
+        phase(writers, Duration::from_millis(300), {
+            let store = store.clone();
+            move |_, _| {
+                let store = store.clone();
+                async move { Ok(store.ping().await?) }
+            }
+        })
+        .await?;
+        let ceiling = phase(writers, span, {
+            let store = store.clone();
+            let content = content.clone();
+            let ids = ceiling_ids.clone();
+            move |w, i| {
+                let store = store.clone();
+                let content = content.clone();
+                let id = ids[w];
+                async move { Ok(store.insert_ceiling_row(id, i, &content).await?) }
+            }
+        })
+        .await?;
+        let appends = phase(writers, span, {
+            let store = store.clone();
+            let content = content.clone();
+            let sessions = sessions.clone();
+            move |w, _| {
+                let store = store.clone();
+                let turn = NewTurn::Assistant {
+                    text: content.clone(),
+                    tool_calls: Vec::new(),
+                    usage: TokenUsage::default(),
+                };
+                let session = sessions[w];
+                async move {
+                    store.append_turn(session, turn).await?;
+                    Ok(())
+                }
+            }
+        })
+        .await?;
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        println!(
+            "{:>7} | {:>12.0} {:>9.2} {:>9.2} | {:>12.0} {:>9.2} {:>9.2} | {:>6.2}",
+            writers,
+            appends.per_sec,
+            ms(appends.p50),
+            ms(appends.p99),
+            ceiling.per_sec,
+            ms(ceiling.p50),
+            ms(ceiling.p99),
+            appends.per_sec / ceiling.per_sec.max(f64::MIN_POSITIVE),
+        );
+        if appends.ops == 0 || ceiling.ops == 0 {
+            anyhow::bail!("a phase completed no operations");
+        }
+    }
+    store.drop_ceiling_table().await?;
+    Ok(())
+}

@@ -1,0 +1,216 @@
+//! Client commands: talk gRPC to a running `inquest serve`.
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
+use tonic::transport::Channel;
+
+#[derive(Args, Clone)]
+pub struct Target {
+    /// Server address.
+    #[arg(long, env = "INQUEST_SERVER", default_value = "http://127.0.0.1:50051", global = true)]
+    server: String,
+}
+
+impl Target {
+    async fn connect(&self) -> anyhow::Result<InvestigationsClient<Channel>> {
+        InvestigationsClient::connect(self.server.clone())
+            .await
+            .with_context(|| format!("cannot reach the inquest server at {}", self.server))
+    }
+}
+
+#[derive(Subcommand)]
+pub enum IncidentCommand {
+    /// Create an incident.
+    New {
+        title: String,
+        #[arg(long, default_value = "")]
+        description: String,
+        /// Print only the new incident's id.
+        #[arg(long)]
+        id_only: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum SessionCommand {
+    /// Start a session on an incident with its opening message.
+    Start {
+        incident_id: String,
+        message: String,
+        /// Makes the call safe to retry: the same key returns the same session.
+        #[arg(long, default_value = "")]
+        idempotency_key: String,
+        /// Print only the session's id.
+        #[arg(long)]
+        id_only: bool,
+    },
+    /// Show one session.
+    Get { session_id: String },
+    /// List an incident's sessions, newest first.
+    List { incident_id: String },
+}
+
+#[derive(Args)]
+pub struct TurnsArgs {
+    session_id: String,
+    /// Show turns after this seq.
+    #[arg(long, default_value_t = 0)]
+    after_seq: i64,
+    #[command(flatten)]
+    target: Target,
+}
+
+fn status_error(e: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{:?}: {}", e.code(), e.message())
+}
+
+pub async fn incident(target: Target, command: IncidentCommand) -> anyhow::Result<()> {
+    let mut client = target.connect().await?;
+    match command {
+        IncidentCommand::New {
+            title,
+            description,
+            id_only,
+        } => {
+            let incident = client
+                .create_incident(pb::CreateIncidentRequest { title, description })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            if id_only {
+                println!("{}", incident.id);
+            } else {
+                println!("incident {}  {}", incident.id, incident.title);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_session(s: &pb::Session) {
+    let status = pb::SessionStatus::try_from(s.status)
+        .map(|s| s.as_str_name().trim_start_matches("SESSION_STATUS_").to_lowercase())
+        .unwrap_or_else(|_| "unknown".into());
+    println!(
+        "session {}  incident {}  status {}{}  turns {}  head_seq {}  tokens {}/{}",
+        s.id,
+        s.incident_id,
+        status,
+        if s.exit_reason.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", s.exit_reason)
+        },
+        s.turn_count,
+        s.head_seq,
+        s.input_tokens,
+        s.output_tokens,
+    );
+}
+
+pub async fn session(target: Target, command: SessionCommand) -> anyhow::Result<()> {
+    let mut client = target.connect().await?;
+    match command {
+        SessionCommand::Start {
+            incident_id,
+            message,
+            idempotency_key,
+            id_only,
+        } => {
+            let s = client
+                .start_session(pb::StartSessionRequest {
+                    incident_id,
+                    message,
+                    idempotency_key,
+                })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            if id_only {
+                println!("{}", s.id);
+            } else {
+                print_session(&s);
+            }
+        }
+        SessionCommand::Get { session_id } => {
+            let s = client
+                .get_session(pb::GetSessionRequest { session_id })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            print_session(&s);
+        }
+        SessionCommand::List { incident_id } => {
+            let mut page_token = String::new();
+            loop {
+                let page = client
+                    .list_sessions(pb::ListSessionsRequest {
+                        incident_id: incident_id.clone(),
+                        page_size: 100,
+                        page_token,
+                    })
+                    .await
+                    .map_err(status_error)?
+                    .into_inner();
+                page.sessions.iter().for_each(print_session);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One line per turn: seq, role, then content and tool calls.
+pub fn render_turn(t: &pb::SessionTurn) -> String {
+    let role = pb::TurnRole::try_from(t.role)
+        .map(|r| r.as_str_name().trim_start_matches("TURN_ROLE_").to_lowercase())
+        .unwrap_or_else(|_| "unknown".into());
+    let mut line = format!("#{:<4} {:<9} {}", t.seq, role, t.content);
+    for call in &t.tool_calls {
+        line.push_str(&format!("\n      -> {}({}) [{}]", call.name, call.arguments_json, call.id));
+    }
+    if !t.tool_call_id.is_empty() {
+        line = format!(
+            "#{:<4} {:<9} {}{} [{}]: {}",
+            t.seq,
+            role,
+            t.tool_name,
+            if t.is_error { " (error)" } else { "" },
+            t.tool_call_id,
+            t.content
+        );
+    }
+    if t.input_tokens > 0 || t.output_tokens > 0 {
+        line.push_str(&format!("  ({} in / {} out tokens)", t.input_tokens, t.output_tokens));
+    }
+    line
+}
+
+pub async fn turns(args: TurnsArgs) -> anyhow::Result<()> {
+    let mut client = args.target.connect().await?;
+    let mut after_seq = args.after_seq;
+    loop {
+        let page = client
+            .list_turns(pb::ListTurnsRequest {
+                session_id: args.session_id.clone(),
+                after_seq,
+                limit: 500,
+            })
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        for t in &page.turns {
+            println!("{}", render_turn(t));
+        }
+        if page.next_after_seq == 0 {
+            break;
+        }
+        after_seq = page.next_after_seq;
+    }
+    Ok(())
+}

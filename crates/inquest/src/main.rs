@@ -1,0 +1,139 @@
+//! `inquest`: the server (`serve`, `migrate`), the client commands that talk
+//! gRPC to a running server, and the benchmarks. `main` only parses
+//! arguments, starts telemetry and dispatches.
+
+mod bench;
+mod client;
+
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand};
+use inquest_server::{Config, Overrides, telemetry::Telemetry};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(name = "inquest", version, about = "Durable LLM incident investigations on PostgreSQL")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Flags shared by the commands that open the database.
+#[derive(clap::Args, Clone)]
+struct ServerArgs {
+    /// TOML config file. Layers: defaults, this file, INQUEST_* env, flags.
+    #[arg(long, env = "INQUEST_CONFIG")]
+    config: Option<PathBuf>,
+    /// PostgreSQL URL; without one, an embedded cluster runs in --data-dir.
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Where the embedded PostgreSQL cluster lives.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+impl ServerArgs {
+    fn load(&self, listen: Option<SocketAddr>) -> anyhow::Result<Config> {
+        Ok(Config::load(
+            self.config.as_deref(),
+            Overrides {
+                listen,
+                database_url: self.database_url.clone(),
+                data_dir: self.data_dir.clone(),
+            },
+        )?)
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gRPC server until SIGTERM or Ctrl-C.
+    Serve {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Address to listen on (default 127.0.0.1:50051).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// Apply database migrations and exit.
+    Migrate {
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Incidents.
+    Incident {
+        #[command(subcommand)]
+        command: client::IncidentCommand,
+        #[command(flatten)]
+        target: client::Target,
+    },
+    /// Sessions.
+    Session {
+        #[command(subcommand)]
+        command: client::SessionCommand,
+        #[command(flatten)]
+        target: client::Target,
+    },
+    /// Print a session's turns.
+    Turns(client::TurnsArgs),
+    /// Benchmarks against a real PostgreSQL; figures go to docs/benchmarks.md.
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve { server, listen } => {
+            let config = server.load(listen)?;
+            let telemetry = Telemetry::init()?;
+            let shutdown = CancellationToken::new();
+            tokio::spawn(inquest_server::cancel_on_signal(shutdown.clone()));
+            let result = inquest_server::serve(config, shutdown).await;
+            telemetry.shutdown();
+            result
+        }
+        Command::Migrate { server } => {
+            let config = server.load(None)?;
+            let telemetry = Telemetry::init()?;
+            let result = migrate(config).await;
+            telemetry.shutdown();
+            result
+        }
+        Command::Incident { command, target } => client::incident(target, command).await,
+        Command::Session { command, target } => client::session(target, command).await,
+        Command::Turns(args) => client::turns(args).await,
+        Command::Bench { command } => bench::run(command).await,
+    }
+}
+
+async fn migrate(config: Config) -> anyhow::Result<()> {
+    let Some(url) = config.database_url.clone() else {
+        anyhow::bail!(
+            "migrate needs --database-url (or DATABASE_URL); `serve` migrates its embedded database itself"
+        );
+    };
+    let store = inquest_store::Store::connect(&config.store_config(&url))?;
+    let applied = store.migrate().await?;
+    println!("applied {applied} migration(s)");
+    Ok(())
+}
