@@ -1,0 +1,418 @@
+//! In-process fan-out of a session's live events to its watchers.
+//!
+//! The agent persists a turn, then [`TurnBroadcaster::publish`]es it; each
+//! `WatchSession` stream holds a [`Subscription`]. Events are hints on top of
+//! the database, which stays the source of truth: a watcher that falls
+//! behind is told so ([`SubscriptionItem::Lagged`]) and recovers by
+//! reconnecting with `after_seq`.
+//!
+//! Rules:
+//! - One bounded channel per subscriber carries both turns and tool starts,
+//!   so a tool start is never seen after its result.
+//! - Publishing never blocks or awaits. A full channel drops the event for
+//!   that subscriber only and ends its stream with `Lagged` once the events
+//!   already queued have been read: never a silent gap.
+//! - [`TurnBroadcaster::close`] ends every stream of a session (after its
+//!   queued events) and latches the session as finished, so a late
+//!   subscriber gets an ended stream instead of one that never ends.
+//! - No tasks are spawned. A subscriber's map entry lives exactly as long as
+//!   its [`Subscription`] (or until the session is closed).
+
+mod latch;
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, ready};
+
+use inquest_core::{Seq, SessionId, Turn};
+use time::OffsetDateTime;
+use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio_stream::Stream;
+
+use crate::latch::Latch;
+
+/// Default per-subscriber channel capacity, in events.
+pub const DEFAULT_CAPACITY: usize = 1024;
+/// Default number of finished sessions remembered by the close latch.
+pub const DEFAULT_LATCH_CAPACITY: usize = 256;
+
+/// A tool call about to be dispatched. Not persisted: the durable record is
+/// the tool turn carrying its result, published later on the same channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallStart {
+    pub session_id: SessionId,
+    /// Seq of the assistant turn that requested the call.
+    pub assistant_seq: Seq,
+    pub call_id: String,
+    pub tool_name: String,
+    pub started_at: OffsetDateTime,
+}
+
+/// One live event of a session: exactly one payload.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A turn that is already committed to the database.
+    Turn(Arc<Turn>),
+    ToolCallStart(ToolCallStart),
+}
+
+impl Event {
+    pub fn session_id(&self) -> SessionId {
+        match self {
+            Event::Turn(turn) => turn.session_id,
+            Event::ToolCallStart(start) => start.session_id,
+        }
+    }
+}
+
+/// What a [`Subscription`] yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubscriptionItem {
+    Event(Event),
+    /// Terminal: at least one event was dropped for this subscriber after
+    /// the events yielded so far. The stream ends right after this.
+    Lagged,
+}
+
+/// Per-session pub/sub of live events. Cheap to clone; clones share state.
+#[derive(Clone)]
+pub struct TurnBroadcaster {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Capacity of each subscriber's channel (at least 1). When a channel is
+    /// full the event is dropped for that subscriber, which becomes lagged.
+    capacity: usize,
+    /// Subscribers and the finished latch.
+    ///
+    /// A std mutex, not a tokio one: every critical section is short and
+    /// synchronous (map updates and `try_send`, which never waits), the lock
+    /// is never held across an `.await`, and it must be taken from `Drop`,
+    /// which cannot await. One lock for all sessions keeps close/subscribe/
+    /// publish trivially atomic with respect to each other; holding it while
+    /// publishing also gives every subscriber of a session the same order.
+    state: Mutex<State>,
+    /// Total events not delivered to some subscriber because it was lagged
+    /// (one count per event per subscriber). An atomic so readers (metrics)
+    /// need not take the lock; it only ever grows (wraps after 2^64).
+    dropped: AtomicU64,
+}
+
+struct State {
+    /// Live subscribers by session, then by subscriber key. A session entry
+    /// exists only while it has at least one subscriber.
+    sessions: HashMap<SessionId, HashMap<u64, Slot>>,
+    /// Sessions whose run has finished (bounded FIFO, oldest evicted).
+    latch: Latch,
+    /// Next subscriber key; unique for the broadcaster's lifetime.
+    next_key: u64,
+}
+
+/// The broadcaster's side of one subscriber.
+struct Slot {
+    /// Bounded sender (capacity [`Inner::capacity`]); `None` once the
+    /// subscriber is lagged, which closes the channel so the reader ends
+    /// after draining what was queued before the gap.
+    tx: Option<mpsc::Sender<Event>>,
+    stats: Arc<SubscriberStats>,
+}
+
+/// State shared between a [`Slot`] and its [`Subscription`]. Atomics, so the
+/// subscription can read them without the broadcaster's lock.
+#[derive(Default)]
+struct SubscriberStats {
+    /// Set (before the sender is dropped) when an event was dropped for this
+    /// subscriber; the reader turns channel-closed into `Lagged`.
+    lagged: AtomicBool,
+    /// Events not delivered to this subscriber.
+    dropped: AtomicU64,
+}
+
+impl Slot {
+    /// Marks the subscriber lagged and closes its channel.
+    fn lag(&mut self) {
+        // Release, then drop the sender: the reader sees the channel closed
+        // only after this store, so it reads `lagged == true`.
+        self.stats.lagged.store(true, Ordering::Release);
+        self.tx = None;
+    }
+}
+
+impl Default for TurnBroadcaster {
+    fn default() -> Self {
+        Self::new(DEFAULT_CAPACITY)
+    }
+}
+
+impl fmt::Debug for TurnBroadcaster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TurnBroadcaster")
+            .field("capacity", &self.inner.capacity)
+            .field("dropped_events", &self.dropped_events())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TurnBroadcaster {
+    /// A broadcaster whose subscriber channels hold `capacity` events (a
+    /// capacity of 0 is treated as 1), latching the last
+    /// [`DEFAULT_LATCH_CAPACITY`] closed sessions.
+    pub fn new(capacity: usize) -> Self {
+        Self::with_latch_capacity(capacity, DEFAULT_LATCH_CAPACITY)
+    }
+
+    /// Like [`TurnBroadcaster::new`], remembering `latch_capacity` closed
+    /// sessions.
+    pub fn with_latch_capacity(capacity: usize, latch_capacity: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                capacity: capacity.max(1),
+                state: Mutex::new(State {
+                    sessions: HashMap::new(),
+                    latch: Latch::new(latch_capacity),
+                    next_key: 0,
+                }),
+                dropped: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Subscribes to `session`'s live events. For a latched (finished)
+    /// session the subscription is already ended
+    /// ([`Subscription::is_closed_at_start`]).
+    pub fn subscribe(&self, session: SessionId) -> Subscription {
+        let stats = Arc::new(SubscriberStats::default());
+        let mut state = self.inner.lock();
+        if state.latch.contains(session) {
+            drop(state);
+            // Sender dropped at once: the receiver yields `None` straight away.
+            let (_, rx) = mpsc::channel(1);
+            return Subscription::new(&self.inner, session, None, rx, stats);
+        }
+        let (tx, rx) = mpsc::channel(self.inner.capacity);
+        let key = state.next_key;
+        state.next_key += 1;
+        let slot = Slot {
+            tx: Some(tx),
+            stats: Arc::clone(&stats),
+        };
+        state.sessions.entry(session).or_default().insert(key, slot);
+        drop(state);
+        Subscription::new(&self.inner, session, Some(key), rx, stats)
+    }
+
+    /// Sends `event` to every subscriber of `session`. Never blocks: a
+    /// subscriber whose channel is full misses this event, is marked lagged
+    /// and gets no further events.
+    pub fn publish(&self, session: SessionId, event: Event) {
+        debug_assert_eq!(
+            event.session_id(),
+            session,
+            "event published to another session"
+        );
+        let mut state = self.inner.lock();
+        let Some(subscribers) = state.sessions.get_mut(&session) else {
+            return;
+        };
+        let mut dropped = 0;
+        for (key, slot) in subscribers.iter_mut() {
+            let Some(tx) = &slot.tx else {
+                slot.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                dropped += 1;
+                continue;
+            };
+            match tx.try_send(event.clone()) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    tracing::debug!(%session, subscriber = key, "watcher fell behind; ending its stream");
+                    slot.lag();
+                    slot.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    dropped += 1;
+                }
+                // Unreachable in practice: `Subscription::drop` removes the
+                // slot before its receiver goes away.
+                Err(TrySendError::Closed(_)) => slot.tx = None,
+            }
+        }
+        if dropped > 0 {
+            self.inner.dropped.fetch_add(dropped, Ordering::Relaxed);
+        }
+    }
+
+    /// Ends every subscriber's stream of `session` (each drains its queued
+    /// events first) and latches the session as finished. Closed
+    /// subscribers no longer count in [`TurnBroadcaster::subscriber_count`].
+    pub fn close(&self, session: SessionId) {
+        let mut state = self.inner.lock();
+        state.latch.insert(session);
+        // Dropping the slots drops the senders, which closes the channels.
+        let removed = state.sessions.remove(&session);
+        drop(state);
+        drop(removed);
+    }
+
+    /// Lifts the finished latch so the session can be watched again.
+    pub fn reopen(&self, session: SessionId) {
+        self.inner.lock().latch.remove(session);
+    }
+
+    /// Whether `session` is latched as finished.
+    pub fn is_latched(&self, session: SessionId) -> bool {
+        self.inner.lock().latch.contains(session)
+    }
+
+    /// Marks every current subscriber of every session lagged: each stream
+    /// yields its queued events, then `Lagged`, then ends. For when live
+    /// delivery can no longer be trusted (e.g. the replica's LISTEN
+    /// connection dropped) and every watcher must reconnect. Returns how
+    /// many subscribers were newly lagged.
+    pub fn lag_all_sessions(&self) -> usize {
+        let mut state = self.inner.lock();
+        let mut lagged = 0;
+        for slot in state.sessions.values_mut().flat_map(HashMap::values_mut) {
+            if slot.tx.is_some() {
+                slot.lag();
+                lagged += 1;
+            }
+        }
+        drop(state);
+        if lagged > 0 {
+            tracing::info!(subscribers = lagged, "lagged every watcher");
+        }
+        lagged
+    }
+
+    /// Subscribers of `session` not yet closed, lagged ones included until
+    /// their [`Subscription`] is dropped.
+    pub fn subscriber_count(&self, session: SessionId) -> usize {
+        self.inner
+            .lock()
+            .sessions
+            .get(&session)
+            .map_or(0, HashMap::len)
+    }
+
+    /// Total events dropped for lagged subscribers, over all sessions.
+    pub fn dropped_events(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl Inner {
+    /// Poisoning is ignored: every critical section leaves the state
+    /// consistent at each step, so a panic elsewhere must not wedge watchers.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One watcher's view of a session. A [`Stream`] of [`SubscriptionItem`]s
+/// (or use [`Subscription::recv`]). It ends (`None`) when the session is
+/// closed, right after `Lagged` if the subscriber fell behind, or at once
+/// if the session was already latched as finished when subscribing.
+/// Dropping it unregisters the subscriber.
+pub struct Subscription {
+    inner: Arc<Inner>,
+    session: SessionId,
+    /// Key in the session's subscriber map; `None` if never registered
+    /// (the session was latched at subscribe time).
+    key: Option<u64>,
+    rx: mpsc::Receiver<Event>,
+    stats: Arc<SubscriberStats>,
+    /// The stream has yielded its last item.
+    ended: bool,
+}
+
+impl Subscription {
+    fn new(
+        inner: &Arc<Inner>,
+        session: SessionId,
+        key: Option<u64>,
+        rx: mpsc::Receiver<Event>,
+        stats: Arc<SubscriberStats>,
+    ) -> Self {
+        Self {
+            inner: Arc::clone(inner),
+            session,
+            key,
+            rx,
+            stats,
+            ended: false,
+        }
+    }
+
+    /// The next item, or `None` once the stream has ended. Cancel-safe.
+    pub async fn recv(&mut self) -> Option<SubscriptionItem> {
+        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+    }
+
+    pub fn session_id(&self) -> SessionId {
+        self.session
+    }
+
+    /// Whether the session was already latched as finished when this
+    /// subscription was made (the stream is empty).
+    pub fn is_closed_at_start(&self) -> bool {
+        self.key.is_none()
+    }
+
+    /// Whether an event was dropped for this subscriber.
+    pub fn is_lagged(&self) -> bool {
+        self.stats.lagged.load(Ordering::Acquire)
+    }
+
+    /// How many events were dropped for this subscriber.
+    pub fn dropped_events(&self) -> u64 {
+        self.stats.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl Stream for Subscription {
+    type Item = SubscriptionItem;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match ready!(self.rx.poll_recv(cx)) {
+            Some(event) => Poll::Ready(Some(SubscriptionItem::Event(event))),
+            // All senders are gone: closed, lagged, or latched at start.
+            None => {
+                self.ended = true;
+                Poll::Ready(self.is_lagged().then_some(SubscriptionItem::Lagged))
+            }
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let Some(key) = self.key else { return };
+        let mut state = self.inner.lock();
+        if let Entry::Occupied(mut entry) = state.sessions.entry(self.session) {
+            entry.get_mut().remove(&key);
+            if entry.get().is_empty() {
+                entry.remove();
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subscription")
+            .field("session", &self.session)
+            .field("closed_at_start", &self.is_closed_at_start())
+            .field("lagged", &self.is_lagged())
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests;
