@@ -24,7 +24,12 @@ impl Store {
     }
 
     /// One bare INSERT into the scratch table.
-    pub async fn insert_ceiling_row(&self, writer: Uuid, seq: i64, content: &str) -> Result<(), StoreError> {
+    pub async fn insert_ceiling_row(
+        &self,
+        writer: Uuid,
+        seq: i64,
+        content: &str,
+    ) -> Result<(), StoreError> {
         self.run("bench_insert_ceiling", async |c| {
             c.execute(
                 "INSERT INTO bench_ceiling (session_id, seq, role, content, tool_calls) \
@@ -39,7 +44,8 @@ impl Store {
 
     pub async fn drop_ceiling_table(&self) -> Result<(), StoreError> {
         self.run("bench_drop_ceiling", async |c| {
-            c.batch_execute("DROP TABLE IF EXISTS bench_ceiling").await?;
+            c.batch_execute("DROP TABLE IF EXISTS bench_ceiling")
+                .await?;
             Ok(())
         })
         .await

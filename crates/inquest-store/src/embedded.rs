@@ -27,7 +27,9 @@ pub enum EmbeddedError {
          or pass --database-url"
     )]
     BinariesMissing,
-    #[error("running as root, but the `postgres` system user that PostgreSQL must run as does not exist")]
+    #[error(
+        "running as root, but the `postgres` system user that PostgreSQL must run as does not exist"
+    )]
     NoPostgresUser,
     #[error(
         "the data directory {0} is not reachable by the `postgres` user; choose a --data-dir \
@@ -95,7 +97,11 @@ const SUPERUSER: &str = "inquest";
 /// `/usr/lib/postgresql/<version>/bin` (Debian's layout, not on PATH), then
 /// PATH.
 pub fn find_binaries() -> Option<PathBuf> {
-    let has_all = |dir: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|b| dir.join(b).is_file());
+    let has_all = |dir: &Path| {
+        ["initdb", "pg_ctl", "postgres"]
+            .iter()
+            .all(|b| dir.join(b).is_file())
+    };
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()
         .flatten()
@@ -185,7 +191,9 @@ impl EmbeddedPostgres {
     /// committed data is safe). Blocking.
     pub fn stop(&self) -> Result<(), EmbeddedError> {
         let mut cmd = self.command("pg_ctl");
-        cmd.arg("-D").arg(&self.pgdata).args(["-m", "fast", "-w", "stop"]);
+        cmd.arg("-D")
+            .arg(&self.pgdata)
+            .args(["-m", "fast", "-w", "stop"]);
         run("pg_ctl stop", cmd).map(|_| ())
     }
 
@@ -209,7 +217,9 @@ impl EmbeddedPostgres {
         chown.args(["-R", "postgres:"]).arg(data_dir);
         run("chown of the data directory", chown)?;
         let mut probe = Command::new("runuser");
-        probe.args(["-u", "postgres", "--", "test", "-w"]).arg(data_dir);
+        probe
+            .args(["-u", "postgres", "--", "test", "-w"])
+            .arg(data_dir);
         if !probe.status().is_ok_and(|s| s.success()) {
             return Err(EmbeddedError::DataDirUnreachable(data_dir.to_owned()));
         }
@@ -245,7 +255,11 @@ impl EmbeddedPostgres {
 
     fn ensure_database(&self) -> Result<(), EmbeddedError> {
         let psql = self.bin.join("psql");
-        let psql = if psql.is_file() { psql } else { PathBuf::from("psql") };
+        let psql = if psql.is_file() {
+            psql
+        } else {
+            PathBuf::from("psql")
+        };
         let exists = Command::new(&psql)
             .args(["-XtA", "-d"])
             .arg(self.url_for("postgres"))
@@ -264,7 +278,10 @@ impl EmbeddedPostgres {
             .args(["-X", "-q", "-d"])
             .arg(self.url_for("postgres"))
             .arg("-c")
-            .arg(format!("CREATE DATABASE \"{}\"", self.database.replace('"', "\"\"")));
+            .arg(format!(
+                "CREATE DATABASE \"{}\"",
+                self.database.replace('"', "\"\"")
+            ));
         run("creating the database", create).map(|_| ())
     }
 }

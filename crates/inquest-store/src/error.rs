@@ -38,11 +38,10 @@ impl StoreError {
     }
 
     pub(crate) fn from_pool(e: deadpool_postgres::PoolError) -> Self {
-        use deadpool_postgres::PoolError;
-        match e {
-            PoolError::Backend(e) => StoreError::from(e),
-            other => StoreError::Unavailable(Box::new(other)),
-        }
+        // Whatever stops us from getting a connection (refused, timed out,
+        // a database that does not accept connections, failed auth) means
+        // the database is not there for this call.
+        StoreError::Unavailable(Box::new(e))
     }
 }
 

@@ -147,7 +147,10 @@ impl Store {
             let mut client = self.pool.get().await.map_err(StoreError::from_pool)?;
             f(&mut client).await
         };
-        let result = match tokio::time::timeout(limit, work).instrument(span.clone()).await {
+        let result = match tokio::time::timeout(limit, work)
+            .instrument(span.clone())
+            .await
+        {
             Ok(result) => result,
             Err(_) => Err(StoreError::Timeout { op, after: limit }),
         };
@@ -157,7 +160,10 @@ impl Store {
 
     /// Spawns `work` so that it completes even if the caller's future is
     /// dropped (a cancelled request, a cancelled burst), and waits for it.
-    fn detached<T, Fut>(&self, work: Fut) -> impl Future<Output = Result<T, StoreError>> + use<T, Fut>
+    fn detached<T, Fut>(
+        &self,
+        work: Fut,
+    ) -> impl Future<Output = Result<T, StoreError>> + use<T, Fut>
     where
         T: Send + 'static,
         Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
@@ -170,7 +176,9 @@ impl Store {
         async move {
             match handle {
                 None => Err(StoreError::ShuttingDown),
-                Some(handle) => handle.await.map_err(|e| StoreError::Internal(e.to_string()))?,
+                Some(handle) => handle
+                    .await
+                    .map_err(|e| StoreError::Internal(e.to_string()))?,
             }
         }
     }

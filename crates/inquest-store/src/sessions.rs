@@ -100,7 +100,9 @@ impl Store {
     pub async fn get_session(&self, id: SessionId) -> Result<SessionRow, StoreError> {
         let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
         let row = self
-            .run("get_session", async |c| Ok(c.query_opt(&sql, &[id.as_uuid()]).await?))
+            .run("get_session", async |c| {
+                Ok(c.query_opt(&sql, &[id.as_uuid()]).await?)
+            })
             .await?
             .ok_or_else(|| not_found_session(id))?;
         session_from_row(&row)
@@ -124,10 +126,15 @@ impl Store {
         let (exists, rows) = self
             .run("list_sessions", async |c| {
                 let exists = c
-                    .query_opt("SELECT 1 FROM incidents WHERE id = $1", &[incident.as_uuid()])
+                    .query_opt(
+                        "SELECT 1 FROM incidents WHERE id = $1",
+                        &[incident.as_uuid()],
+                    )
                     .await?
                     .is_some();
-                let rows = c.query(&sql, &[incident.as_uuid(), &before_uuid, &fetch]).await?;
+                let rows = c
+                    .query(&sql, &[incident.as_uuid(), &before_uuid, &fetch])
+                    .await?;
                 Ok((exists, rows))
             })
             .await?;
@@ -166,7 +173,10 @@ async fn start_session_tx(
         return Ok(found);
     }
     if tx
-        .query_opt("SELECT 1 FROM incidents WHERE id = $1", &[incident.as_uuid()])
+        .query_opt(
+            "SELECT 1 FROM incidents WHERE id = $1",
+            &[incident.as_uuid()],
+        )
         .await?
         .is_none()
     {
@@ -189,7 +199,10 @@ async fn start_session_tx(
         "INSERT INTO turns (session_id, seq, role, content) VALUES ($1, 1, 'user', $2) \
          RETURNING {TURN_COLUMNS}"
     );
-    let first_turn = turn_from_row(&tx.query_one(&turn_sql, &[id.as_uuid(), &turn.content()]).await?)?;
+    let first_turn = turn_from_row(
+        &tx.query_one(&turn_sql, &[id.as_uuid(), &turn.content()])
+            .await?,
+    )?;
     if let Some(key) = key {
         let claimed = tx
             .execute(

@@ -102,7 +102,10 @@ impl Store {
         let (head, rows) = self
             .run("list_turns", async |c| {
                 let head = c
-                    .query_opt("SELECT head_seq FROM sessions WHERE id = $1", &[session.as_uuid()])
+                    .query_opt(
+                        "SELECT head_seq FROM sessions WHERE id = $1",
+                        &[session.as_uuid()],
+                    )
                     .await?;
                 let Some(head) = head else {
                     return Ok((None, Vec::new()));
@@ -120,7 +123,10 @@ impl Store {
                 id: session.to_string(),
             });
         };
-        let mut turns = rows.iter().map(turn_from_row).collect::<Result<Vec<_>, _>>()?;
+        let mut turns = rows
+            .iter()
+            .map(turn_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
         let more = turns.len() > limit as usize;
         turns.truncate(limit as usize);
         Ok(TurnPage {

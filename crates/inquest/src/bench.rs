@@ -45,12 +45,17 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             let (url, embedded) = match database_url {
                 Some(url) => (url, None),
                 None => {
-                    let dir = std::env::temp_dir().join(format!("inquest-bench-{}", std::process::id()));
+                    let dir =
+                        std::env::temp_dir().join(format!("inquest-bench-{}", std::process::id()));
                     let mut options = EmbeddedOptions::new(&dir);
                     options.max_connections = 200;
                     let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&options))
                         .await??;
-                    eprintln!("embedded PostgreSQL on port {} in {}", pg.port(), dir.display());
+                    eprintln!(
+                        "embedded PostgreSQL on port {} in {}",
+                        pg.port(),
+                        dir.display()
+                    );
                     (pg.url(), Some((pg, dir)))
                 }
             };
@@ -117,7 +122,12 @@ where
     Ok(figures(all, started.elapsed()))
 }
 
-async fn append(url: &str, writer_counts: &[usize], span: Duration, payload: usize) -> anyhow::Result<()> {
+async fn append(
+    url: &str,
+    writer_counts: &[usize],
+    span: Duration,
+    payload: usize,
+) -> anyhow::Result<()> {
     let max_writers = writer_counts.iter().copied().max().unwrap_or(1);
     let mut config = StoreConfig::new(url);
     config.max_connections = max_writers;
@@ -127,7 +137,11 @@ async fn append(url: &str, writer_counts: &[usize], span: Duration, payload: usi
     let content = "x".repeat(payload);
     let limits = Limits::default();
     let incident = store
-        .create_incident(&IncidentText::parse("bench".into(), String::new(), &limits)?)
+        .create_incident(&IncidentText::parse(
+            "bench".into(),
+            String::new(),
+            &limits,
+        )?)
         .await?;
 
     println!(
@@ -142,7 +156,11 @@ async fn append(url: &str, writer_counts: &[usize], span: Duration, payload: usi
         let mut sessions: Vec<SessionId> = Vec::with_capacity(writers);
         for _ in 0..writers {
             let started = store
-                .start_session(incident.id, UserMessage::parse("bench".into(), &limits)?, None)
+                .start_session(
+                    incident.id,
+                    UserMessage::parse("bench".into(), &limits)?,
+                    None,
+                )
                 .await?;
             sessions.push(started.session.id);
         }

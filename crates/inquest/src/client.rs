@@ -8,7 +8,12 @@ use tonic::transport::Channel;
 #[derive(Args, Clone)]
 pub struct Target {
     /// Server address.
-    #[arg(long, env = "INQUEST_SERVER", default_value = "http://127.0.0.1:50051", global = true)]
+    #[arg(
+        long,
+        env = "INQUEST_SERVER",
+        default_value = "http://127.0.0.1:50051",
+        global = true
+    )]
     server: String,
 }
 
@@ -91,7 +96,11 @@ pub async fn incident(target: Target, command: IncidentCommand) -> anyhow::Resul
 
 fn print_session(s: &pb::Session) {
     let status = pb::SessionStatus::try_from(s.status)
-        .map(|s| s.as_str_name().trim_start_matches("SESSION_STATUS_").to_lowercase())
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("SESSION_STATUS_")
+                .to_lowercase()
+        })
         .unwrap_or_else(|_| "unknown".into());
     println!(
         "session {}  incident {}  status {}{}  turns {}  head_seq {}  tokens {}/{}",
@@ -168,11 +177,18 @@ pub async fn session(target: Target, command: SessionCommand) -> anyhow::Result<
 /// One line per turn: seq, role, then content and tool calls.
 pub fn render_turn(t: &pb::SessionTurn) -> String {
     let role = pb::TurnRole::try_from(t.role)
-        .map(|r| r.as_str_name().trim_start_matches("TURN_ROLE_").to_lowercase())
+        .map(|r| {
+            r.as_str_name()
+                .trim_start_matches("TURN_ROLE_")
+                .to_lowercase()
+        })
         .unwrap_or_else(|_| "unknown".into());
     let mut line = format!("#{:<4} {:<9} {}", t.seq, role, t.content);
     for call in &t.tool_calls {
-        line.push_str(&format!("\n      -> {}({}) [{}]", call.name, call.arguments_json, call.id));
+        line.push_str(&format!(
+            "\n      -> {}({}) [{}]",
+            call.name, call.arguments_json, call.id
+        ));
     }
     if !t.tool_call_id.is_empty() {
         line = format!(
@@ -186,7 +202,10 @@ pub fn render_turn(t: &pb::SessionTurn) -> String {
         );
     }
     if t.input_tokens > 0 || t.output_tokens > 0 {
-        line.push_str(&format!("  ({} in / {} out tokens)", t.input_tokens, t.output_tokens));
+        line.push_str(&format!(
+            "  ({} in / {} out tokens)",
+            t.input_tokens, t.output_tokens
+        ));
     }
     line
 }

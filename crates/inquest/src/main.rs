@@ -12,7 +12,11 @@ use inquest_server::{Config, Overrides, telemetry::Telemetry};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
-#[command(name = "inquest", version, about = "Durable LLM incident investigations on PostgreSQL")]
+#[command(
+    name = "inquest",
+    version,
+    about = "Durable LLM incident investigations on PostgreSQL"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -85,7 +89,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

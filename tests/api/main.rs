@@ -1,0 +1,7 @@
+//! API tests: the real server on a socket, a real PostgreSQL database per
+//! test, the generated gRPC client.
+
+mod errors;
+mod health;
+mod sessions;
+mod turns;

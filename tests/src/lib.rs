@@ -1,0 +1,179 @@
+//! Integration-test harness: a fresh database per test on the run's
+//! throwaway PostgreSQL cluster, the real server in-process on an ephemeral
+//! port, and a generated gRPC client talking to it over TCP.
+//!
+//! The cluster's admin URL comes from `DATABASE_URL`; `cargo xtask test`
+//! starts a throwaway cluster and sets it. Databases are left behind and
+//! vanish with the cluster.
+
+use std::net::SocketAddr;
+
+use inquest_proto::v1::investigations_client::InvestigationsClient;
+use inquest_server::{Application, Config};
+use inquest_store::Store;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+/// The admin URL of the test cluster.
+pub fn admin_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| {
+        panic!(
+            "DATABASE_URL is not set: run the suite with `cargo xtask test`, which starts a \
+             throwaway PostgreSQL cluster, or point DATABASE_URL at a server you own"
+        )
+    })
+}
+
+/// `url` with its database name replaced by `db`.
+pub fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let authority_start = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let base = match base[authority_start..].find('/') {
+        Some(i) => &base[..authority_start + i],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+/// Connects a plain client (its connection task runs in the background).
+pub async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connecting to the test cluster");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// Creates a fresh, empty database and returns its name and URL.
+pub async fn fresh_database() -> (String, String) {
+    let admin = admin_url();
+    let name = format!("inquest_test_{}", uuid::Uuid::new_v4().simple());
+    connect(&admin)
+        .await
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("creating a test database");
+    let url = with_database(&admin, &name);
+    (name, url)
+}
+
+/// A running server on its own database.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub db_name: String,
+    pub db_url: String,
+    /// A store on the same database, for setting up and checking state.
+    pub store: Store,
+    pub config: Config,
+    shutdown: CancellationToken,
+    server: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+/// Starts the server on a fresh database with default configuration.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// Starts the server on a fresh database; `tweak` adjusts the config.
+pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    let (db_name, db_url) = fresh_database().await;
+    let mut config = Config::default();
+    config.listen = "127.0.0.1:0".parse().expect("literal address");
+    config.database_url = Some(db_url.clone());
+    config.store.max_connections = 6;
+    config.store.connect_timeout = std::time::Duration::from_secs(2);
+    tweak(&mut config);
+    let app = Application::build(&config, &db_url)
+        .await
+        .expect("building the application");
+    let addr = app.local_addr().expect("bound address");
+    let store = Store::connect(&config.store_config(&db_url)).expect("test store");
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(app.run(shutdown.clone()));
+    TestApp {
+        addr,
+        db_name,
+        db_url,
+        store,
+        config,
+        shutdown,
+        server: Some(server),
+    }
+}
+
+impl TestApp {
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(self.endpoint())
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connecting to the test server")
+    }
+
+    pub async fn client(&self) -> InvestigationsClient<Channel> {
+        InvestigationsClient::new(self.channel().await)
+    }
+
+    /// Counts rows of a table in this app's database.
+    pub async fn count(&self, table: &str) -> i64 {
+        connect(&self.db_url)
+            .await
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await
+            .expect("counting rows")
+            .get(0)
+    }
+
+    /// Makes this app's database refuse connections and cuts the open ones,
+    /// as a database outage looks to the server.
+    pub async fn take_database_down(&self) {
+        let admin = connect(&admin_url()).await;
+        admin
+            .batch_execute(&format!(
+                "ALTER DATABASE {0} ALLOW_CONNECTIONS false; \
+                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{0}';",
+                self.db_name
+            ))
+            .await
+            .expect("taking the database down");
+    }
+
+    pub async fn bring_database_up(&self) {
+        connect(&admin_url())
+            .await
+            .batch_execute(&format!(
+                "ALTER DATABASE {} ALLOW_CONNECTIONS true",
+                self.db_name
+            ))
+            .await
+            .expect("bringing the database up");
+    }
+
+    /// Triggers graceful shutdown and waits for the server to finish.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        match self.server.take() {
+            Some(handle) => handle.await?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
