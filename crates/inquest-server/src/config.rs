@@ -200,10 +200,14 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.limits.max_message_bytes == 0 {
-            return Err(ConfigError::Invalid("limits.max_message_bytes must be > 0".into()));
+            return Err(ConfigError::Invalid(
+                "limits.max_message_bytes must be > 0".into(),
+            ));
         }
         if self.store.max_connections == 0 {
-            return Err(ConfigError::Invalid("store.max_connections must be > 0".into()));
+            return Err(ConfigError::Invalid(
+                "store.max_connections must be > 0".into(),
+            ));
         }
         for (name, d) in [
             ("store.op_timeout", self.store.op_timeout),
@@ -316,7 +320,10 @@ mod tests {
         assert!(Config::from_toml("bogus = 1").is_err());
         assert!(Config::from_toml("[store]\nop_timeout = \"5 parsecs\"").is_err());
         let mut c = Config::default();
-        assert!(c.apply_env(|k| (k == "INQUEST_LISTEN").then(|| "nope".into())).is_err());
+        assert!(
+            c.apply_env(|k| (k == "INQUEST_LISTEN").then(|| "nope".into()))
+                .is_err()
+        );
         c.limits.max_message_bytes = 0;
         assert!(c.validate().is_err());
     }

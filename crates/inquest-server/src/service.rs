@@ -2,7 +2,9 @@
 //! store, convert the answer. Validation happens before anything is
 //! written, so bad input never touches stored state.
 
-use inquest_core::{AfterSeq, IdempotencyKey, IncidentId, IncidentText, Limits, SessionId, UserMessage};
+use inquest_core::{
+    AfterSeq, IdempotencyKey, IncidentId, IncidentText, Limits, SessionId, UserMessage,
+};
 use inquest_proto::v1::{self as pb, investigations_server::Investigations};
 use inquest_store::Store;
 use tonic::{Request, Response, Status};
@@ -41,8 +43,13 @@ impl Investigations for InvestigationsService {
         request: Request<pb::CreateIncidentRequest>,
     ) -> Result<Response<pb::Incident>, Status> {
         let req = request.into_inner();
-        let text = IncidentText::parse(req.title, req.description, &self.limits).map_err(ApiError::from)?;
-        let incident = self.store.create_incident(&text).await.map_err(ApiError::from)?;
+        let text = IncidentText::parse(req.title, req.description, &self.limits)
+            .map_err(ApiError::from)?;
+        let incident = self
+            .store
+            .create_incident(&text)
+            .await
+            .map_err(ApiError::from)?;
         tracing::info!(incident_id = %incident.id, "incident created");
         Ok(Response::new(convert::incident(incident)))
     }
@@ -116,7 +123,11 @@ impl Investigations for InvestigationsService {
         let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
         let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
         let limit = page_size(req.limit, DEFAULT_TURN_PAGE, MAX_TURN_PAGE);
-        let page = self.store.list_turns(id, after, limit).await.map_err(ApiError::from)?;
+        let page = self
+            .store
+            .list_turns(id, after, limit)
+            .await
+            .map_err(ApiError::from)?;
         let next_after_seq = match (page.more, page.turns.last()) {
             (true, Some(last)) => last.seq.as_i64(),
             _ => 0,

@@ -80,10 +80,9 @@ impl Application {
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(investigations)
-            .serve_with_incoming_shutdown(
-                TcpListenerStream::new(self.listener),
-                async move { stop_accepting.cancelled().await },
-            );
+            .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), async move {
+                stop_accepting.cancelled().await
+            });
         tracing::info!(%addr, "serving inquest.v1.Investigations");
         tokio::pin!(server);
         tokio::select! {
@@ -131,7 +130,9 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         let stopped = tokio::task::spawn_blocking(move || pg.stop()).await;
         match stopped {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %crate::status::chain(&e), "stopping embedded PostgreSQL failed"),
+            Ok(Err(e)) => {
+                tracing::error!(error = %crate::status::chain(&e), "stopping embedded PostgreSQL failed")
+            }
             Err(e) => tracing::error!(error = %e, "stopping embedded PostgreSQL panicked"),
         }
     }
