@@ -86,11 +86,16 @@ mod tests {
     fn empty_is_missing_and_garbage_is_malformed() {
         assert_eq!(
             IncidentId::parse("  "),
-            Err(IdError::Missing { what: "incident_id" })
+            Err(IdError::Missing {
+                what: "incident_id"
+            })
         );
         assert!(matches!(
             SessionId::parse("not-a-uuid"),
-            Err(IdError::Malformed { what: "session_id", .. })
+            Err(IdError::Malformed {
+                what: "session_id",
+                ..
+            })
         ));
     }
 }

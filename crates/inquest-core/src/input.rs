@@ -115,11 +115,7 @@ impl IdempotencyKey {
         if text.is_empty() {
             return Ok(None);
         }
-        check(
-            "idempotency_key",
-            &text,
-            Limits::MAX_IDEMPOTENCY_KEY_BYTES,
-        )?;
+        check("idempotency_key", &text, Limits::MAX_IDEMPOTENCY_KEY_BYTES)?;
         Ok(Some(Self(text)))
     }
 
@@ -144,7 +140,11 @@ mod tests {
         );
         assert!(matches!(
             UserMessage::parse("123456789".into(), &limits),
-            Err(InputError::TooLong { len: 9, limit: 8, .. })
+            Err(InputError::TooLong {
+                len: 9,
+                limit: 8,
+                ..
+            })
         ));
         assert_eq!(
             UserMessage::parse("a\0b".into(), &limits),
@@ -155,7 +155,11 @@ mod tests {
     #[test]
     fn idempotency_key_is_optional() {
         assert_eq!(IdempotencyKey::parse_optional(String::new()), Ok(None));
-        assert!(IdempotencyKey::parse_optional("k-1".into()).unwrap().is_some());
+        assert!(
+            IdempotencyKey::parse_optional("k-1".into())
+                .unwrap()
+                .is_some()
+        );
         assert!(IdempotencyKey::parse_optional("x".repeat(201)).is_err());
     }
 

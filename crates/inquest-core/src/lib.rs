@@ -5,14 +5,25 @@
 //! narrow conversions, so the hard rules (what a valid turn is, how seqs and
 //! cursors behave, how a transcript is rebuilt) are tested with plain data.
 
+pub mod fixture;
 pub mod ids;
 pub mod input;
+pub mod resume;
 pub mod seq;
 pub mod session;
+pub mod tools;
 pub mod turn;
 
 pub use ids::{IdError, IncidentId, SessionId};
 pub use input::{IdempotencyKey, IncidentText, InputError, Limits, UserMessage};
+pub use resume::{
+    AuditCounters, InterruptedCall, Message, Rebuilt, RecoveryKind, RecoveryPlan, Repair, Restored,
+    ResumeError, ResumeRequest, Tail, active_time, plan_recovery, rebuild_messages, restore,
+};
 pub use seq::{AfterSeq, CursorError, Seq};
 pub use session::SessionStatus;
-pub use turn::{NewTurn, Role, ToolArguments, ToolCall, TokenUsage, Turn};
+pub use tools::{
+    SideEffect, ToolCatalog, ToolClassOverrides, ToolClasses, ToolInfo, ToolServers,
+    tool_idempotency_key,
+};
+pub use turn::{NewTurn, Role, TokenUsage, ToolArguments, ToolCall, Turn};

@@ -145,7 +145,10 @@ impl ToolCall {
             .into_iter()
             .map(|c| {
                 let arguments = ToolArguments::from_stored(&c.arguments).ok_or_else(|| {
-                    ToolCallsDecodeError(format!("arguments of call {:?} are not an object or a string", c.id))
+                    ToolCallsDecodeError(format!(
+                        "arguments of call {:?} are not an object or a string",
+                        c.id
+                    ))
                 })?;
                 Ok(ToolCall {
                     id: c.id,
@@ -296,7 +299,10 @@ mod tests {
         let stored = ToolCall::encode_all(&calls);
         assert_eq!(ToolCall::decode_all(&stored).unwrap(), calls);
         assert!(ToolCall::decode_all(&serde_json::json!({"x": 1})).is_err());
-        assert!(ToolCall::decode_all(&serde_json::json!([{"id": "a", "name": "b", "arguments": 3}])).is_err());
+        assert!(
+            ToolCall::decode_all(&serde_json::json!([{"id": "a", "name": "b", "arguments": 3}]))
+                .is_err()
+        );
     }
 
     #[test]

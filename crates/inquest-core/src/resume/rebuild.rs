@@ -1,0 +1,416 @@
+//! Rebuilding a provider-valid transcript from stored turns.
+//!
+//! The stored turns record what happened; a provider only accepts a
+//! transcript where every tool call is answered exactly once. The rules,
+//! applied to the turns in the order given (the store reads them by seq):
+//!
+//! - `notice` turns are left out.
+//! - An assistant turn's calls are decoded from the stored column; arguments
+//!   stored as a JSON string stay [`crate::ToolArguments::Raw`], so the
+//!   model is shown what it sent. If the column does not decode, or a call
+//!   has a blank id or name, the turn is kept as plain text: its content
+//!   plus a note holding the raw column ([`Repair::UndecodableToolCalls`]).
+//! - A call id already used by an earlier call (in this or an earlier turn)
+//!   is renamed `<id>_dup<n>` in the transcript; results are matched to the
+//!   call they most plausibly answer (see below), so providers that reuse
+//!   ids per response still rebuild correctly.
+//! - A tool result answers, among the calls with its id that are still
+//!   unanswered: the first one of the current assistant message (no user or
+//!   assistant turn since), else the latest earlier one
+//!   ([`Repair::MovedToolResult`]). With no unanswered call of that id it is
+//!   a duplicate if such a call exists ([`Repair::DroppedDuplicateToolResult`]),
+//!   else an orphan ([`Repair::DroppedOrphanToolResult`]); both are dropped.
+//! - Each assistant message is followed by exactly one result per call, in
+//!   call order; a call never answered gets [`INTERRUPTED_TOOL_RESULT`] as an
+//!   error result ([`Repair::SynthesizedToolResult`]). Results carry the
+//!   call's tool name.
+//! - Blank assistant text next to tool calls becomes empty (no text block);
+//!   an assistant turn with no text and no calls is left out; a blank user
+//!   message becomes [`EMPTY_USER_MESSAGE`]; a transcript that would not
+//!   start with a user message gets [`MISSING_OPENING_MESSAGE`] first.
+//!
+//! Never panics, whatever the input.
+
+use std::collections::{HashMap, HashSet};
+
+use super::message::{
+    EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,
+};
+use crate::{Role, ToolCall, Turn};
+
+/// A rebuilt transcript and what was changed to make it valid.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rebuilt {
+    pub messages: Vec<Message>,
+    pub repairs: Vec<Repair>,
+}
+
+/// The calls of an assistant turn if they decode and every call has an id
+/// and a name; `None` otherwise. Other roles have no calls.
+pub fn usable_tool_calls(turn: &Turn) -> Option<Vec<ToolCall>> {
+    if turn.role != Role::Assistant {
+        return Some(Vec::new());
+    }
+    let calls = turn.tool_calls().ok()?;
+    calls
+        .iter()
+        .all(|c| !c.id.trim().is_empty() && !c.name.trim().is_empty())
+        .then_some(calls)
+}
+
+/// The text an assistant turn with undecodable calls is kept as.
+pub fn undecodable_turn_text(turn: &Turn) -> String {
+    const MAX_RAW: usize = 2000;
+    let mut raw = turn.tool_calls_raw.to_string();
+    if raw.len() > MAX_RAW {
+        let mut cut = MAX_RAW;
+        while !raw.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        raw.truncate(cut);
+        raw.push('…');
+    }
+    let note = format!("[stored tool calls could not be decoded: {raw}]");
+    if turn.content.trim().is_empty() {
+        note
+    } else {
+        format!("{}\n\n{note}", turn.content)
+    }
+}
+
+struct Answer {
+    content: String,
+    is_error: bool,
+}
+
+struct OutCall {
+    stored_id: String,
+    call: ToolCall,
+    answer: Option<Answer>,
+}
+
+enum Block {
+    User(String),
+    Assistant {
+        seq: u64,
+        text: String,
+        calls: Vec<OutCall>,
+    },
+}
+
+/// Rebuilds the provider-neutral transcript; see the module docs.
+pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
+    let mut repairs = Vec::new();
+    let mut blocks: Vec<Block> = Vec::new();
+    // The assistant block answered by results right now, if no user or
+    // assistant turn came after it.
+    let mut open: Option<usize> = None;
+    // Stored call id → (block, call index), in order of appearance.
+    let mut by_id: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+    // Every id a call may end up with, so renames never collide.
+    let mut taken: HashSet<String> = turns
+        .iter()
+        .filter(|t| t.role == Role::Assistant)
+        .filter_map(usable_tool_calls)
+        .flatten()
+        .map(|c| c.id)
+        .collect();
+    let mut used: HashSet<String> = HashSet::new();
+
+    for turn in turns {
+        let seq = turn.seq.get();
+        match turn.role {
+            Role::Notice => {}
+            Role::User => {
+                open = None;
+                let text = if turn.content.trim().is_empty() {
+                    repairs.push(Repair::EmptyUserMessage { seq });
+                    EMPTY_USER_MESSAGE.to_owned()
+                } else {
+                    turn.content.clone()
+                };
+                blocks.push(Block::User(text));
+            }
+            Role::Assistant => {
+                open = None;
+                let (text, calls) = match usable_tool_calls(turn) {
+                    Some(calls) => (turn.content.clone(), calls),
+                    None => {
+                        repairs.push(Repair::UndecodableToolCalls { seq });
+                        (undecodable_turn_text(turn), Vec::new())
+                    }
+                };
+                if calls.is_empty() && text.trim().is_empty() {
+                    repairs.push(Repair::DroppedEmptyAssistantTurn { seq });
+                    continue;
+                }
+                // Providers refuse whitespace-only text; blank means none.
+                let text = if text.trim().is_empty() {
+                    String::new()
+                } else {
+                    text
+                };
+                let index = blocks.len();
+                let mut out = Vec::with_capacity(calls.len());
+                for mut call in calls {
+                    let stored_id = call.id.clone();
+                    if !used.insert(stored_id.clone()) {
+                        let new_id = fresh_id(&stored_id, &mut taken);
+                        repairs.push(Repair::RenamedDuplicateToolCall {
+                            call_id: stored_id.clone(),
+                            new_id: new_id.clone(),
+                            seq,
+                        });
+                        used.insert(new_id.clone());
+                        call.id = new_id;
+                    }
+                    by_id
+                        .entry(stored_id.clone())
+                        .or_default()
+                        .push((index, out.len()));
+                    out.push(OutCall {
+                        stored_id,
+                        call,
+                        answer: None,
+                    });
+                }
+                let has_calls = !out.is_empty();
+                blocks.push(Block::Assistant {
+                    seq,
+                    text,
+                    calls: out,
+                });
+                if has_calls {
+                    open = Some(index);
+                }
+            }
+            Role::Tool => {
+                let call_id = turn.tool_call_id.clone().unwrap_or_default();
+                let candidates = by_id.get(&call_id).map(Vec::as_slice).unwrap_or(&[]);
+                let unanswered = |&&(b, c): &&(usize, usize)| match blocks.get(b) {
+                    Some(Block::Assistant { calls, .. }) => {
+                        calls.get(c).is_some_and(|c| c.answer.is_none())
+                    }
+                    _ => false,
+                };
+                let in_open = candidates
+                    .iter()
+                    .filter(|(b, _)| Some(*b) == open)
+                    .find(unanswered);
+                let target = in_open.or_else(|| candidates.iter().rev().find(unanswered));
+                let Some(&(b, c)) = target else {
+                    repairs.push(if candidates.is_empty() {
+                        Repair::DroppedOrphanToolResult { call_id, seq }
+                    } else {
+                        Repair::DroppedDuplicateToolResult { call_id, seq }
+                    });
+                    continue;
+                };
+                if in_open.is_none() {
+                    repairs.push(Repair::MovedToolResult {
+                        call_id,
+                        from_seq: seq,
+                    });
+                }
+                if let Some(Block::Assistant { calls, .. }) = blocks.get_mut(b)
+                    && let Some(slot) = calls.get_mut(c)
+                {
+                    slot.answer = Some(Answer {
+                        content: turn.content.clone(),
+                        is_error: turn.is_error,
+                    });
+                }
+            }
+        }
+    }
+
+    let mut messages = Vec::new();
+    for block in blocks {
+        match block {
+            Block::User(text) => messages.push(Message::User { text }),
+            Block::Assistant { seq, text, calls } => {
+                messages.push(Message::Assistant {
+                    text,
+                    tool_calls: calls.iter().map(|c| c.call.clone()).collect(),
+                });
+                for out in calls {
+                    let (content, is_error) = match out.answer {
+                        Some(a) => (a.content, a.is_error),
+                        None => {
+                            repairs.push(Repair::SynthesizedToolResult {
+                                call_id: out.stored_id,
+                                name: out.call.name.clone(),
+                                assistant_seq: seq,
+                            });
+                            (INTERRUPTED_TOOL_RESULT.to_owned(), true)
+                        }
+                    };
+                    messages.push(Message::ToolResult {
+                        call_id: out.call.id,
+                        name: out.call.name,
+                        content,
+                        is_error,
+                    });
+                }
+            }
+        }
+    }
+    if messages
+        .first()
+        .is_some_and(|m| !matches!(m, Message::User { .. }))
+    {
+        messages.insert(
+            0,
+            Message::User {
+                text: MISSING_OPENING_MESSAGE.to_owned(),
+            },
+        );
+        repairs.push(Repair::InsertedOpeningUserMessage);
+    }
+    Rebuilt { messages, repairs }
+}
+
+fn fresh_id(id: &str, taken: &mut HashSet<String>) -> String {
+    let mut n: u64 = 2;
+    loop {
+        let candidate = format!("{id}_dup{n}");
+        if taken.insert(candidate.clone()) {
+            return candidate;
+        }
+        n = n.saturating_add(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resume::testing::*;
+
+    #[test]
+    fn complete_history_is_unchanged() {
+        let turns = vec![
+            user(1, "why is api slow?"),
+            assistant(2, "checking", &[("c1", "grep"), ("c2", "top")]),
+            tool(3, "c1", "grep", "no errors"),
+            tool(4, "c2", "top", "cpu 99%"),
+            assistant(5, "cpu bound", &[]),
+            notice(6, "note"),
+        ];
+        let r = rebuild_messages(&turns);
+        assert!(r.repairs.is_empty(), "{:?}", r.repairs);
+        assert_eq!(r.messages.len(), 5);
+        assert!(
+            matches!(&r.messages[2], Message::ToolResult { call_id, content, .. } if call_id == "c1" && content == "no errors")
+        );
+    }
+
+    #[test]
+    fn dangling_calls_get_synthetic_errors_in_call_order() {
+        let turns = vec![
+            user(1, "go"),
+            assistant(2, "", &[("c1", "a"), ("c2", "b"), ("c3", "c")]),
+            tool(3, "c2", "b", "two"),
+        ];
+        let r = rebuild_messages(&turns);
+        let ids: Vec<_> = r
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::ToolResult {
+                    call_id,
+                    content,
+                    is_error,
+                    ..
+                } => Some((call_id.as_str(), content.as_str(), *is_error)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            vec![
+                ("c1", INTERRUPTED_TOOL_RESULT, true),
+                ("c2", "two", false),
+                ("c3", INTERRUPTED_TOOL_RESULT, true)
+            ]
+        );
+        assert_eq!(r.repairs.len(), 2);
+    }
+
+    #[test]
+    fn misplaced_duplicate_and_orphan_results() {
+        let turns = vec![
+            user(1, "go"),
+            assistant(2, "", &[("c1", "a")]),
+            user(3, "more"),
+            tool(4, "c1", "a", "late"),
+            tool(5, "c1", "a", "again"),
+            tool(6, "zz", "a", "who"),
+        ];
+        let r = rebuild_messages(&turns);
+        assert_eq!(
+            r.repairs,
+            vec![
+                Repair::MovedToolResult {
+                    call_id: "c1".into(),
+                    from_seq: 4
+                },
+                Repair::DroppedDuplicateToolResult {
+                    call_id: "c1".into(),
+                    seq: 5
+                },
+                Repair::DroppedOrphanToolResult {
+                    call_id: "zz".into(),
+                    seq: 6
+                },
+            ]
+        );
+        assert!(matches!(&r.messages[2], Message::ToolResult { content, .. } if content == "late"));
+        assert!(matches!(&r.messages[3], Message::User { .. }));
+    }
+
+    #[test]
+    fn reused_call_ids_are_renamed_and_matched_locally() {
+        let turns = vec![
+            user(1, "go"),
+            assistant(2, "", &[("call_0", "a")]),
+            tool(3, "call_0", "a", "first"),
+            assistant(4, "", &[("call_0", "b")]),
+            tool(5, "call_0", "b", "second"),
+        ];
+        let r = rebuild_messages(&turns);
+        assert_eq!(
+            r.repairs,
+            vec![Repair::RenamedDuplicateToolCall {
+                call_id: "call_0".into(),
+                new_id: "call_0_dup2".into(),
+                seq: 4
+            }]
+        );
+        assert!(
+            matches!(&r.messages[4], Message::ToolResult { call_id, content, .. } if call_id == "call_0_dup2" && content == "second")
+        );
+    }
+
+    #[test]
+    fn undecodable_calls_become_text_and_openers_are_fixed() {
+        let mut bad = assistant(1, "thinking", &[]);
+        bad.tool_calls_raw = serde_json::json!({"not": "a list"});
+        let r = rebuild_messages(&[bad, user(2, "  ")]);
+        assert_eq!(r.messages.len(), 3);
+        assert!(
+            matches!(&r.messages[0], Message::User { text } if text == MISSING_OPENING_MESSAGE)
+        );
+        assert!(
+            matches!(&r.messages[1], Message::Assistant { text, tool_calls } if text.starts_with("thinking\n\n[stored tool calls could not be decoded") && tool_calls.is_empty())
+        );
+        assert!(matches!(&r.messages[2], Message::User { text } if text == EMPTY_USER_MESSAGE));
+    }
+
+    #[test]
+    fn long_raw_calls_are_truncated_on_a_char_boundary() {
+        let mut bad = assistant(1, "", &[]);
+        bad.tool_calls_raw = serde_json::Value::String("é".repeat(3000));
+        let text = undecodable_turn_text(&bad);
+        assert!(text.len() < 2100 && text.ends_with("…]"));
+    }
+}

@@ -1,0 +1,285 @@
+//! Property tests: whatever the store holds, rebuilding never panics and
+//! always yields a transcript both providers accept; recovery, restore,
+//! validation and active time never panic.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use inquest_core::{
+    IncidentId, Message, RecoveryKind, RecoveryPlan, ResumeRequest, Role, Seq, SessionId,
+    SideEffect, TokenUsage, ToolArguments, ToolCall, Turn, active_time, plan_recovery,
+    rebuild_messages, restore,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+fn main_session() -> SessionId {
+    SessionId::from_uuid(uuid::Uuid::from_u128(1))
+}
+
+fn call_id() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("c1".to_owned()),
+        Just("c2".to_owned()),
+        Just("c3".to_owned()),
+        Just("call_0".to_owned()),
+        Just("c1_dup2".to_owned()),
+        Just(String::new()),
+        "[a-z]{1,3}",
+    ]
+}
+
+fn tool_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("grep".to_owned()),
+        Just("rm".to_owned()),
+        Just("scale".to_owned()),
+        Just(String::new()),
+    ]
+}
+
+fn arguments() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(json!({"q": 1})),
+        Just(json!("{broken")),
+        Just(json!("")),
+        Just(json!(42)),
+        Just(Value::Null),
+        Just(json!([1, 2])),
+    ]
+}
+
+fn stored_calls() -> impl Strategy<Value = Value> {
+    let call = (call_id(), tool_name(), arguments())
+        .prop_map(|(id, name, arguments)| json!({"id": id, "name": name, "arguments": arguments}));
+    prop_oneof![
+        6 => prop::collection::vec(call, 0..4).prop_map(Value::Array),
+        1 => Just(Value::Null),
+        1 => Just(json!({"id": "c1"})),
+        1 => Just(json!("garbage")),
+        1 => Just(json!([{"id": 7, "name": "grep"}])),
+        1 => Just(json!([1, 2, 3])),
+    ]
+}
+
+fn role() -> impl Strategy<Value = Role> {
+    prop_oneof![3 => Just(Role::User), 4 => Just(Role::Assistant), 4 => Just(Role::Tool), 1 => Just(Role::Notice)]
+}
+
+fn content() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        Just("  \n".to_owned()),
+        Just("text".to_owned()),
+        Just("é✓".to_owned()),
+        ".{0,12}"
+    ]
+}
+
+prop_compose! {
+    fn turn()(
+        role in role(),
+        seq_jump in prop_oneof![8 => Just(1i64), 1 => Just(0i64), 1 => -3i64..6],
+        foreign in prop::bool::weighted(0.05),
+        content in content(),
+        calls in stored_calls(),
+        result_id in prop::option::weighted(0.9, call_id()),
+        name in prop::option::of(tool_name()),
+        is_error in any::<bool>(),
+        secs in -100i64..100_000,
+        tokens in (0u64..1000, 0u64..1000),
+    ) -> (i64, Turn) {
+        let session_id = if foreign { SessionId::from_uuid(uuid::Uuid::from_u128(2)) } else { main_session() };
+        (seq_jump, Turn {
+            session_id,
+            seq: Seq::FIRST,
+            role,
+            content,
+            tool_calls_raw: calls,
+            tool_call_id: result_id,
+            tool_name: name,
+            is_error,
+            usage: TokenUsage { input_tokens: tokens.0, output_tokens: tokens.1 },
+            created_at: OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(secs),
+        })
+    }
+}
+
+fn turns() -> impl Strategy<Value = Vec<Turn>> {
+    prop::collection::vec(turn(), 0..24).prop_map(|raw| {
+        let mut seq: i64 = 0;
+        raw.into_iter()
+            .map(|(jump, mut t)| {
+                seq = (seq + jump).max(1);
+                t.seq = Seq::from_stored(seq).unwrap_or(Seq::FIRST);
+                t
+            })
+            .collect()
+    })
+}
+
+fn classes(tool: &str) -> SideEffect {
+    match tool {
+        "grep" => SideEffect::ReadOnly,
+        "scale" => SideEffect::Idempotent,
+        _ => SideEffect::Mutating,
+    }
+}
+
+fn check_plan(plan: &RecoveryPlan) -> Result<(), TestCaseError> {
+    support::check_transcript(&plan.transcript).map_err(TestCaseError::fail)?;
+    prop_assert!(!(plan.can_auto_continue && plan.requires_confirmation));
+    prop_assert!(plan.can_auto_continue || plan.requires_confirmation || !plan.can_continue);
+    if plan.kind == RecoveryKind::DegradedHistory || plan.kind == RecoveryKind::Clean {
+        prop_assert!(!plan.can_auto_continue);
+    }
+    if plan.kind == RecoveryKind::InterruptedTurn {
+        prop_assert!(!plan.interrupted_calls.is_empty());
+        prop_assert_eq!(
+            plan.can_auto_continue,
+            plan.interrupted_calls
+                .iter()
+                .all(|c| c.side_effect.safe_to_repeat())
+        );
+    }
+    prop_assert!(plan.notice_text.contains(plan.kind.as_str()));
+    let json = serde_json::to_string(plan).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let back: RecoveryPlan =
+        serde_json::from_str(&json).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(&back.repairs, &plan.repairs);
+    prop_assert_eq!(back.kind, plan.kind);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn rebuild_always_yields_a_valid_transcript(turns in turns()) {
+        let rebuilt = rebuild_messages(&turns);
+        support::check_transcript(&rebuilt.messages).map_err(TestCaseError::fail)?;
+        // Every user turn survives, in order.
+        let users_in = turns.iter().filter(|t| t.role == Role::User).count();
+        let users_out = rebuilt.messages.iter().filter(|m| matches!(m, Message::User { .. })).count();
+        prop_assert!(users_out == users_in || users_out == users_in + 1);
+    }
+
+    #[test]
+    fn recovery_and_friends_never_panic(turns in turns()) {
+        let plan = plan_recovery(main_session(), &turns, &classes);
+        check_plan(&plan)?;
+        prop_assert!(!active_time(&turns).is_negative());
+        let servers: BTreeMap<String, String> = [("grep".to_owned(), "logs".to_owned())].into();
+        let r = restore(&turns, &servers);
+        prop_assert_eq!(r.turn_count, turns.len() as u64);
+        let incident = IncidentId::from_uuid(uuid::Uuid::from_u128(3));
+        let _ = ResumeRequest { session_id: Some(main_session()), incident_id: incident, session_incident_id: incident, turns }.validate();
+    }
+}
+
+/// A healthy history (bursts of assistant turns whose calls all get results)
+/// rebuilds without repairs and is never degraded.
+fn healthy() -> impl Strategy<Value = Vec<Turn>> {
+    let step = prop::collection::vec(
+        (
+            tool_name().prop_filter("named", |n| !n.is_empty()),
+            any::<bool>(),
+        ),
+        0..3,
+    );
+    let burst = prop::collection::vec(step, 1..4);
+    prop::collection::vec(burst, 1..4).prop_map(|bursts| {
+        let mut out = Vec::new();
+        let mut n = 0u64;
+        let mut push = |out: &mut Vec<Turn>,
+                        role: Role,
+                        content: String,
+                        calls: Vec<ToolCall>,
+                        result: Option<(String, String)>| {
+            n += 1;
+            out.push(Turn {
+                session_id: main_session(),
+                seq: Seq::from_stored(n as i64).unwrap_or(Seq::FIRST),
+                role,
+                content,
+                tool_calls_raw: ToolCall::encode_all(&calls),
+                tool_call_id: result.as_ref().map(|r| r.0.clone()),
+                tool_name: result.map(|r| r.1),
+                is_error: false,
+                usage: TokenUsage::default(),
+                created_at: OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(n as i64),
+            });
+        };
+        for (b, burst) in bursts.into_iter().enumerate() {
+            push(&mut out, Role::User, format!("question {b}"), vec![], None);
+            for (s, step) in burst.iter().enumerate() {
+                let calls: Vec<ToolCall> = step
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (name, raw))| ToolCall {
+                        id: format!("b{b}s{s}c{i}"),
+                        name: name.clone(),
+                        arguments: if *raw {
+                            ToolArguments::from_model("{oops")
+                        } else {
+                            ToolArguments::from_model("{}")
+                        },
+                    })
+                    .collect();
+                let text = if calls.is_empty() {
+                    "answer".to_owned()
+                } else {
+                    String::new()
+                };
+                push(&mut out, Role::Assistant, text, calls.clone(), None);
+                for c in calls {
+                    push(
+                        &mut out,
+                        Role::Tool,
+                        "ok".into(),
+                        vec![],
+                        Some((c.id, c.name)),
+                    );
+                }
+            }
+        }
+        out
+    })
+}
+
+proptest! {
+    #[test]
+    fn healthy_histories_need_no_repair(turns in healthy()) {
+        let rebuilt = rebuild_messages(&turns);
+        prop_assert!(rebuilt.repairs.is_empty(), "{:?}", rebuilt.repairs);
+        support::check_transcript(&rebuilt.messages).map_err(TestCaseError::fail)?;
+        let plan = plan_recovery(main_session(), &turns, &classes);
+        prop_assert_ne!(plan.kind, RecoveryKind::DegradedHistory);
+        prop_assert_ne!(plan.kind, RecoveryKind::InterruptedTurn);
+        check_plan(&plan)?;
+        let incident = IncidentId::from_uuid(uuid::Uuid::from_u128(3));
+        let mut reopened = turns.clone();
+        let last = reopened.last().map(|t| t.seq.next()).unwrap_or(Seq::FIRST);
+        let mut follow_up = turns[0].clone();
+        follow_up.seq = last;
+        reopened.push(follow_up);
+        let req = ResumeRequest { session_id: Some(main_session()), incident_id: incident, session_incident_id: incident, turns: reopened };
+        prop_assert_eq!(req.validate(), Ok(main_session()));
+    }
+
+    #[test]
+    fn cutting_a_healthy_history_anywhere_is_never_degraded(turns in healthy(), cut in any::<prop::sample::Index>()) {
+        let cut = cut.index(turns.len()) + 1;
+        let plan = plan_recovery(main_session(), &turns[..cut], &classes);
+        prop_assert_ne!(plan.kind, RecoveryKind::DegradedHistory);
+        check_plan(&plan)?;
+        let tail_is_assistant_with_calls = turns[..cut].last().is_some_and(|t| {
+            t.role == Role::Assistant && t.tool_calls().is_ok_and(|c| !c.is_empty())
+        });
+        if tail_is_assistant_with_calls {
+            prop_assert_eq!(plan.kind, RecoveryKind::InterruptedTurn);
+        }
+    }
+}
