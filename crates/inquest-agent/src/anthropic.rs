@@ -1,0 +1,320 @@
+//! Anthropic Messages API adapter (`POST {base_url}/v1/messages`).
+//!
+//! Mapping of the neutral transcript:
+//! - a user message → a `user` message with one `text` block;
+//! - an assistant message → an `assistant` message with a `text` block (if
+//!   its text is not blank) and one `tool_use` block per call;
+//! - a tool result → a `tool_result` block (`is_error` when it failed) in a
+//!   `user` message.
+//!
+//! Same-role neighbours are folded into one message: the results of one
+//! assistant turn become one user message with several `tool_result`
+//! blocks, a user text that follows them joins that message (after the
+//! results, which the API requires to come first), and consecutive
+//! assistant turns are merged. Blank text blocks are never sent (the API
+//! rejects them), and a message left with no blocks is left out.
+//!
+//! `tool_use.input` must be a JSON object. Arguments the model sent that
+//! were not a JSON object (`ToolArguments::Raw`) are sent back as
+//! `{"_raw_arguments": "<text as sent>"}` ([`RAW_ARGUMENTS_KEY`]): the model
+//! sees exactly what it sent, and the request stays valid.
+
+use std::time::Duration;
+
+use inquest_core::{Message, TokenUsage, ToolArguments, ToolCall};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use crate::{
+    ApiKey, Completion, CompletionRequest, ConfigError, Provider, ProviderError, ProviderFuture,
+    StopReason, http,
+};
+
+/// The API version this adapter speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// Used when no `base_url` is configured.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The `input` key that carries arguments which were not a JSON object.
+pub const RAW_ARGUMENTS_KEY: &str = "_raw_arguments";
+
+/// Talks to the Anthropic Messages API.
+pub struct AnthropicProvider {
+    client: reqwest::Client,
+    url: String,
+    model: String,
+    api_key: ApiKey,
+    timeout: Duration,
+}
+
+impl AnthropicProvider {
+    /// `timeout` bounds each request, body included.
+    pub fn new(
+        base_url: &str,
+        model: &str,
+        api_key: ApiKey,
+        timeout: Duration,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self {
+            client: http::client(timeout).map_err(ConfigError::HttpClient)?,
+            url: http::join(base_url, "/v1/messages"),
+            model: model.to_owned(),
+            api_key,
+            timeout,
+        })
+    }
+
+    fn headers(&self) -> Result<HeaderMap, ProviderError> {
+        let mut headers = HeaderMap::new();
+        let mut key = HeaderValue::from_str(self.api_key.expose())
+            .map_err(|_| ProviderError::InvalidRequest("API key is not a valid header".into()))?;
+        key.set_sensitive(true);
+        headers.insert(HeaderName::from_static("x-api-key"), key);
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
+        Ok(headers)
+    }
+}
+
+impl Provider for AnthropicProvider {
+    fn complete<'a>(&'a self, request: &'a CompletionRequest<'a>) -> ProviderFuture<'a> {
+        Box::pin(async move {
+            let body = request_body(&self.model, request);
+            let headers = self.headers()?;
+            let answer =
+                http::post_json(&self.client, &self.url, headers, &body, self.timeout).await?;
+            parse_response(&answer)
+        })
+    }
+}
+
+/// The JSON body for one request.
+pub fn request_body(model: &str, request: &CompletionRequest<'_>) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("max_tokens".into(), json!(request.max_tokens));
+    if !request.system.trim().is_empty() {
+        body.insert("system".into(), json!(request.system));
+    }
+    body.insert("messages".into(), Value::Array(messages(request.messages)));
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    Value::Object(body)
+}
+
+/// Maps and folds the transcript; see the module docs.
+fn messages(transcript: &[Message]) -> Vec<Value> {
+    let mut folded: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in transcript {
+        let (role, blocks) = match message {
+            Message::User { text } => ("user", text_block(text).into_iter().collect()),
+            Message::Assistant { text, tool_calls } => {
+                let mut blocks: Vec<Value> = text_block(text).into_iter().collect();
+                blocks.extend(tool_calls.iter().map(tool_use_block));
+                ("assistant", blocks)
+            }
+            Message::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => ("user", vec![tool_result_block(call_id, content, *is_error)]),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match folded.last_mut() {
+            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
+            _ => folded.push((role, blocks)),
+        }
+    }
+    folded
+        .into_iter()
+        .map(|(role, mut blocks)| {
+            // The API wants tool results before any other block of their
+            // user message. Stable, so call order is kept.
+            blocks.sort_by_key(|b| b["type"] != "tool_result");
+            json!({"role": role, "content": blocks})
+        })
+        .collect()
+}
+
+fn text_block(text: &str) -> Option<Value> {
+    (!text.trim().is_empty()).then(|| json!({"type": "text", "text": text}))
+}
+
+fn tool_use_block(call: &ToolCall) -> Value {
+    let input = match &call.arguments {
+        ToolArguments::Json(map) => Value::Object(map.clone()),
+        ToolArguments::Raw(text) => json!({ RAW_ARGUMENTS_KEY: text }),
+    };
+    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
+}
+
+fn tool_result_block(call_id: &str, content: &str, is_error: bool) -> Value {
+    let mut block = Map::new();
+    block.insert("type".into(), json!("tool_result"));
+    block.insert("tool_use_id".into(), json!(call_id));
+    // An empty content string is left out (the field is optional) rather
+    // than sent as an empty text.
+    if !content.is_empty() {
+        block.insert("content".into(), json!(content));
+    }
+    if is_error {
+        block.insert("is_error".into(), json!(true));
+    }
+    Value::Object(block)
+}
+
+/// Reads a Messages API response.
+pub fn parse_response(answer: &Value) -> Result<Completion, ProviderError> {
+    let blocks = answer["content"]
+        .as_array()
+        .ok_or_else(|| ProviderError::BadResponse("no `content` array".into()))?;
+    let mut texts = Vec::new();
+    let mut tool_calls = Vec::new();
+    for block in blocks {
+        match block["type"].as_str() {
+            Some("text") => {
+                if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                    texts.push(text);
+                }
+            }
+            Some("tool_use") => {
+                let id = non_empty(&block["id"], "tool_use.id")?;
+                let name = non_empty(&block["name"], "tool_use.name")?;
+                let arguments = match &block["input"] {
+                    Value::Object(map) => ToolArguments::Json(map.clone()),
+                    Value::Null => ToolArguments::Json(Map::new()),
+                    // Not something the API sends; kept as the raw text.
+                    Value::String(text) => ToolArguments::from_model(text),
+                    other => ToolArguments::from_model(&other.to_string()),
+                };
+                tool_calls.push(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                });
+            }
+            // Thinking and server-side blocks are not part of the reply.
+            _ => {}
+        }
+    }
+    let usage = &answer["usage"];
+    let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+    let usage = TokenUsage {
+        // Cached prompt tokens are input tokens too.
+        input_tokens: count("input_tokens")
+            + count("cache_creation_input_tokens")
+            + count("cache_read_input_tokens"),
+        output_tokens: count("output_tokens"),
+    };
+    let stop_reason = match answer["stop_reason"].as_str() {
+        Some("end_turn") => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        other => StopReason::Other(other.unwrap_or_default().to_owned()),
+    };
+    Ok(Completion {
+        text: texts.join("\n\n"),
+        tool_calls,
+        usage,
+        stop_reason,
+    })
+}
+
+fn non_empty(value: &Value, what: &str) -> Result<String, ProviderError> {
+    value
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| ProviderError::BadResponse(format!("missing {what}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str, args: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "grep".into(),
+            arguments: ToolArguments::from_model(args),
+        }
+    }
+
+    fn result(id: &str) -> Message {
+        Message::ToolResult {
+            call_id: id.into(),
+            name: "grep".into(),
+            content: format!("out {id}"),
+            is_error: id == "b",
+        }
+    }
+
+    #[test]
+    fn folds_same_role_neighbours_and_drops_blank_text() {
+        let transcript = vec![
+            Message::User { text: "why".into() },
+            Message::Assistant {
+                text: " ".into(),
+                tool_calls: vec![call("a", r#"{"q":1}"#), call("b", "{oops")],
+            },
+            result("a"),
+            result("b"),
+            Message::User {
+                text: "and?".into(),
+            },
+            Message::Assistant {
+                text: "x".into(),
+                tool_calls: vec![],
+            },
+            Message::Assistant {
+                text: "y".into(),
+                tool_calls: vec![],
+            },
+        ];
+        let out = messages(&transcript);
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[1]["content"].as_array().map(Vec::len), Some(2));
+        assert_eq!(out[1]["content"][0]["type"], "tool_use");
+        assert_eq!(
+            out[1]["content"][1]["input"],
+            json!({"_raw_arguments": "{oops"})
+        );
+        let user = &out[2]["content"];
+        assert_eq!(user[0]["tool_use_id"], "a");
+        assert_eq!(user[1]["is_error"], true);
+        assert_eq!(user[2], json!({"type": "text", "text": "and?"}));
+        assert_eq!(out[3]["content"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn parses_text_tool_calls_and_usage() {
+        let answer = json!({
+            "content": [{"type": "text", "text": "looking"},
+                        {"type": "thinking", "thinking": "…"},
+                        {"type": "tool_use", "id": "t1", "name": "grep", "input": {"q": "oom"}}],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 10, "cache_read_input_tokens": 5, "output_tokens": 7}
+        });
+        let c = parse_response(&answer).unwrap();
+        assert_eq!(c.text, "looking");
+        assert_eq!(c.tool_calls, vec![call("t1", r#"{"q":"oom"}"#)]);
+        assert_eq!(c.usage.input_tokens, 15);
+        assert_eq!(c.stop_reason, StopReason::ToolUse);
+        assert!(parse_response(&json!({"x": 1})).is_err());
+        let no_id = json!({"content": [{"type": "tool_use", "name": "g", "input": {}}]});
+        assert!(matches!(
+            parse_response(&no_id),
+            Err(ProviderError::BadResponse(_))
+        ));
+    }
+}

@@ -1,0 +1,373 @@
+//! The ordered failover chain of providers.
+//!
+//! A call goes to the provider at the caller's [`ChainCursor`]. A
+//! retryable error ([`ProviderError::is_retryable`]) is retried on the same
+//! provider up to its `max_retries`, after an exponential backoff with
+//! jitter (the delay doubles each retry from `backoff`, capped at
+//! [`MAX_RETRY_DELAY`], and is drawn from its upper half; a `retry-after`
+//! the provider sent is waited at least, up to [`MAX_RETRY_DELAY`]). When a
+//! provider gives up (retries exhausted, or a fatal error that retrying
+//! cannot fix), the call fails over to the next provider and the cursor
+//! moves with it: the failed provider is skipped by every later call that
+//! uses the same cursor. The caller owns the cursor (the loop keeps it in
+//! its burst state) and calls [`ChainCursor::reset`] when a burst begins,
+//! so each burst, and each resume, asks the first provider again.
+//!
+//! The request timeout is each HTTP provider's own (its client's timeout
+//! covers connect, send and the whole body).
+
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use crate::{
+    AnthropicProvider, ApiKey, Completion, CompletionRequest, ConfigError, OpenAiProvider,
+    Provider, ProviderConfig, ProviderError, ProviderKind, ScriptProvider, anthropic, openai,
+};
+
+/// The longest wait before a retry, whatever backoff or `retry-after` ask.
+pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+/// How one provider is retried before the chain fails over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt, for retryable errors only.
+    pub max_retries: u32,
+    /// The delay before the first retry; doubled for each next one.
+    pub backoff: Duration,
+}
+
+struct Entry {
+    name: String,
+    provider: Box<dyn Provider>,
+    policy: RetryPolicy,
+}
+
+/// Providers in failover order.
+#[derive(Default)]
+pub struct ProviderChain {
+    entries: Vec<Entry>,
+}
+
+/// Which provider the next call starts at. Held by the caller's burst
+/// state; see the module docs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChainCursor {
+    position: usize,
+}
+
+impl ChainCursor {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts again from the first provider (a new burst).
+    pub fn reset(&mut self) {
+        self.position = 0;
+    }
+
+    /// Index of the provider the next call starts at.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+}
+
+/// A successful call: the completion and who produced it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    pub completion: Completion,
+    /// Index in the chain of the provider that answered.
+    pub provider_index: usize,
+    /// Its name (the config's `name`, or `kind:model`).
+    pub provider: String,
+    /// Attempts made by this call, over all providers, the answer included.
+    pub attempts: u32,
+}
+
+/// One provider's last error when it gave up.
+#[derive(Debug, Clone)]
+pub struct ProviderFailure {
+    pub provider_index: usize,
+    pub provider: String,
+    pub attempts: u32,
+    pub error: ProviderError,
+}
+
+/// Every provider from the cursor on gave up.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", describe(.failures))]
+pub struct ChainError {
+    /// One per provider tried, in order.
+    pub failures: Vec<ProviderFailure>,
+}
+
+impl ChainError {
+    /// The error of the last provider tried.
+    pub fn last_error(&self) -> Option<&ProviderError> {
+        self.failures.last().map(|f| &f.error)
+    }
+}
+
+fn describe(failures: &[ProviderFailure]) -> String {
+    if failures.is_empty() {
+        return "no provider to call".to_owned();
+    }
+    let parts: Vec<String> = failures
+        .iter()
+        .map(|f| {
+            format!(
+                "{} gave up after {} attempt(s): {}",
+                f.provider, f.attempts, f.error
+            )
+        })
+        .collect();
+    format!("every provider failed: {}", parts.join("; "))
+}
+
+impl ProviderChain {
+    /// An empty chain; add providers with [`ProviderChain::push`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a provider (tests and embedders with their own providers).
+    pub fn push(
+        &mut self,
+        name: impl Into<String>,
+        provider: Box<dyn Provider>,
+        policy: RetryPolicy,
+    ) {
+        self.entries.push(Entry {
+            name: name.into(),
+            provider,
+            policy,
+        });
+    }
+
+    /// Builds the chain from `[[providers]]`, reading API keys from the
+    /// process environment.
+    pub fn from_config(configs: &[ProviderConfig]) -> Result<Self, ConfigError> {
+        Self::from_config_with_env(configs, |name| std::env::var(name).ok())
+    }
+
+    /// Like [`ProviderChain::from_config`], with `env` looking up variables.
+    pub fn from_config_with_env(
+        configs: &[ProviderConfig],
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        if configs.is_empty() {
+            return Err(ConfigError::NoProviders);
+        }
+        let mut chain = Self::new();
+        for (index, config) in configs.iter().enumerate() {
+            let name = config.display_name();
+            config.validate().map_err(|reason| ConfigError::Invalid {
+                index,
+                name: name.clone(),
+                reason,
+            })?;
+            // A configured variable must be set: a missing key is an
+            // operator error worth failing startup for.
+            let key = || -> Result<Option<ApiKey>, ConfigError> {
+                let Some(var) = &config.api_key_env else {
+                    return Ok(None);
+                };
+                match env(var).filter(|v| !v.trim().is_empty()) {
+                    Some(value) => Ok(Some(ApiKey::new(value.trim()))),
+                    None => Err(ConfigError::MissingApiKey {
+                        index,
+                        name: name.clone(),
+                        env: var.clone(),
+                    }),
+                }
+            };
+            let model = config.model.as_deref().unwrap_or_default();
+            let provider: Box<dyn Provider> = match config.kind {
+                ProviderKind::Anthropic => {
+                    let base = config
+                        .base_url
+                        .as_deref()
+                        .unwrap_or(anthropic::DEFAULT_BASE_URL);
+                    let key = key()?.ok_or_else(|| ConfigError::Invalid {
+                        index,
+                        name: name.clone(),
+                        reason: "`api_key_env` is required".into(),
+                    })?;
+                    Box::new(AnthropicProvider::new(base, model, key, config.timeout())?)
+                }
+                ProviderKind::OpenAi => {
+                    let base = config
+                        .base_url
+                        .as_deref()
+                        .unwrap_or(openai::DEFAULT_BASE_URL);
+                    Box::new(OpenAiProvider::new(base, model, key()?, config.timeout())?)
+                }
+                ProviderKind::Script => {
+                    let path = config.script.as_deref().unwrap_or(std::path::Path::new(""));
+                    let script =
+                        ScriptProvider::from_file(path).map_err(|source| ConfigError::Script {
+                            index,
+                            name: name.clone(),
+                            source,
+                        })?;
+                    Box::new(script)
+                }
+            };
+            let policy = RetryPolicy {
+                max_retries: config.max_retries(),
+                backoff: config.backoff(),
+            };
+            chain.push(name, provider, policy);
+        }
+        Ok(chain)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Provider names in failover order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|e| e.name.as_str())
+    }
+
+    /// One model call through the chain; see the module docs. On failure
+    /// the cursor is left at the last provider tried.
+    pub async fn complete(
+        &self,
+        cursor: &mut ChainCursor,
+        request: &CompletionRequest<'_>,
+    ) -> Result<Answered, ChainError> {
+        let mut failures = Vec::new();
+        let mut attempts_total = 0;
+        while let Some(entry) = self.entries.get(cursor.position) {
+            match call_with_retries(entry, request).await {
+                Ok((completion, attempts)) => {
+                    return Ok(Answered {
+                        completion,
+                        provider_index: cursor.position,
+                        provider: entry.name.clone(),
+                        attempts: attempts_total + attempts,
+                    });
+                }
+                Err((error, attempts)) => {
+                    attempts_total += attempts;
+                    failures.push(ProviderFailure {
+                        provider_index: cursor.position,
+                        provider: entry.name.clone(),
+                        attempts,
+                        error,
+                    });
+                    if cursor.position + 1 >= self.entries.len() {
+                        break;
+                    }
+                    cursor.position += 1;
+                    tracing::warn!(
+                        from = %entry.name,
+                        to = %self.entries[cursor.position].name,
+                        "model provider failed over"
+                    );
+                }
+            }
+        }
+        Err(ChainError { failures })
+    }
+}
+
+/// Calls one provider, retrying retryable errors. The attempt count comes
+/// back with the result either way.
+async fn call_with_retries(
+    entry: &Entry,
+    request: &CompletionRequest<'_>,
+) -> Result<(Completion, u32), (ProviderError, u32)> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match entry.provider.complete(request).await {
+            Ok(completion) => return Ok((completion, attempt)),
+            Err(error) if error.is_retryable() && attempt <= entry.policy.max_retries => {
+                let retry_after = match &error {
+                    ProviderError::Status { retry_after, .. } => *retry_after,
+                    _ => None,
+                };
+                let delay = retry_delay(entry.policy.backoff, attempt - 1, retry_after);
+                tracing::warn!(
+                    provider = %entry.name,
+                    attempt,
+                    ?delay,
+                    error = %error,
+                    "model call failed; retrying"
+                );
+                tokio::time::sleep(delay).await;
+            }
+            Err(error) => return Err((error, attempt)),
+        }
+    }
+}
+
+/// The wait before retry number `retry` (from 0); see the module docs.
+pub fn retry_delay(backoff: Duration, retry: u32, retry_after: Option<Duration>) -> Duration {
+    let full = backoff
+        .saturating_mul(1u32 << retry.min(20))
+        .min(MAX_RETRY_DELAY);
+    let jittered = full.mul_f64(0.5 + 0.5 * jitter_unit());
+    match retry_after {
+        Some(asked) => jittered.max(asked.min(MAX_RETRY_DELAY)),
+        None => jittered,
+    }
+}
+
+/// A number in [0, 1): xorshift64 over the clock and a counter. Only
+/// spreads retries of concurrent sessions apart; no quality needed.
+fn jitter_unit() -> f64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut x = u64::from(nanos)
+        ^ COUNTER
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .rotate_left(17)
+        | 1;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    // 53 random bits → an f64 in [0, 1).
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_grow_stay_in_bounds_and_honour_retry_after() {
+        let base = Duration::from_millis(100);
+        for retry in 0..6 {
+            let full = base.saturating_mul(1 << retry).min(MAX_RETRY_DELAY);
+            let d = retry_delay(base, retry, None);
+            assert!(d >= full / 2 && d <= full, "{retry}: {d:?}");
+        }
+        assert!(retry_delay(base, 40, None) <= MAX_RETRY_DELAY);
+        let asked = retry_delay(base, 0, Some(Duration::from_secs(5)));
+        assert_eq!(asked, Duration::from_secs(5));
+        let capped = retry_delay(base, 0, Some(Duration::from_secs(3600)));
+        assert_eq!(capped, MAX_RETRY_DELAY);
+        let samples: Vec<f64> = (0..100).map(|_| jitter_unit()).collect();
+        assert!(samples.iter().all(|s| (0.0..1.0).contains(s)));
+        assert!(samples.windows(2).any(|w| w[0] != w[1]));
+    }
+
+    #[test]
+    fn cursor_resets_to_the_first_provider() {
+        let mut cursor = ChainCursor { position: 2 };
+        cursor.reset();
+        assert_eq!(cursor.position(), 0);
+    }
+}

@@ -1,0 +1,308 @@
+//! The `[[providers]]` config section and building providers from it.
+//!
+//! ```toml
+//! [[providers]]
+//! kind = "anthropic"            # "anthropic" | "openai" | "script"
+//! model = "claude-sonnet-4-5"
+//! base_url = "https://…"        # optional; the provider's public API
+//! api_key_env = "ANTHROPIC_API_KEY"
+//! timeout = "120s"              # optional; per request ("500ms", "30s", "2m", or seconds)
+//! max_retries = 2               # optional; retries of retryable errors before failing over
+//! backoff = "500ms"             # optional; first retry delay, doubled each retry
+//! name = "primary"              # optional; how reports name it (default "kind:model")
+//!
+//! [[providers]]
+//! kind = "script"
+//! script = "examples/checkout/script.json"
+//! ```
+//!
+//! The key itself is never in the config: `api_key_env` names the
+//! environment variable holding it, read once when the chain is built.
+//! It is required for `anthropic`, optional for `openai` (local servers
+//! need none) and not allowed for `script`.
+
+use std::{fmt, path::PathBuf, time::Duration};
+
+use serde::{Deserialize, Deserializer};
+
+use crate::script::ScriptError;
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+pub const DEFAULT_MAX_RETRIES: u32 = 2;
+pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(500);
+/// Upper bounds that catch typos (a timeout in milliseconds written as
+/// seconds) rather than limit anyone.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub const MAX_RETRIES: u32 = 10;
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Which wire format a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    Anthropic,
+    #[serde(rename = "openai")]
+    OpenAi,
+    Script,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Script => "script",
+        }
+    }
+}
+
+/// One `[[providers]]` entry, in failover order.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub kind: ProviderKind,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Required for `anthropic` and `openai`.
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default, deserialize_with = "duration")]
+    pub timeout: Option<Duration>,
+    #[serde(default)]
+    pub max_retries: Option<u32>,
+    #[serde(default, deserialize_with = "duration")]
+    pub backoff: Option<Duration>,
+    /// The script file, for `script` only. A relative path is taken from
+    /// the process's working directory; the config loader may resolve it
+    /// against the config file's directory first.
+    #[serde(default)]
+    pub script: Option<PathBuf>,
+}
+
+impl ProviderConfig {
+    /// A minimal entry; the other fields take their defaults.
+    pub fn new(kind: ProviderKind) -> Self {
+        Self {
+            kind,
+            name: None,
+            model: None,
+            base_url: None,
+            api_key_env: None,
+            timeout: None,
+            max_retries: None,
+            backoff: None,
+            script: None,
+        }
+    }
+
+    /// How reports and logs name this provider.
+    pub fn display_name(&self) -> String {
+        match (&self.name, &self.model) {
+            (Some(name), _) => name.clone(),
+            (None, Some(model)) => format!("{}:{model}", self.kind.as_str()),
+            (None, None) => self.kind.as_str().to_owned(),
+        }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout.unwrap_or(DEFAULT_TIMEOUT)
+    }
+
+    pub fn max_retries(&self) -> u32 {
+        self.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)
+    }
+
+    pub fn backoff(&self) -> Duration {
+        self.backoff.unwrap_or(DEFAULT_BACKOFF)
+    }
+
+    /// Checks the entry on its own; `Err` says what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        let blank = |v: &Option<String>| v.as_deref().is_some_and(|s| s.trim().is_empty());
+        if blank(&self.name) || blank(&self.model) || blank(&self.api_key_env) {
+            return Err("`name`, `model` and `api_key_env` must not be blank".into());
+        }
+        if self.timeout().is_zero() || self.timeout() > MAX_TIMEOUT {
+            return Err(format!("`timeout` must be between 1ms and {MAX_TIMEOUT:?}"));
+        }
+        if self.max_retries() > MAX_RETRIES {
+            return Err(format!("`max_retries` must be at most {MAX_RETRIES}"));
+        }
+        if self.backoff() > MAX_BACKOFF {
+            return Err(format!("`backoff` must be at most {MAX_BACKOFF:?}"));
+        }
+        match self.kind {
+            ProviderKind::Anthropic | ProviderKind::OpenAi => {
+                if self.model.is_none() {
+                    return Err("`model` is required".into());
+                }
+                if self.script.is_some() {
+                    return Err("`script` is only for kind = \"script\"".into());
+                }
+                if self.kind == ProviderKind::Anthropic && self.api_key_env.is_none() {
+                    return Err("`api_key_env` is required for kind = \"anthropic\"".into());
+                }
+                if let Some(url) = &self.base_url {
+                    let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+                    if !scheme_ok || url.contains(char::is_whitespace) {
+                        return Err(format!("`base_url` {url:?} is not an http(s) URL"));
+                    }
+                }
+            }
+            ProviderKind::Script => {
+                if self.script.is_none() {
+                    return Err("`script` (a file path) is required for kind = \"script\"".into());
+                }
+                if self.base_url.is_some() || self.api_key_env.is_some() {
+                    return Err(
+                        "`base_url` and `api_key_env` are not used by kind = \"script\"".into(),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An API key. Its `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+/// Why a provider chain could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("no [[providers]] configured")]
+    NoProviders,
+    #[error("providers[{index}] ({name}): {reason}")]
+    Invalid {
+        index: usize,
+        name: String,
+        reason: String,
+    },
+    #[error("providers[{index}] ({name}): environment variable {env} is not set or empty")]
+    MissingApiKey {
+        index: usize,
+        name: String,
+        env: String,
+    },
+    #[error("providers[{index}] ({name}): {source}")]
+    Script {
+        index: usize,
+        name: String,
+        source: ScriptError,
+    },
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+}
+
+/// Reads `"500ms"`, `"30s"`, `"2m"` or a number of seconds.
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Seconds(u64),
+        Text(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::Seconds(s)) => Ok(Some(Duration::from_secs(s))),
+        Some(Raw::Text(text)) => parse_duration(&text)
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom(format!("bad duration {text:?}; try \"30s\""))),
+    }
+}
+
+/// `"500ms"`, `"30s"`, `"2m"`; `None` for anything else.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    match unit.trim() {
+        "ms" => Some(Duration::from_millis(number)),
+        "s" => Some(Duration::from_secs(number)),
+        "m" => number.checked_mul(60).map(Duration::from_secs),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        providers: Vec<ProviderConfig>,
+    }
+
+    fn parse(text: &str) -> Result<Vec<ProviderConfig>, String> {
+        serde_json::from_str::<File>(text)
+            .map(|f| f.providers)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reads_entries_and_durations() {
+        let p = parse(
+            r#"{"providers": [
+                {"kind": "anthropic", "model": "m", "api_key_env": "K", "timeout": "90s", "backoff": "250ms"},
+                {"kind": "openai", "model": "llama", "base_url": "http://localhost:11434/v1", "timeout": 5},
+                {"kind": "script", "script": "s.json"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(p[0].timeout(), Duration::from_secs(90));
+        assert_eq!(p[0].backoff(), Duration::from_millis(250));
+        assert_eq!(p[1].timeout(), Duration::from_secs(5));
+        assert_eq!(p[1].display_name(), "openai:llama");
+        assert!(p.iter().all(|c| c.validate().is_ok()));
+        assert!(parse(r#"{"providers": [{"kind": "anthropic", "modle": "m"}]}"#).is_err());
+        assert!(parse(r#"{"providers": [{"kind": "gemini"}]}"#).is_err());
+        assert!(parse(r#"{"providers": [{"kind": "script", "timeout": "3 hours"}]}"#).is_err());
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        let mut c = ProviderConfig::new(ProviderKind::Anthropic);
+        assert!(c.validate().unwrap_err().contains("model"));
+        c.model = Some("m".into());
+        assert!(c.validate().unwrap_err().contains("api_key_env"));
+        c.api_key_env = Some("K".into());
+        c.base_url = Some("ftp://x".into());
+        assert!(c.validate().is_err());
+        c.base_url = None;
+        c.max_retries = Some(99);
+        assert!(c.validate().is_err());
+        let mut s = ProviderConfig::new(ProviderKind::Script);
+        assert!(s.validate().is_err());
+        s.script = Some("a.json".into());
+        s.api_key_env = Some("K".into());
+        assert!(s.validate().is_err());
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("s"), None);
+        assert_eq!(
+            format!("{:?}", ApiKey::new("sk-secret")),
+            "ApiKey(<redacted>)"
+        );
+    }
+}

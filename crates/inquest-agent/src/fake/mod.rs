@@ -1,0 +1,196 @@
+//! Fake model providers for tests (cargo feature `fake`).
+//!
+//! A [`FakeProvider`] is a real HTTP server on `127.0.0.1:0` speaking one
+//! wire format ([`Flavor`]). It checks every request the way the real API
+//! does and answers an invalid one with HTTP 400 in the provider's error
+//! shape:
+//!
+//! - Anthropic: roles only `user`/`assistant`, the first one `user`; no
+//!   empty content and no blank text blocks; every `tool_use` answered by a
+//!   `tool_result` in the immediately next user message, results before
+//!   other blocks, one result per call; no `tool_result` without a
+//!   `tool_use` in the previous message. Same-role neighbours are allowed,
+//!   as they are by the real API today.
+//! - OpenAI: an assistant message with `tool_calls` must be followed by
+//!   `tool` messages answering every `tool_call_id` before any other
+//!   message; a `tool` message must answer such a call.
+//!
+//! Requests are recorded (rejected ones too) for shape checks. Valid
+//! requests are answered by the next scripted [`Behaviour`] (a reply, an
+//! error status, or hanging until the client gives up), or by a plain
+//! default reply when the script is empty.
+//!
+//! The server task is owned by the [`FakeProvider`]: dropping it aborts the
+//! accept loop, and with it every connection task it owns.
+
+mod anthropic;
+mod openai;
+mod server;
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex, PoisonError},
+};
+
+use inquest_core::TokenUsage;
+use serde_json::Value;
+
+/// Which wire format a fake speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    Anthropic,
+    OpenAi,
+}
+
+/// A tool call the fake model makes; `arguments` is the raw text it
+/// "sends" (for Anthropic, text that is not a JSON object is sent as a
+/// JSON string `input`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FakeToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A scripted model reply.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FakeReply {
+    pub text: String,
+    pub tool_calls: Vec<FakeToolCall>,
+    pub usage: TokenUsage,
+}
+
+impl FakeReply {
+    pub fn text(text: &str) -> Self {
+        Self {
+            text: text.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds a tool call.
+    pub fn call(mut self, id: &str, name: &str, arguments: &str) -> Self {
+        self.tool_calls.push(FakeToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+        });
+        self
+    }
+
+    pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
+        self.usage = TokenUsage {
+            input_tokens,
+            output_tokens,
+        };
+        self
+    }
+}
+
+/// What the fake does with the next valid request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Behaviour {
+    Reply(FakeReply),
+    /// Answers with this status and the provider's error body.
+    Fail(u16),
+    /// Never answers (until the client gives up or the fake is dropped).
+    Hang,
+    /// Answers with this status and body verbatim.
+    Raw(u16, String),
+}
+
+/// One request as received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    /// Header names are lower case.
+    pub headers: Vec<(String, String)>,
+    /// `Value::Null` when the body was not JSON.
+    pub body: Value,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// State shared by the test and the server's connection tasks. A std
+/// mutex: it is held only for pushes and pops, never across an await.
+#[derive(Default)]
+struct Shared {
+    script: VecDeque<Behaviour>,
+    requests: Vec<Recorded>,
+}
+
+/// A running fake; see the module docs.
+pub struct FakeProvider {
+    flavor: Flavor,
+    addr: std::net::SocketAddr,
+    shared: Arc<Mutex<Shared>>,
+    /// The accept loop; aborted on drop (see the module docs).
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeProvider {
+    /// Binds `127.0.0.1:0` and starts serving. Needs a tokio runtime.
+    pub async fn start(flavor: Flavor) -> std::io::Result<Self> {
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let (addr, task) = server::spawn(flavor, Arc::clone(&shared)).await?;
+        Ok(Self {
+            flavor,
+            addr,
+            shared,
+            task,
+        })
+    }
+
+    /// The `base_url` to configure the matching adapter with.
+    pub fn base_url(&self) -> String {
+        match self.flavor {
+            Flavor::Anthropic => format!("http://{}", self.addr),
+            Flavor::OpenAi => format!("http://{}/v1", self.addr),
+        }
+    }
+
+    /// Queues what to do with the next valid request.
+    pub fn push(&self, behaviour: Behaviour) -> &Self {
+        self.lock().script.push_back(behaviour);
+        self
+    }
+
+    pub fn reply(&self, reply: FakeReply) -> &Self {
+        self.push(Behaviour::Reply(reply))
+    }
+
+    /// Queues `times` failures with `status`.
+    pub fn fail(&self, times: usize, status: u16) -> &Self {
+        for _ in 0..times {
+            self.push(Behaviour::Fail(status));
+        }
+        self
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.lock().requests.clone()
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.lock().requests.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for FakeProvider {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,163 @@
+//! The fake's HTTP side: a hyper 1 server on loopback, one task per
+//! connection, all owned by the accept loop's `JoinSet`.
+
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use http_body_util::{BodyExt, Full};
+use hyper::{
+    Request, Response, StatusCode,
+    body::{Bytes, Incoming},
+    server::conn::http1,
+    service::service_fn,
+};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::{net::TcpListener, task::JoinSet};
+
+use super::{Behaviour, Flavor, Recorded, Shared, anthropic, openai};
+
+/// Binds and spawns the accept loop. Aborting the returned task drops its
+/// `JoinSet`, which aborts every connection task.
+pub(super) async fn spawn(
+    flavor: Flavor,
+    shared: Arc<Mutex<Shared>>,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else {
+                        // Out of descriptors or similar: back off briefly.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let shared = Arc::clone(&shared);
+                    connections.spawn(async move {
+                        let service = service_fn(move |request| {
+                            handle(flavor, Arc::clone(&shared), request)
+                        });
+                        // A client that goes away mid-request is normal here.
+                        let _ = http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+    });
+    Ok((addr, task))
+}
+
+async fn handle(
+    flavor: Flavor,
+    shared: Arc<Mutex<Shared>>,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (parts, body) = request.into_parts();
+    let bytes = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let recorded = Recorded {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_owned(),
+        headers: parts
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect(),
+        body,
+    };
+    let checked = check(flavor, &recorded);
+    let behaviour = {
+        let mut shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        shared.requests.push(recorded.clone());
+        match checked {
+            Ok(()) => shared.script.pop_front(),
+            Err(_) => None,
+        }
+    };
+    if let Err((status, message)) = checked {
+        return Ok(error(flavor, status, &message));
+    }
+    let model = recorded.body["model"].as_str().unwrap_or("fake");
+    Ok(match behaviour {
+        None => json_response(
+            200,
+            reply(flavor, &super::FakeReply::text("fake reply"), model),
+        ),
+        Some(Behaviour::Reply(r)) => json_response(200, reply(flavor, &r, model)),
+        Some(Behaviour::Fail(status)) => error(flavor, status, "scripted failure"),
+        Some(Behaviour::Raw(status, text)) => response(status, text),
+        Some(Behaviour::Hang) => std::future::pending().await,
+    })
+}
+
+/// Path, headers and transcript checks; `Err` is (status, message).
+fn check(flavor: Flavor, request: &Recorded) -> Result<(), (u16, String)> {
+    let (path, headers_ok) = match flavor {
+        Flavor::Anthropic => ("/v1/messages", anthropic::check_headers(request)),
+        Flavor::OpenAi => ("/v1/chat/completions", Ok(())),
+    };
+    if request.method != "POST" || request.path != path {
+        return Err((
+            404,
+            format!("no route for {} {}", request.method, request.path),
+        ));
+    }
+    headers_ok?;
+    if request.body.is_null() {
+        return Err((400, "request body is not valid JSON".into()));
+    }
+    let valid = match flavor {
+        Flavor::Anthropic => anthropic::validate(&request.body),
+        Flavor::OpenAi => openai::validate(&request.body),
+    };
+    valid.map_err(|message| (400, message))
+}
+
+fn reply(flavor: Flavor, reply: &super::FakeReply, model: &str) -> Value {
+    match flavor {
+        Flavor::Anthropic => anthropic::reply_body(reply, model),
+        Flavor::OpenAi => openai::reply_body(reply, model),
+    }
+}
+
+fn error(flavor: Flavor, status: u16, message: &str) -> Response<Full<Bytes>> {
+    let body = match flavor {
+        Flavor::Anthropic => json!({"type": "error", "error": {
+            "type": anthropic::error_type(status), "message": message}}),
+        Flavor::OpenAi => json!({"error": {
+            "message": message, "type": openai::error_type(status),
+            "param": if status == 400 { json!("messages") } else { Value::Null },
+            "code": null}}),
+    };
+    json_response(status, body)
+}
+
+fn json_response(status: u16, body: Value) -> Response<Full<Bytes>> {
+    let mut response = response(status, body.to_string());
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn response(status: u16, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() =
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response
+}

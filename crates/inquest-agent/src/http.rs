@@ -1,0 +1,171 @@
+//! HTTP plumbing shared by the Anthropic and OpenAI adapters: building a
+//! client, posting JSON, and turning transport failures and error bodies
+//! into [`ProviderError`]s.
+
+use std::{error::Error as _, sync::Once, time::Duration};
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use serde_json::Value;
+
+use crate::ProviderError;
+
+/// Longest error-body excerpt kept in an error message.
+const MAX_ERROR_TEXT: usize = 500;
+
+/// Builds a client whose every request (connect, send, whole body) ends
+/// after `timeout`.
+///
+/// TLS is rustls with the `ring` crypto provider (reqwest's default would
+/// be aws-lc-rs, which needs cmake to build). reqwest with
+/// `rustls-no-provider` uses the process-wide default provider, so this
+/// installs `ring` as that default once, unless something else in the
+/// process installed one first (then that one is used).
+pub(crate) fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Err only if another thread installed one in between: fine.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
+    reqwest::Client::builder().timeout(timeout).build()
+}
+
+/// POSTs `body` as JSON and returns the JSON answer of a 2xx response.
+pub(crate) async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    headers: HeaderMap,
+    body: &Value,
+    timeout: Duration,
+) -> Result<Value, ProviderError> {
+    let response = client
+        .post(url)
+        .headers(headers)
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| transport_error(&e, timeout))?;
+    let status = response.status();
+    let retry_after = retry_after(response.headers());
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| transport_error(&e, timeout))?;
+    if !status.is_success() {
+        let (kind, message) = error_details(&bytes);
+        return Err(ProviderError::Status {
+            status: status.as_u16(),
+            kind,
+            message,
+            retry_after,
+        });
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ProviderError::BadResponse(format!("body is not JSON: {e}")))
+}
+
+fn transport_error(error: &reqwest::Error, timeout: Duration) -> ProviderError {
+    if error.is_timeout() {
+        return ProviderError::Timeout(timeout);
+    }
+    // reqwest's Display leaves out the cause ("error sending request"); the
+    // chain says what actually happened (refused, reset, DNS, TLS).
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    ProviderError::Connection(text)
+}
+
+/// `retry-after` in whole seconds (the HTTP-date form is ignored).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let seconds: u64 = headers
+        .get(RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(seconds))
+}
+
+/// The error type and message of an error body. Anthropic
+/// (`{"type":"error","error":{"type","message"}}`) and OpenAI
+/// (`{"error":{"message","type",…}}`) share the `error.type` /
+/// `error.message` path; anything else is shown as (truncated) text.
+fn error_details(body: &[u8]) -> (Option<String>, String) {
+    if let Ok(value) = serde_json::from_slice::<Value>(body) {
+        let error = &value["error"];
+        if let Some(message) = error["message"].as_str() {
+            let kind = error["type"].as_str().map(str::to_owned);
+            return (kind, truncate(message));
+        }
+        if let Some(message) = error.as_str() {
+            return (None, truncate(message));
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        (None, "(empty body)".to_owned())
+    } else {
+        (None, truncate(text))
+    }
+}
+
+fn truncate(text: &str) -> String {
+    if text.len() <= MAX_ERROR_TEXT {
+        return text.to_owned();
+    }
+    let mut cut = MAX_ERROR_TEXT;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
+}
+
+/// Joins a base URL and a path without doubling or losing the slash.
+pub(crate) fn join(base_url: &str, path: &str) -> String {
+    format!(
+        "{}/{}",
+        base_url.trim_end_matches('/'),
+        path.trim_start_matches('/')
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_of_both_providers_are_read() {
+        let anthropic =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(
+            error_details(anthropic),
+            (Some("overloaded_error".into()), "Overloaded".into())
+        );
+        let openai = br#"{"error":{"message":"bad","type":"invalid_request_error","param":"messages","code":null}}"#;
+        assert_eq!(
+            error_details(openai),
+            (Some("invalid_request_error".into()), "bad".into())
+        );
+        assert_eq!(error_details(b"<html>502</html>").1, "<html>502</html>");
+        assert_eq!(error_details(b"").1, "(empty body)");
+        let long = "é".repeat(400);
+        assert!(error_details(long.as_bytes()).1.ends_with('…'));
+    }
+
+    #[test]
+    fn urls_join_with_one_slash() {
+        assert_eq!(join("http://h/", "/v1/messages"), "http://h/v1/messages");
+        assert_eq!(
+            join("http://h/v1", "chat/completions"),
+            "http://h/v1/chat/completions"
+        );
+    }
+}

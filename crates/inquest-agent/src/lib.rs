@@ -1,0 +1,34 @@
+//! Inquest's agent: the provider layer of the agent loop.
+//!
+//! - [`Provider`]: one model call over the provider-neutral transcript
+//!   ([`inquest_core::Message`]), returning a [`Completion`] or a
+//!   [`ProviderError`] that knows whether retrying can help.
+//! - Adapters: [`AnthropicProvider`] (Messages API), [`OpenAiProvider`]
+//!   (Chat Completions and compatible servers) and [`ScriptProvider`]
+//!   (replays a file; the no-API-key demo).
+//! - [`ProviderChain`]: the configured providers in failover order, with
+//!   retries, backoff and a caller-held [`ChainCursor`] that makes failover
+//!   sticky within a burst.
+//! - `fake` (cargo feature `fake`): local HTTP servers that speak both wire
+//!   formats and reject invalid transcripts like the real APIs do.
+
+pub mod anthropic;
+pub mod chain;
+pub mod config;
+#[cfg(feature = "fake")]
+pub mod fake;
+mod http;
+pub mod openai;
+pub mod provider;
+pub mod script;
+
+pub use anthropic::AnthropicProvider;
+pub use chain::{
+    Answered, ChainCursor, ChainError, ProviderChain, ProviderFailure, RetryPolicy, retry_delay,
+};
+pub use config::{ApiKey, ConfigError, ProviderConfig, ProviderKind};
+pub use openai::OpenAiProvider;
+pub use provider::{
+    Completion, CompletionRequest, Provider, ProviderError, ProviderFuture, StopReason, ToolSpec,
+};
+pub use script::{ScriptError, ScriptProvider};

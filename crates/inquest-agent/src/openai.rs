@@ -1,0 +1,273 @@
+//! OpenAI-compatible Chat Completions adapter
+//! (`POST {base_url}/chat/completions`): OpenAI itself, Ollama, vLLM,
+//! LiteLLM and the like.
+//!
+//! Mapping of the neutral transcript:
+//! - the system prompt → a first `system` message (left out when blank);
+//! - a user message → `{"role": "user", "content": text}`;
+//! - an assistant message → `{"role": "assistant", "content": text or null,
+//!   "tool_calls": [{"id", "type": "function", "function": {"name",
+//!   "arguments"}}]}`, where `arguments` is the text exactly as the model
+//!   sent it (`ToolArguments::as_sent`), valid JSON or not;
+//! - a tool result → `{"role": "tool", "tool_call_id", "content"}`. The
+//!   format has no error flag, so a failed result's content is prefixed
+//!   with [`TOOL_ERROR_PREFIX`].
+//!
+//! No folding is needed: the format accepts same-role neighbours, and the
+//! rebuilt transcript already puts every result right after its call.
+//! The cap is sent as `max_tokens`, which every compatible server reads
+//! (OpenAI's newer `max_completion_tokens` is not understood by all).
+
+use std::time::Duration;
+
+use inquest_core::{Message, TokenUsage, ToolArguments, ToolCall};
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use crate::{
+    ApiKey, Completion, CompletionRequest, ConfigError, Provider, ProviderError, ProviderFuture,
+    StopReason, http,
+};
+
+/// Used when no `base_url` is configured.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Marks a failed tool result's content.
+pub const TOOL_ERROR_PREFIX: &str = "[tool error] ";
+
+/// Talks to an OpenAI-compatible Chat Completions endpoint.
+pub struct OpenAiProvider {
+    client: reqwest::Client,
+    url: String,
+    model: String,
+    /// `None` for servers that need no key (a local Ollama, say).
+    api_key: Option<ApiKey>,
+    timeout: Duration,
+}
+
+impl OpenAiProvider {
+    /// `base_url` includes any version prefix (`…/v1`).
+    pub fn new(
+        base_url: &str,
+        model: &str,
+        api_key: Option<ApiKey>,
+        timeout: Duration,
+    ) -> Result<Self, ConfigError> {
+        Ok(Self {
+            client: http::client(timeout).map_err(ConfigError::HttpClient)?,
+            url: http::join(base_url, "/chat/completions"),
+            model: model.to_owned(),
+            api_key,
+            timeout,
+        })
+    }
+
+    fn headers(&self) -> Result<HeaderMap, ProviderError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &self.api_key {
+            let mut value =
+                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
+                    ProviderError::InvalidRequest("API key is not a valid header".into())
+                })?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        Ok(headers)
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn complete<'a>(&'a self, request: &'a CompletionRequest<'a>) -> ProviderFuture<'a> {
+        Box::pin(async move {
+            let body = request_body(&self.model, request);
+            let headers = self.headers()?;
+            let answer =
+                http::post_json(&self.client, &self.url, headers, &body, self.timeout).await?;
+            parse_response(&answer)
+        })
+    }
+}
+
+/// The JSON body for one request.
+pub fn request_body(model: &str, request: &CompletionRequest<'_>) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.trim().is_empty() {
+        messages.push(json!({"role": "system", "content": request.system}));
+    }
+    messages.extend(request.messages.iter().filter_map(message));
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("max_tokens".into(), json!(request.max_tokens));
+    body.insert("messages".into(), Value::Array(messages));
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema}})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    Value::Object(body)
+}
+
+fn message(message: &Message) -> Option<Value> {
+    Some(match message {
+        Message::User { text } => json!({"role": "user", "content": text}),
+        Message::Assistant { text, tool_calls } if tool_calls.is_empty() => {
+            // An empty assistant message says nothing; rebuild drops them.
+            if text.is_empty() {
+                return None;
+            }
+            json!({"role": "assistant", "content": text})
+        }
+        Message::Assistant { text, tool_calls } => {
+            let content = if text.trim().is_empty() {
+                Value::Null
+            } else {
+                json!(text)
+            };
+            let calls: Vec<Value> = tool_calls
+                .iter()
+                .map(|c| {
+                    json!({"id": c.id, "type": "function",
+                           "function": {"name": c.name, "arguments": c.arguments.as_sent()}})
+                })
+                .collect();
+            json!({"role": "assistant", "content": content, "tool_calls": calls})
+        }
+        Message::ToolResult {
+            call_id,
+            content,
+            is_error,
+            ..
+        } => {
+            let content = if *is_error {
+                format!("{TOOL_ERROR_PREFIX}{content}")
+            } else {
+                content.clone()
+            };
+            json!({"role": "tool", "tool_call_id": call_id, "content": content})
+        }
+    })
+}
+
+/// Reads a Chat Completions response (the first choice).
+pub fn parse_response(answer: &Value) -> Result<Completion, ProviderError> {
+    let choice = answer["choices"]
+        .get(0)
+        .ok_or_else(|| ProviderError::BadResponse("no `choices[0]`".into()))?;
+    let message = choice
+        .get("message")
+        .filter(|m| m.is_object())
+        .ok_or_else(|| ProviderError::BadResponse("no `choices[0].message`".into()))?;
+    let text = match &message["content"] {
+        Value::String(text) => text.clone(),
+        // Content parts: keep the text ones.
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        _ => String::new(),
+    };
+    let mut tool_calls = Vec::new();
+    if let Some(calls) = message["tool_calls"].as_array() {
+        for (index, call) in calls.iter().enumerate() {
+            let function = &call["function"];
+            let name = function["name"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| ProviderError::BadResponse("tool call without a name".into()))?;
+            // Some compatible servers leave the id out; any id unique in
+            // this reply will do, since results are matched within it.
+            let id = match call["id"].as_str().filter(|i| !i.is_empty()) {
+                Some(id) => id.to_owned(),
+                None => format!("call_{index}"),
+            };
+            let arguments = match &function["arguments"] {
+                Value::String(text) => ToolArguments::from_model(text),
+                // A few servers send the object itself.
+                Value::Object(map) => ToolArguments::Json(map.clone()),
+                Value::Null => ToolArguments::from_model(""),
+                other => ToolArguments::from_model(&other.to_string()),
+            };
+            tool_calls.push(ToolCall {
+                id,
+                name: name.to_owned(),
+                arguments,
+            });
+        }
+    }
+    let usage = TokenUsage {
+        input_tokens: answer["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+        output_tokens: answer["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+    };
+    let stop_reason = match choice["finish_reason"].as_str() {
+        Some("stop") => StopReason::EndTurn,
+        Some("tool_calls" | "function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        other => StopReason::Other(other.unwrap_or_default().to_owned()),
+    };
+    Ok(Completion {
+        text,
+        tool_calls,
+        usage,
+        stop_reason,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_calls_results_and_errors() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "grep".into(),
+            arguments: ToolArguments::from_model("{oops"),
+        };
+        let assistant = message(&Message::Assistant {
+            text: String::new(),
+            tool_calls: vec![call],
+        });
+        assert_eq!(
+            assistant,
+            Some(json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "grep", "arguments": "{oops"}}]}))
+        );
+        let failed = message(&Message::ToolResult {
+            call_id: "c1".into(),
+            name: "grep".into(),
+            content: "boom".into(),
+            is_error: true,
+        });
+        assert_eq!(failed.unwrap()["content"], "[tool error] boom");
+    }
+
+    #[test]
+    fn parses_calls_keeping_bad_arguments_verbatim() {
+        let answer = json!({"choices": [{"message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "x", "type": "function", "function": {"name": "g", "arguments": "{\"a\": "}},
+                           {"type": "function", "function": {"name": "h", "arguments": "{}"}}]},
+            "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4}});
+        let c = parse_response(&answer).unwrap();
+        assert_eq!(
+            c.tool_calls[0].arguments,
+            ToolArguments::Raw("{\"a\": ".into())
+        );
+        assert_eq!(c.tool_calls[1].id, "call_1");
+        assert_eq!(
+            c.usage,
+            TokenUsage {
+                input_tokens: 3,
+                output_tokens: 4
+            }
+        );
+        assert_eq!(c.stop_reason, StopReason::ToolUse);
+        assert!(parse_response(&json!({"choices": []})).is_err());
+    }
+}
