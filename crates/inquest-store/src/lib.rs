@@ -10,6 +10,7 @@
 //! default and for test runs.
 
 mod bench;
+mod bursts;
 pub mod embedded;
 mod error;
 mod incidents;
@@ -25,6 +26,7 @@ use tokio_postgres::NoTls;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+pub use bursts::{ACTIVE, REOPENABLE, SendOutcome, Transition};
 pub use error::StoreError;
 pub use incidents::Incident;
 pub use sessions::{SessionPage, SessionRow, StartedSession};

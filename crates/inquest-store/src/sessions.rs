@@ -26,10 +26,10 @@ pub struct SessionRow {
     pub updated_at: OffsetDateTime,
 }
 
-const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, head_seq, turn_count, \
+pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, head_seq, turn_count, \
      tool_calls, input_tokens, output_tokens, created_at, updated_at";
 
-fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
+pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
     let status: &str = get(row, 2)?;
     let head: i64 = get(row, 4)?;
     Ok(SessionRow {
@@ -66,7 +66,7 @@ pub struct SessionPage {
     pub next: Option<SessionId>,
 }
 
-fn not_found_session(id: SessionId) -> StoreError {
+pub(crate) fn not_found_session(id: SessionId) -> StoreError {
     StoreError::NotFound {
         what: "session",
         id: id.to_string(),

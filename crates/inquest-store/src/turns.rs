@@ -36,6 +36,44 @@ fn append_sql() -> String {
     )
 }
 
+/// Inserts `turn` as the session's next seq on `client` (a pooled
+/// connection or an open transaction). Unknown session: NotFound.
+pub(crate) async fn insert_turn(
+    client: &impl deadpool_postgres::GenericClient,
+    session: SessionId,
+    turn: &NewTurn,
+) -> Result<Turn, StoreError> {
+    let (call_id, tool_name, is_error) = match turn.tool_result_of() {
+        Some((id, name, err)) => (Some(id), Some(name), err),
+        None => (None, None, false),
+    };
+    let usage = turn.usage();
+    // Prepared once per connection (deadpool caches it).
+    let stmt = client.prepare_cached(&append_sql()).await?;
+    let row = client
+        .query_opt(
+            &stmt,
+            &[
+                session.as_uuid(),
+                &turn.role().as_str(),
+                &turn.content(),
+                &turn.tool_calls_stored(),
+                &call_id,
+                &tool_name,
+                &is_error,
+                &to_i64(turn.tool_call_count() as u64),
+                &to_i64(usage.input_tokens),
+                &to_i64(usage.output_tokens),
+            ],
+        )
+        .await?
+        .ok_or_else(|| StoreError::NotFound {
+            what: "session",
+            id: session.to_string(),
+        })?;
+    turn_from_row(&row)
+}
+
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -51,37 +89,11 @@ impl Store {
         let store = self.clone();
         let limit = self.turn_write_timeout;
         self.detached(async move {
-            let sql = append_sql();
-            let row = store
+            store
                 .run_with_timeout("append_turn", limit, async |c| {
-                    let (call_id, tool_name, is_error) = match turn.tool_result_of() {
-                        Some((id, name, err)) => (Some(id), Some(name), err),
-                        None => (None, None, false),
-                    };
-                    let usage = turn.usage();
-                    Ok(c.query_opt(
-                        &sql,
-                        &[
-                            session.as_uuid(),
-                            &turn.role().as_str(),
-                            &turn.content(),
-                            &turn.tool_calls_stored(),
-                            &call_id,
-                            &tool_name,
-                            &is_error,
-                            &to_i64(turn.tool_call_count() as u64),
-                            &to_i64(usage.input_tokens),
-                            &to_i64(usage.output_tokens),
-                        ],
-                    )
-                    .await?)
+                    insert_turn(&*c, session, &turn).await
                 })
-                .await?
-                .ok_or_else(|| StoreError::NotFound {
-                    what: "session",
-                    id: session.to_string(),
-                })?;
-            turn_from_row(&row)
+                .await
         })
         .await
     }

@@ -1,0 +1,211 @@
+//! Status transitions that open and close bursts.
+//!
+//! Every transition is one conditional `UPDATE ... WHERE status = ANY(...)`,
+//! so the database decides who wins a race: two concurrent follow-ups
+//! cannot both open a burst, and a cancel cannot be undone by a burst that
+//! finishes a moment later.
+
+use inquest_core::{IdempotencyKey, NewTurn, SessionId, SessionStatus, Turn, UserMessage};
+
+use crate::{
+    Store, StoreError,
+    rows::{TURN_COLUMNS, turn_from_row},
+    sessions::{SESSION_COLUMNS, SessionRow, not_found_session, session_from_row},
+    turns::insert_turn,
+};
+
+/// Statuses from which a follow-up message may open a new burst.
+pub const REOPENABLE: [SessionStatus; 2] = [SessionStatus::Idle, SessionStatus::Completed];
+/// Statuses of a session whose burst is waiting to start or running.
+pub const ACTIVE: [SessionStatus; 2] = [SessionStatus::Pending, SessionStatus::Running];
+
+/// What [`Store::send_message`] did.
+#[derive(Debug, Clone)]
+pub enum SendOutcome {
+    /// The user turn is stored and the session is `pending`. `created` is
+    /// false when an earlier call with the same key stored it.
+    Sent { turn: Turn, created: bool },
+    /// Refused, nothing stored: a burst is waiting to start or running.
+    Busy { status: SessionStatus },
+    /// Refused, nothing stored: the session ended for good.
+    Ended {
+        status: SessionStatus,
+        exit_reason: Option<String>,
+    },
+}
+
+/// What a conditional transition found.
+#[derive(Debug, Clone)]
+pub enum Transition {
+    /// The session was in one of the expected statuses and now has the new one.
+    Changed(SessionRow),
+    /// The session was in another status; nothing changed.
+    Unchanged(SessionRow),
+}
+
+impl Store {
+    /// Stores a follow-up user turn and marks the session `pending`, in one
+    /// transaction, only if the session is `idle` or `completed`. With an
+    /// idempotency key (scoped to this session), a retry returns the seq
+    /// the first call stored and stores nothing.
+    ///
+    /// Runs detached with the turn-write timeout, like every turn write.
+    pub async fn send_message(
+        &self,
+        session: SessionId,
+        message: UserMessage,
+        key: Option<IdempotencyKey>,
+    ) -> Result<SendOutcome, StoreError> {
+        let store = self.clone();
+        let limit = self.turn_write_timeout;
+        self.detached(async move {
+            store
+                .run_with_timeout("send_message", limit, async |c| {
+                    send_message_tx(c, session, message, key.as_ref()).await
+                })
+                .await
+        })
+        .await
+    }
+
+    /// Sets `to` (and `exit_reason`, when given) if the session's status is
+    /// one of `from`. Detached with the turn-write timeout: finishing or
+    /// cancelling a burst must land even when its caller is gone.
+    pub async fn transition(
+        &self,
+        session: SessionId,
+        from: &[SessionStatus],
+        to: SessionStatus,
+        exit_reason: Option<String>,
+    ) -> Result<Transition, StoreError> {
+        let store = self.clone();
+        let limit = self.turn_write_timeout;
+        let from: Vec<String> = from.iter().map(|s| s.as_str().to_owned()).collect();
+        self.detached(async move {
+            let update = format!(
+                "UPDATE sessions SET status = $3, exit_reason = COALESCE($4, exit_reason), \
+                 updated_at = now() WHERE id = $1 AND status = ANY($2) \
+                 RETURNING {SESSION_COLUMNS}"
+            );
+            let select = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
+            store
+                .run_with_timeout("transition", limit, async |c| {
+                    let changed = c
+                        .query_opt(
+                            &update,
+                            &[session.as_uuid(), &from, &to.as_str(), &exit_reason],
+                        )
+                        .await?;
+                    if let Some(row) = changed {
+                        return Ok(Transition::Changed(session_from_row(&row)?));
+                    }
+                    let row = c
+                        .query_opt(&select, &[session.as_uuid()])
+                        .await?
+                        .ok_or_else(|| not_found_session(session))?;
+                    Ok(Transition::Unchanged(session_from_row(&row)?))
+                })
+                .await
+        })
+        .await
+    }
+}
+
+async fn send_message_tx(
+    client: &mut deadpool_postgres::Client,
+    session: SessionId,
+    message: UserMessage,
+    key: Option<&IdempotencyKey>,
+) -> Result<SendOutcome, StoreError> {
+    let scope = format!("send_message:{session}");
+    let tx = client.transaction().await?;
+    if let Some(key) = key
+        && let Some(turn) = turn_for_key(&tx, &scope, key).await?
+    {
+        tx.commit().await?;
+        return Ok(SendOutcome::Sent {
+            turn,
+            created: false,
+        });
+    }
+    let opened = tx
+        .query_opt(
+            "UPDATE sessions SET status = 'pending', updated_at = now() \
+             WHERE id = $1 AND status IN ('idle', 'completed') RETURNING id",
+            &[session.as_uuid()],
+        )
+        .await?;
+    if opened.is_none() {
+        // Under READ COMMITTED this statement sees what a concurrent call
+        // committed while our UPDATE waited on the row lock: a retry with
+        // the same key that lost the race finds the winner's turn here.
+        if let Some(key) = key
+            && let Some(turn) = turn_for_key(&tx, &scope, key).await?
+        {
+            tx.commit().await?;
+            return Ok(SendOutcome::Sent {
+                turn,
+                created: false,
+            });
+        }
+        let row = tx
+            .query_opt(
+                "SELECT status, exit_reason FROM sessions WHERE id = $1",
+                &[session.as_uuid()],
+            )
+            .await?
+            .ok_or_else(|| not_found_session(session))?;
+        let status: &str = crate::rows::get(&row, 0)?;
+        let status = SessionStatus::parse(status)
+            .ok_or_else(|| StoreError::Corrupt(format!("session status {status:?}")))?;
+        let exit_reason: Option<String> = crate::rows::get(&row, 1)?;
+        tx.rollback().await?;
+        return Ok(match status {
+            SessionStatus::Failed | SessionStatus::Cancelled => SendOutcome::Ended {
+                status,
+                exit_reason,
+            },
+            // Idle/completed cannot reach here (the UPDATE would have
+            // matched); report them as busy rather than guess.
+            _ => SendOutcome::Busy { status },
+        });
+    }
+    let turn = insert_turn(&tx, session, &NewTurn::User(message)).await?;
+    if let Some(key) = key {
+        let claimed = tx
+            .execute(
+                "INSERT INTO idempotency_keys (scope, key, session_id, seq) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[&scope, &key.as_str(), session.as_uuid(), &turn.seq.as_i64()],
+            )
+            .await?;
+        if claimed == 0 {
+            // Unreachable while the status UPDATE serialises callers; kept
+            // so a key can never map to two turns.
+            return Err(StoreError::Internal(
+                "idempotency key claimed concurrently".into(),
+            ));
+        }
+    }
+    tx.commit().await?;
+    Ok(SendOutcome::Sent {
+        turn,
+        created: true,
+    })
+}
+
+async fn turn_for_key(
+    tx: &deadpool_postgres::Transaction<'_>,
+    scope: &str,
+    key: &IdempotencyKey,
+) -> Result<Option<Turn>, StoreError> {
+    let sql = format!(
+        "SELECT {TURN_COLUMNS} FROM turns WHERE (session_id, seq) = \
+         (SELECT session_id, seq FROM idempotency_keys WHERE scope = $1 AND key = $2)"
+    );
+    tx.query_opt(&sql, &[&scope, &key.as_str()])
+        .await?
+        .as_ref()
+        .map(turn_from_row)
+        .transpose()
+}
