@@ -21,6 +21,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub store: StoreSection,
     pub shutdown: ShutdownSection,
+    pub watch: WatchSection,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -50,6 +51,38 @@ pub struct ShutdownSection {
     pub grace: Duration,
 }
 
+/// `WatchSession` tuning.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WatchSection {
+    /// A running session that has been quiet this long gets a `Heartbeat`.
+    #[serde(with = "duration_text")]
+    pub heartbeat: Duration,
+    /// Live events queued per watcher in the broadcaster. A watcher that
+    /// falls this far behind is sent `Lagged` and must reconnect; the
+    /// writer never waits for it.
+    pub channel_capacity: usize,
+    /// Stored turns read per database round trip while catching a watcher
+    /// up; bounds a watcher's memory however long the history.
+    pub drain_page: u32,
+    /// Test hook: a pause between subscribing and reading the stored turns,
+    /// to widen the race the handshake exists for. Not settable from a file
+    /// or the environment; `None` in production.
+    #[serde(skip)]
+    pub test_drain_delay: Option<Duration>,
+}
+
+impl Default for WatchSection {
+    fn default() -> Self {
+        Self {
+            heartbeat: Duration::from_secs(15),
+            channel_capacity: inquest_broadcast::DEFAULT_CAPACITY,
+            drain_page: 256,
+            test_drain_delay: None,
+        }
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self {
@@ -59,6 +92,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             store: StoreSection::default(),
             shutdown: ShutdownSection::default(),
+            watch: WatchSection::default(),
         }
     }
 }
@@ -209,6 +243,21 @@ impl Config {
                 "store.max_connections must be > 0".into(),
             ));
         }
+        if !(1..=1_000_000).contains(&self.watch.channel_capacity) {
+            return Err(ConfigError::Invalid(
+                "watch.channel_capacity must be between 1 and 1000000".into(),
+            ));
+        }
+        if !(1..=1000).contains(&self.watch.drain_page) {
+            return Err(ConfigError::Invalid(
+                "watch.drain_page must be between 1 and 1000".into(),
+            ));
+        }
+        if self.watch.heartbeat < Duration::from_millis(10) {
+            return Err(ConfigError::Invalid(
+                "watch.heartbeat must be at least 10ms".into(),
+            ));
+        }
         for (name, d) in [
             ("store.op_timeout", self.store.op_timeout),
             ("store.turn_write_timeout", self.store.turn_write_timeout),
@@ -329,9 +378,56 @@ mod tests {
     }
 
     #[test]
+    fn watch_section_is_read_and_validated() {
+        let c = Config::from_toml("[watch]\nheartbeat = \"50ms\"\nchannel_capacity = 8").unwrap();
+        assert_eq!(c.watch.heartbeat, Duration::from_millis(50));
+        assert_eq!(c.watch.channel_capacity, 8);
+        assert_eq!(c.watch.test_drain_delay, None);
+        c.validate().unwrap();
+        assert!(Config::from_toml("[watch]\ntest_drain_delay = \"1s\"").is_err());
+        for bad in [
+            "[watch]\nheartbeat = \"0ms\"",
+            "[watch]\nchannel_capacity = 0",
+            "[watch]\ndrain_page = 0",
+        ] {
+            assert!(Config::from_toml(bad).unwrap().validate().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn durations_parse() {
         assert_eq!(duration_text::parse("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(duration_text::parse("5m"), Ok(Duration::from_secs(300)));
         assert!(duration_text::parse("12").is_err());
+    }
+}
+
+#[cfg(test)]
+mod example_file {
+    use super::Config;
+
+    /// deploy/inquest.example.toml must stay loadable and match the defaults
+    /// it claims to show.
+    #[test]
+    fn example_config_parses_to_the_defaults() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../deploy/inquest.example.toml"
+        );
+        let text = std::fs::read_to_string(path).expect("reading the example config");
+        let parsed = Config::from_toml(&text).expect("example config parses");
+        parsed.validate().expect("example config is valid");
+        let defaults = Config::default();
+        assert_eq!(parsed.listen, defaults.listen);
+        assert_eq!(
+            parsed.limits.max_message_bytes,
+            defaults.limits.max_message_bytes
+        );
+        assert_eq!(
+            parsed.store.turn_write_timeout,
+            defaults.store.turn_write_timeout
+        );
+        assert_eq!(parsed.store.max_connections, defaults.store.max_connections);
+        assert_eq!(parsed.shutdown.grace, defaults.shutdown.grace);
     }
 }

@@ -94,3 +94,18 @@ pub fn turn(t: &Turn) -> pb::SessionTurn {
         output_tokens: count(t.usage.output_tokens),
     }
 }
+
+pub fn tool_call_start(s: &inquest_broadcast::ToolCallStart) -> pb::ToolCallStart {
+    pb::ToolCallStart {
+        session_id: s.session_id.to_string(),
+        assistant_seq: s.assistant_seq.as_i64(),
+        call_id: s.call_id.clone(),
+        tool_name: s.tool_name.clone(),
+        started_at: Some(timestamp(s.started_at)),
+    }
+}
+
+/// Wraps one payload as a watch event.
+pub fn watch_event(event: pb::watch_event::Event) -> pb::WatchEvent {
+    pb::WatchEvent { event: Some(event) }
+}

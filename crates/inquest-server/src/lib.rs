@@ -12,6 +12,10 @@ mod service;
 pub mod startup;
 pub mod status;
 pub mod telemetry;
+pub mod turn_log;
+pub mod watch;
 
 pub use config::{Config, Overrides};
 pub use startup::{Application, cancel_on_signal, serve};
+pub use turn_log::{TurnLog, TurnLogError};
+pub use watch::WatchMetrics;

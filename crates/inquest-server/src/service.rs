@@ -1,15 +1,22 @@
 //! `inquest.v1.Investigations`: parse and validate the request, call the
-//! store, convert the answer. Validation happens before anything is
-//! written, so bad input never touches stored state.
+//! store (turns always through the [`TurnLog`]), convert the answer.
+//! Validation happens before anything is written, so bad input never
+//! touches stored state.
 
+use inquest_core::SessionStatus;
 use inquest_core::{
     AfterSeq, IdempotencyKey, IncidentId, IncidentText, Limits, SessionId, UserMessage,
 };
 use inquest_proto::v1::{self as pb, investigations_server::Investigations};
-use inquest_store::Store;
+use inquest_store::{SendOutcome, Store, Transition};
 use tonic::{Request, Response, Status};
 
-use crate::{convert, status::ApiError};
+use crate::{
+    convert,
+    status::ApiError,
+    turn_log::TurnLog,
+    watch::{WatchStream, Watches},
+};
 
 /// Default and largest page sizes of the list calls.
 const DEFAULT_SESSION_PAGE: u32 = 50;
@@ -19,12 +26,19 @@ const MAX_TURN_PAGE: u32 = 1000;
 
 pub struct InvestigationsService {
     store: Store,
+    log: TurnLog,
+    watches: Watches,
     limits: Limits,
 }
 
 impl InvestigationsService {
-    pub fn new(store: Store, limits: Limits) -> Self {
-        Self { store, limits }
+    pub fn new(watches: Watches, limits: Limits) -> Self {
+        Self {
+            store: watches.log.store().clone(),
+            log: watches.log.clone(),
+            watches,
+            limits,
+        }
     }
 }
 
@@ -65,7 +79,7 @@ impl Investigations for InvestigationsService {
         let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
         let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
         let started = self
-            .store
+            .log
             .start_session(incident, message, key)
             .await
             .map_err(ApiError::from)?;
@@ -137,5 +151,80 @@ impl Investigations for InvestigationsService {
             next_after_seq,
             head_seq: page.head.map(|h| h.as_i64()).unwrap_or(0),
         }))
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn send_message(
+        &self,
+        request: Request<pb::SendMessageRequest>,
+    ) -> Result<Response<pb::SendMessageResponse>, Status> {
+        let req = request.into_inner();
+        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
+        let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
+        let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
+        let outcome = self
+            .log
+            .send_message(id, message, key)
+            .await
+            .map_err(ApiError::from)?;
+        // The burst itself is started by the agent loop (a later issue):
+        // until then the session stays `pending` with its user turn stored.
+        match outcome {
+            SendOutcome::Sent { turn, created } => {
+                tracing::info!(seq = %turn.seq, created, "follow-up message stored");
+                Ok(Response::new(pb::SendMessageResponse {
+                    seq: turn.seq.as_i64(),
+                }))
+            }
+            SendOutcome::Busy { status } => Err(ApiError::FailedPrecondition(format!(
+                "session {id} is already running (status {status}); wait for its burst to \
+                 end or cancel it"
+            ))
+            .into()),
+            SendOutcome::Ended {
+                status,
+                exit_reason,
+            } => Err(ApiError::FailedPrecondition(format!(
+                "session {id} is {status} (exit reason: {}) and takes no more messages",
+                exit_reason.as_deref().unwrap_or("none")
+            ))
+            .into()),
+        }
+    }
+
+    type WatchSessionStream = WatchStream;
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id, after_seq = request.get_ref().after_seq))]
+    async fn watch_session(
+        &self,
+        request: Request<pb::WatchSessionRequest>,
+    ) -> Result<Response<Self::WatchSessionStream>, Status> {
+        let req = request.into_inner();
+        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
+        let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
+        let stream = self.watches.start(id, after).await?;
+        Ok(Response::new(stream))
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn cancel_session(
+        &self,
+        request: Request<pb::CancelSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
+        match self.log.cancel(id).await.map_err(ApiError::from)? {
+            Transition::Changed(row) => {
+                tracing::info!("session cancelled");
+                Ok(Response::new(convert::session(row)))
+            }
+            Transition::Unchanged(row) if row.status == SessionStatus::Cancelled => {
+                Ok(Response::new(convert::session(row)))
+            }
+            Transition::Unchanged(row) => Err(ApiError::FailedPrecondition(format!(
+                "session {id} is not running (status {}); nothing to cancel",
+                row.status
+            ))
+            .into()),
+        }
     }
 }

@@ -1,9 +1,10 @@
 //! Building and running the server. `main` and the tests start the very
 //! same [`Application`].
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context;
+use inquest_broadcast::TurnBroadcaster;
 use inquest_core::Limits;
 use inquest_proto::v1::investigations_server::InvestigationsServer;
 use inquest_store::{
@@ -14,12 +15,23 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::{config::Config, health::DbHealth, service::InvestigationsService};
+use crate::{
+    config::{Config, WatchSection},
+    health::DbHealth,
+    service::InvestigationsService,
+    turn_log::TurnLog,
+    watch::{WatchMetrics, Watches},
+};
 
 /// A server bound to its port, connected and migrated, not yet serving.
 pub struct Application {
     listener: TcpListener,
     store: Store,
+    /// The persist-then-publish path and its broadcaster. Exposed so tests
+    /// (and the agent loop) write turns exactly as the server does.
+    log: TurnLog,
+    watch: WatchSection,
+    metrics: Arc<WatchMetrics>,
     limits: Limits,
     grace: Duration,
 }
@@ -34,9 +46,16 @@ impl Application {
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}", config.listen))?;
+        let log = TurnLog::new(
+            store.clone(),
+            TurnBroadcaster::new(config.watch.channel_capacity),
+        );
         Ok(Self {
             listener,
             store,
+            log,
+            watch: config.watch.clone(),
+            metrics: Arc::default(),
             limits: config.limits(),
             grace: config.shutdown.grace,
         })
@@ -48,6 +67,16 @@ impl Application {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The persist-then-publish path this server writes turns through.
+    pub fn turn_log(&self) -> &TurnLog {
+        &self.log
+    }
+
+    /// Counters over this server's watch streams.
+    pub fn watch_metrics(&self) -> Arc<WatchMetrics> {
+        Arc::clone(&self.metrics)
     }
 
     /// Serves until `shutdown` fires, then stops accepting, gives in-flight
@@ -70,8 +99,17 @@ impl Application {
             shutdown.clone(),
             tasks.clone(),
         ));
+        let watches = Watches {
+            log: self.log.clone(),
+            shutdown: shutdown.clone(),
+            tasks: tasks.clone(),
+            heartbeat: self.watch.heartbeat,
+            drain_page: self.watch.drain_page,
+            drain_delay: self.watch.test_drain_delay,
+            metrics: Arc::clone(&self.metrics),
+        };
         let investigations =
-            InvestigationsServer::new(InvestigationsService::new(self.store.clone(), self.limits));
+            InvestigationsServer::new(InvestigationsService::new(watches, self.limits));
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
         let server = tonic::transport::Server::builder()

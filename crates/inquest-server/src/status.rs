@@ -20,7 +20,16 @@ pub enum ApiError {
     InvalidArgument(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The session's state does not allow the call (running, ended).
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// A watch cursor beyond the session's newest turn.
+    #[error("after_seq {after} is beyond the session's head seq {head}")]
+    OutOfRange { after: u64, head: u64 },
 }
+
+/// Trailing metadata key carrying the head seq on OUT_OF_RANGE.
+pub const HEAD_SEQ_METADATA: &str = "inquest-head-seq";
 
 /// Renders an error with its whole `source()` chain, for logs.
 pub fn chain(e: &dyn std::error::Error) -> String {
@@ -42,6 +51,22 @@ impl From<ApiError> for Status {
             ApiError::Cursor(e) => Status::invalid_argument(e.to_string()),
             ApiError::InvalidArgument(m) => Status::invalid_argument(m),
             ApiError::Store(e) => store_status(e),
+            ApiError::FailedPrecondition(m) => Status::failed_precondition(m),
+            ApiError::OutOfRange { after, head } => {
+                let mut metadata = tonic::metadata::MetadataMap::new();
+                metadata.insert(
+                    HEAD_SEQ_METADATA,
+                    tonic::metadata::MetadataValue::from(head),
+                );
+                Status::with_metadata(
+                    Code::OutOfRange,
+                    format!(
+                        "after_seq {after} is beyond the session's head seq {head}; \
+                         watch with after_seq <= {head}"
+                    ),
+                    metadata,
+                )
+            }
         }
     }
 }

@@ -1,0 +1,286 @@
+//! `WatchSession`: stored turns, then live events, each turn exactly once.
+//!
+//! The handshake (DESIGN.md, "WatchSession"):
+//! 1. subscribe to the broadcaster;
+//! 2. read the session row (404, cursor check, is it running?) and take a
+//!    snapshot of the tool calls running right now;
+//! 3. send the stored turns with `seq > after_seq`, a page at a time;
+//! 4. if the session is not pending/running, end (OK);
+//! 5. announce the snapshot's calls whose result was not among the stored
+//!    turns sent;
+//! 6. forward live events: turns at or below the last sent seq are skipped,
+//!    a turn past a gap is preceded by the missing turns read from the
+//!    database, a tool start already announced is skipped.
+//!
+//! A turn committed during step 3 was either read in step 3 or published
+//! after step 1, so it arrives, once. A tool start published after step 1
+//! arrives live; one published before is in the snapshot of step 2.
+//!
+//! Each stream is one task owned by the server's [`TaskTracker`], feeding a
+//! small bounded channel that tonic drains. It ends when the session's
+//! burst ends, when its subscriber lags (Lagged, then ABORTED), on server
+//! shutdown (UNAVAILABLE), or as soon as the client goes away (the channel's
+//! receiver is dropped). Its [`Subscription`] is dropped with it, which
+//! unregisters the subscriber.
+
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use inquest_broadcast::{Event, Subscription, SubscriptionItem, ToolCallStart};
+use inquest_core::{AfterSeq, SessionId, Turn};
+use inquest_proto::v1::{self as pb, watch_event::Event as WireEvent};
+use inquest_store::ACTIVE;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tonic::Status;
+
+use crate::{convert, status::ApiError, turn_log::TurnLog};
+
+/// Events buffered between a stream's task and tonic. Small: the task waits
+/// on it (it reads from the database at the client's pace); lag is measured
+/// in the broadcaster's per-subscriber channel, not here.
+const OUTBOX: usize = 16;
+
+/// Counters over all watch streams of this server. Atomics, read without
+/// locks by tests and the benchmark; they only grow.
+#[derive(Debug, Default)]
+pub struct WatchMetrics {
+    pub streams_opened: AtomicU64,
+    pub streams_lagged: AtomicU64,
+    /// Live events not delivered to a watcher because it had fallen behind
+    /// (summed over watchers).
+    pub dropped_events: AtomicU64,
+}
+
+/// What every watch stream needs; one per server.
+#[derive(Clone)]
+pub struct Watches {
+    pub log: TurnLog,
+    pub shutdown: CancellationToken,
+    pub tasks: TaskTracker,
+    pub heartbeat: Duration,
+    pub drain_page: u32,
+    pub drain_delay: Option<Duration>,
+    pub metrics: Arc<WatchMetrics>,
+}
+
+pub type WatchStream = ReceiverStream<Result<pb::WatchEvent, Status>>;
+
+impl Watches {
+    /// Runs steps 1 and 2 in the caller (so NOT_FOUND / OUT_OF_RANGE come
+    /// back as the call's status) and the rest in a tracked task.
+    pub async fn start(
+        &self,
+        session: SessionId,
+        after: AfterSeq,
+    ) -> Result<WatchStream, ApiError> {
+        let subscription = self.log.broadcaster().subscribe(session);
+        let row = self.log.session(session).await?;
+        let head = row.head_seq.map_or(0, |h| h.get());
+        if after.get() > head {
+            return Err(ApiError::OutOfRange {
+                after: after.get(),
+                head,
+            });
+        }
+        let running = ACTIVE.contains(&row.status);
+        let snapshot = if running {
+            self.log.running_calls(session)
+        } else {
+            Vec::new()
+        };
+        let (tx, rx) = mpsc::channel(OUTBOX);
+        self.metrics.streams_opened.fetch_add(1, Ordering::Relaxed);
+        let watcher = Watcher {
+            watches: self.clone(),
+            session,
+            subscription,
+            tx,
+            last: after,
+            head,
+            running,
+            snapshot,
+            announced: HashSet::new(),
+        };
+        self.tasks.spawn(watcher.run());
+        Ok(ReceiverStream::new(rx))
+    }
+}
+
+/// Why a stream stopped.
+enum End {
+    /// The burst ended, or the session was not running: OK.
+    Finished,
+    Lagged,
+    ClientGone,
+    Shutdown,
+    Failed(Status),
+}
+
+type Step<T = ()> = Result<T, End>;
+
+struct Watcher {
+    watches: Watches,
+    session: SessionId,
+    subscription: Subscription,
+    tx: mpsc::Sender<Result<pb::WatchEvent, Status>>,
+    /// The last turn sent (or the request's cursor).
+    last: AfterSeq,
+    /// The head seq read at attach time.
+    head: u64,
+    /// Whether the session was pending/running at attach time.
+    running: bool,
+    /// Tool calls running at attach time not yet settled by a sent result.
+    snapshot: Vec<ToolCallStart>,
+    /// Call ids announced from the snapshot, so their live start (published
+    /// between subscribe and snapshot) is not sent twice.
+    announced: HashSet<String>,
+}
+
+impl Watcher {
+    async fn run(mut self) {
+        let shutdown = self.watches.shutdown.clone();
+        let gone = self.tx.clone();
+        let end = tokio::select! {
+            () = shutdown.cancelled() => End::Shutdown,
+            () = gone.closed() => End::ClientGone,
+            end = self.stream() => match end { Ok(()) => End::Finished, Err(end) => end },
+        };
+        drop(gone);
+        let last = self.last.get();
+        let status = match end {
+            End::Finished | End::ClientGone => None,
+            End::Shutdown => Some(Status::unavailable(format!(
+                "server shutting down; reconnect with after_seq={last}"
+            ))),
+            End::Lagged => {
+                let metrics = &self.watches.metrics;
+                metrics.streams_lagged.fetch_add(1, Ordering::Relaxed);
+                let dropped = self.subscription.dropped_events();
+                metrics.dropped_events.fetch_add(dropped, Ordering::Relaxed);
+                tracing::info!(session_id = %self.session, last_delivered_seq = last, dropped_events = dropped, "watcher fell behind");
+                let head = match self.watches.log.session(self.session).await {
+                    Ok(row) => row.head_seq.map_or(0, |h| h.get()),
+                    Err(_) => self.head.max(last),
+                };
+                let lagged = WireEvent::Lagged(pb::Lagged {
+                    last_delivered_seq: self.last.as_i64(),
+                    head_seq: i64::try_from(head).unwrap_or(i64::MAX),
+                });
+                // The client may be gone or stuck; neither may hold us.
+                let _ = self.tx.try_send(Ok(convert::watch_event(lagged)));
+                Some(Status::aborted(format!(
+                    "watcher fell behind; reconnect with after_seq={last}"
+                )))
+            }
+            End::Failed(status) => Some(status),
+        };
+        if let Some(status) = status {
+            // Best effort: a full outbox means the client is not reading,
+            // and the stream ends either way when this task drops `tx`.
+            let _ = self.tx.try_send(Err(status));
+        }
+    }
+
+    async fn stream(&mut self) -> Step {
+        if let Some(delay) = self.watches.drain_delay {
+            tokio::time::sleep(delay).await;
+        }
+        self.drain(None).await?;
+        if !self.running {
+            return Ok(());
+        }
+        for start in std::mem::take(&mut self.snapshot) {
+            self.announced.insert(start.call_id.clone());
+            self.send(WireEvent::ToolCallStart(convert::tool_call_start(&start)))
+                .await?;
+        }
+        let heartbeat = self.watches.heartbeat;
+        let mut quiet = std::pin::pin!(tokio::time::sleep(heartbeat));
+        loop {
+            let item = tokio::select! {
+                item = self.subscription.recv() => item,
+                () = &mut quiet => {
+                    let head_seq = self.last.as_i64();
+                    self.send(WireEvent::Heartbeat(pb::Heartbeat { head_seq })).await?;
+                    quiet.as_mut().reset(tokio::time::Instant::now() + heartbeat);
+                    continue;
+                }
+            };
+            match item {
+                None => return Ok(()),
+                Some(SubscriptionItem::Lagged) => return Err(End::Lagged),
+                Some(SubscriptionItem::Event(Event::Turn(turn))) => {
+                    if !self.last.admits(turn.seq) {
+                        continue;
+                    }
+                    if turn.seq.get() > self.last.get() + 1 {
+                        // Published out of commit order (concurrent
+                        // writers): the missing turns are committed, since
+                        // seqs are assigned under the session row's lock.
+                        self.drain(Some(turn.seq.get() - 1)).await?;
+                    }
+                    self.send_turn(&turn).await?;
+                }
+                Some(SubscriptionItem::Event(Event::ToolCallStart(start))) => {
+                    if self.announced.remove(&start.call_id) {
+                        continue;
+                    }
+                    self.send(WireEvent::ToolCallStart(convert::tool_call_start(&start)))
+                        .await?;
+                }
+            }
+            quiet
+                .as_mut()
+                .reset(tokio::time::Instant::now() + heartbeat);
+        }
+    }
+
+    /// Sends stored turns after `last`, up to `until` (inclusive) or the
+    /// head, a page at a time.
+    async fn drain(&mut self, until: Option<u64>) -> Step {
+        loop {
+            let page = self
+                .watches
+                .log
+                .store()
+                .list_turns(self.session, self.last, self.watches.drain_page)
+                .await
+                .map_err(|e| End::Failed(ApiError::from(e).into()))?;
+            for turn in &page.turns {
+                if until.is_some_and(|u| turn.seq.get() > u) {
+                    return Ok(());
+                }
+                if let Some(call_id) = &turn.tool_call_id
+                    && !self.snapshot.is_empty()
+                {
+                    self.snapshot.retain(|c| &c.call_id != call_id);
+                }
+                self.send_turn(turn).await?;
+            }
+            if !page.more || page.turns.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn send_turn(&mut self, turn: &Turn) -> Step {
+        self.send(WireEvent::Turn(convert::turn(turn))).await?;
+        self.last = AfterSeq::after(turn.seq);
+        Ok(())
+    }
+
+    async fn send(&self, event: WireEvent) -> Step {
+        self.tx
+            .send(Ok(convert::watch_event(event)))
+            .await
+            .map_err(|_| End::ClientGone)
+    }
+}
