@@ -3,5 +3,9 @@
 
 mod errors;
 mod health;
+mod messages;
 mod sessions;
 mod turns;
+mod watch;
+mod watch_lag;
+mod watch_tools;

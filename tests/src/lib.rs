@@ -6,10 +6,14 @@
 //! starts a throwaway cluster and sets it. Databases are left behind and
 //! vanish with the cluster.
 
-use std::net::SocketAddr;
+pub mod driver;
+pub mod watching;
 
+use std::{net::SocketAddr, sync::Arc};
+
+use inquest_broadcast::TurnBroadcaster;
 use inquest_proto::v1::investigations_client::InvestigationsClient;
-use inquest_server::{Application, Config};
+use inquest_server::{Application, Config, TurnLog, WatchMetrics};
 use inquest_store::Store;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -74,6 +78,10 @@ pub struct TestApp {
     /// A store on the same database, for setting up and checking state.
     pub store: Store,
     pub config: Config,
+    /// The server's own persist-then-publish path (same broadcaster, same
+    /// running-call registry), for playing the agent.
+    pub turn_log: TurnLog,
+    pub watch_metrics: Arc<WatchMetrics>,
     shutdown: CancellationToken,
     server: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -86,9 +94,11 @@ pub async fn spawn_app() -> TestApp {
 /// Starts the server on a fresh database; `tweak` adjusts the config.
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     let (db_name, db_url) = fresh_database().await;
-    let mut config = Config::default();
-    config.listen = "127.0.0.1:0".parse().expect("literal address");
-    config.database_url = Some(db_url.clone());
+    let mut config = Config {
+        listen: "127.0.0.1:0".parse().expect("literal address"),
+        database_url: Some(db_url.clone()),
+        ..Config::default()
+    };
     config.store.max_connections = 6;
     config.store.connect_timeout = std::time::Duration::from_secs(2);
     tweak(&mut config);
@@ -97,6 +107,8 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         .expect("building the application");
     let addr = app.local_addr().expect("bound address");
     let store = Store::connect(&config.store_config(&db_url)).expect("test store");
+    let turn_log = app.turn_log().clone();
+    let watch_metrics = app.watch_metrics();
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(app.run(shutdown.clone()));
     TestApp {
@@ -105,6 +117,8 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         db_url,
         store,
         config,
+        turn_log,
+        watch_metrics,
         shutdown,
         server: Some(server),
     }
@@ -125,6 +139,11 @@ impl TestApp {
 
     pub async fn client(&self) -> InvestigationsClient<Channel> {
         InvestigationsClient::new(self.channel().await)
+    }
+
+    /// The server's broadcaster (for `subscriber_count`).
+    pub fn broadcaster(&self) -> &TurnBroadcaster {
+        self.turn_log.broadcaster()
     }
 
     /// Counts rows of a table in this app's database.

@@ -1,0 +1,205 @@
+//! WatchSession: the subscribe/drain handshake, cursors, ends, heartbeats.
+
+use std::time::Duration;
+
+use inquest_proto::v1::{self as pb, watch_event::Event};
+use inquest_tests::{
+    driver::{Driver, new_session},
+    spawn_app, spawn_app_with,
+    watching::{collect, next, turn_seqs, watch},
+};
+use tonic::Code;
+
+/// The race the handshake exists for: turns committed while a watcher is
+/// between subscribing and reading the database (widened by the test-only
+/// `watch.test_drain_delay`) are seen exactly once. Many iterations, the
+/// writer's start staggered against the delay.
+#[tokio::test]
+async fn turns_committed_during_the_drain_are_seen_exactly_once() {
+    let app = spawn_app_with(|c| c.watch.test_drain_delay = Some(Duration::from_millis(15))).await;
+    let mut client = app.client().await;
+    for round in 0..40u64 {
+        let session = new_session(&mut client).await;
+        let driver = Driver::claim(&app, &session).await;
+        driver.say("before").await;
+        let stream = watch(&mut client, &session, 0).await.unwrap();
+        let reader = tokio::spawn(collect(stream));
+        // Stagger: some turns land before, during and after the delay.
+        tokio::time::sleep(Duration::from_millis(round % 20)).await;
+        for i in 0..8 {
+            driver.say(&format!("turn {i}")).await;
+        }
+        driver.finish().await;
+        let (events, ending) = reader.await.unwrap();
+        ending.unwrap();
+        assert_eq!(
+            turn_seqs(&events),
+            (1..=10).collect::<Vec<_>>(),
+            "round {round}"
+        );
+    }
+    app.stop().await.unwrap();
+}
+
+/// Reconnecting a finished session with every possible cursor yields
+/// exactly the suffix after it, then a clean end.
+#[tokio::test]
+async fn every_after_seq_of_a_finished_session_yields_the_exact_suffix() {
+    let app = spawn_app_with(|c| c.watch.drain_page = 3).await;
+    let mut client = app.client().await;
+    let session = new_session(&mut client).await;
+    let driver = Driver::claim(&app, &session).await;
+    for i in 0..5 {
+        driver.say(&format!("a{i}")).await;
+    }
+    driver.tool_round("c1", "grep").await;
+    driver.finish().await;
+    let head = 8;
+    for after in 0..=head {
+        let (events, ending) = collect(watch(&mut client, &session, after).await.unwrap()).await;
+        ending.unwrap();
+        assert_eq!(turn_seqs(&events), ((after + 1)..=head).collect::<Vec<_>>());
+        assert!(events.iter().all(|e| matches!(e, Event::Turn(_))));
+    }
+    app.stop().await.unwrap();
+}
+
+/// A watcher attaching after the run ended gets the stored turns and a
+/// closed stream, never a hang; so does one of a never-run session that is
+/// not pending (cancelled).
+#[tokio::test]
+async fn watcher_after_the_run_gets_a_closed_stream_after_the_drain() {
+    let app = spawn_app().await;
+    let mut client = app.client().await;
+    let session = new_session(&mut client).await;
+    let driver = Driver::claim(&app, &session).await;
+    driver.say("done").await;
+    driver.finish().await;
+    let (events, ending) = collect(watch(&mut client, &session, 0).await.unwrap()).await;
+    ending.unwrap();
+    assert_eq!(turn_seqs(&events), vec![1, 2]);
+
+    // The latch can have been evicted (or the process restarted): the
+    // stored status alone still ends the stream.
+    app.broadcaster()
+        .reopen(inquest_core::SessionId::parse(&session).unwrap());
+    let (events, ending) = collect(watch(&mut client, &session, 1).await.unwrap()).await;
+    ending.unwrap();
+    assert_eq!(turn_seqs(&events), vec![2]);
+    app.stop().await.unwrap();
+}
+
+/// A client that watches right after SendMessage returns sees the new
+/// burst's turns and is not closed early, although the previous burst
+/// latched the session as finished.
+#[tokio::test]
+async fn watch_right_after_send_message_follows_the_new_burst() {
+    let app = spawn_app().await;
+    let mut client = app.client().await;
+    let session = new_session(&mut client).await;
+    let first = Driver::claim(&app, &session).await;
+    first.say("first answer").await;
+    first.finish().await;
+
+    let seq = client
+        .send_message(pb::SendMessageRequest {
+            session_id: session.clone(),
+            message: "and now?".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .seq;
+    assert_eq!(seq, 3);
+    let mut stream = watch(&mut client, &session, 2).await.unwrap();
+    match next(&mut stream).await.unwrap() {
+        Some(Event::Turn(t)) => assert_eq!((t.seq, t.role()), (3, pb::TurnRole::User)),
+        other => panic!("expected the follow-up turn, got {other:?}"),
+    }
+    // The burst starts only now; the stream must still be open.
+    let second = Driver::claim(&app, &session).await;
+    second.say("second answer").await;
+    second.finish().await;
+    let (events, ending) = collect(stream).await;
+    ending.unwrap();
+    assert_eq!(turn_seqs(&events), vec![4]);
+    app.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn cursor_errors_are_typed() {
+    let app = spawn_app().await;
+    let mut client = app.client().await;
+    let session = new_session(&mut client).await;
+
+    let beyond = watch(&mut client, &session, 2).await.unwrap_err();
+    assert_eq!(beyond.code(), Code::OutOfRange);
+    assert!(
+        beyond.message().contains("head seq 1"),
+        "{}",
+        beyond.message()
+    );
+    assert_eq!(
+        beyond
+            .metadata()
+            .get("inquest-head-seq")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        "1"
+    );
+    let negative = watch(&mut client, &session, -1).await.unwrap_err();
+    assert_eq!(negative.code(), Code::InvalidArgument);
+    let unknown = watch(&mut client, "01890a5d-ac96-774b-bcce-b302099a8057", 0)
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+    let malformed = watch(&mut client, "nope", 0).await.unwrap_err();
+    assert_eq!(malformed.code(), Code::InvalidArgument);
+    // Refused calls leave no subscriber behind.
+    let id = inquest_core::SessionId::parse(&session).unwrap();
+    inquest_tests::watching::eventually("subscribers freed", || {
+        app.broadcaster().subscriber_count(id) == 0
+    })
+    .await;
+    app.stop().await.unwrap();
+}
+
+/// A quiet running session sends Heartbeat { head_seq } (that it arrives is
+/// asserted, not when).
+#[tokio::test]
+async fn quiet_running_session_sends_heartbeats() {
+    let app = spawn_app_with(|c| c.watch.heartbeat = Duration::from_millis(50)).await;
+    let mut client = app.client().await;
+    let session = new_session(&mut client).await;
+    let driver = Driver::claim(&app, &session).await;
+    let mut stream = watch(&mut client, &session, 0).await.unwrap();
+    assert!(matches!(
+        next(&mut stream).await.unwrap(),
+        Some(Event::Turn(_))
+    ));
+    match next(&mut stream).await.unwrap() {
+        Some(Event::Heartbeat(h)) => assert_eq!(h.head_seq, 1),
+        other => panic!("expected a heartbeat, got {other:?}"),
+    }
+    driver.say("finally").await;
+    let mut saw_turn = false;
+    while let Some(event) = next(&mut stream).await.unwrap() {
+        match event {
+            Event::Turn(t) => {
+                assert_eq!(t.seq, 2);
+                saw_turn = true;
+                break;
+            }
+            Event::Heartbeat(h) => assert_eq!(h.head_seq, 1),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(saw_turn);
+    driver.finish().await;
+    let (events, ending) = collect(stream).await;
+    ending.unwrap();
+    assert!(events.iter().all(|e| matches!(e, Event::Heartbeat(_))));
+    app.stop().await.unwrap();
+}
