@@ -31,10 +31,10 @@ pub(super) fn error_type(status: u16) -> &'static str {
 }
 
 pub(super) fn validate(body: &Value) -> Result<(), String> {
-    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+    if body["model"].as_str().is_none_or(str::is_empty) {
         return Err("model: Field required".into());
     }
-    if !body["max_tokens"].as_u64().is_some_and(|n| n > 0) {
+    if body["max_tokens"].as_u64().is_none_or(|n| n == 0) {
         return Err("max_tokens: Field required".into());
     }
     match &body["system"] {
@@ -76,7 +76,7 @@ pub(super) fn validate(body: &Value) -> Result<(), String> {
                 "tool_use" if role == "assistant" => {
                     let id = block["id"].as_str().filter(|s| !s.is_empty());
                     let id = id.ok_or(format!("{at}.id: Field required"))?;
-                    if !block["name"].as_str().is_some_and(|n| !n.is_empty()) {
+                    if block["name"].as_str().is_none_or(str::is_empty) {
                         return Err(format!("{at}.name: Field required"));
                     }
                     if !block["input"].is_object() {

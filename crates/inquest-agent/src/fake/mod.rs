@@ -184,6 +184,14 @@ impl FakeProvider {
         self.lock().requests.len()
     }
 
+    /// Stops the server and waits until its socket is closed (dropping
+    /// the fake also stops it, without waiting).
+    pub async fn stop(mut self) {
+        self.task.abort();
+        // Cancelled is the expected outcome; the task has no other result.
+        let _ = (&mut self.task).await;
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }

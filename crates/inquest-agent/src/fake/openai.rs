@@ -15,7 +15,7 @@ pub(super) fn error_type(status: u16) -> &'static str {
 }
 
 pub(super) fn validate(body: &Value) -> Result<(), String> {
-    if !body["model"].as_str().is_some_and(|m| !m.is_empty()) {
+    if body["model"].as_str().is_none_or(str::is_empty) {
         return Err("you must provide a model parameter".into());
     }
     check_tools(&body["tools"])?;

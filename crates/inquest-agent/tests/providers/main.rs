@@ -1,0 +1,9 @@
+//! Provider adapters, the failover chain and the script provider, over real
+//! HTTP on loopback against the fakes in `inquest_agent::fake`.
+
+mod anthropic;
+mod chain;
+mod openai;
+mod script;
+mod support;
+mod transcript;

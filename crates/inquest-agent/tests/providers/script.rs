@@ -1,0 +1,142 @@
+//! The script provider: replays in order, continues after a resume (a new
+//! provider instance given the stored transcript), then closes.
+
+use std::path::PathBuf;
+
+use inquest_agent::{ChainCursor, ProviderChain, ProviderConfig, ProviderKind, script};
+use inquest_core::{TokenUsage, ToolArguments};
+
+use crate::support::{request, result, tools, user};
+
+/// A script file removed when dropped.
+struct ScriptFile(PathBuf);
+
+impl ScriptFile {
+    fn new(name: &str, text: &str) -> Self {
+        let path =
+            std::env::temp_dir().join(format!("inquest-agent-{}-{name}.json", std::process::id()));
+        std::fs::write(&path, text).expect("script written");
+        Self(path)
+    }
+}
+
+impl Drop for ScriptFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+const SCRIPT: &str = r#"[
+  {"text": "Reading the app log.",
+   "tool_calls": [{"name": "read_log", "arguments": {"file": "app.log"}},
+                  {"name": "read_log", "arguments": "{\"file\": broken"}],
+   "usage": {"input_tokens": 900, "output_tokens": 40}},
+  {"tool_calls": [{"name": "read_log", "arguments": {"file": "db.log"}}]},
+  {"text": "The connection pool was exhausted."}
+]"#;
+
+fn chain(file: &ScriptFile) -> ProviderChain {
+    let config = ProviderConfig {
+        script: Some(file.0.clone()),
+        ..ProviderConfig::new(ProviderKind::Script)
+    };
+    ProviderChain::from_config_with_env(&[config], |_| None).expect("script chain builds")
+}
+
+#[tokio::test]
+async fn script_replays_in_order_and_continues_after_resume() {
+    let file = ScriptFile::new("replay", SCRIPT);
+    let tools = tools();
+    let mut transcript = vec![user("checkout is slow")];
+
+    let first = chain(&file);
+    let mut cursor = ChainCursor::new();
+    let a = first
+        .complete(&mut cursor, &request(&transcript, &tools))
+        .await
+        .unwrap();
+    assert_eq!(a.provider, "script");
+    let c = a.completion;
+    assert_eq!(c.text, "Reading the app log.");
+    assert_eq!(
+        c.usage,
+        TokenUsage {
+            input_tokens: 900,
+            output_tokens: 40
+        }
+    );
+    assert_eq!(c.tool_calls.len(), 2);
+    assert_eq!(
+        c.tool_calls[1].arguments,
+        ToolArguments::Raw("{\"file\": broken".into())
+    );
+    let ids: Vec<String> = c.tool_calls.iter().map(|t| t.id.clone()).collect();
+    transcript.push(inquest_core::Message::Assistant {
+        text: c.text,
+        tool_calls: c.tool_calls,
+    });
+    for id in &ids {
+        transcript.push(result(id, "ok", false));
+    }
+
+    let b = first
+        .complete(&mut cursor, &request(&transcript, &tools))
+        .await
+        .unwrap()
+        .completion;
+    assert_eq!(b.tool_calls[0].name, "read_log");
+    assert_ne!(b.tool_calls[0].id, ids[0], "call ids are unique per turn");
+    // No usage in the script: estimated, never zero for a real prompt.
+    assert!(b.usage.input_tokens > 0);
+    transcript.push(inquest_core::Message::Assistant {
+        text: b.text,
+        tool_calls: b.tool_calls.clone(),
+    });
+    transcript.push(result(&b.tool_calls[0].id, "ok", false));
+    drop(first);
+
+    // "Restart": a new provider, the stored transcript, a new burst.
+    let resumed = chain(&file);
+    let mut cursor = ChainCursor::new();
+    let c = resumed
+        .complete(&mut cursor, &request(&transcript, &tools))
+        .await
+        .unwrap()
+        .completion;
+    assert_eq!(c.text, "The connection pool was exhausted.");
+    assert!(c.tool_calls.is_empty());
+    transcript.push(inquest_core::Message::Assistant {
+        text: c.text,
+        tool_calls: vec![],
+    });
+
+    // Past the end: the closing plain reply, every time.
+    transcript.push(user("anything else?"));
+    for _ in 0..2 {
+        let d = resumed
+            .complete(&mut cursor, &request(&transcript, &tools))
+            .await
+            .unwrap()
+            .completion;
+        assert_eq!(d.text, script::DEFAULT_FINAL_TEXT);
+        assert!(d.tool_calls.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_broken_script_fails_the_chain_build() {
+    let file = ScriptFile::new("broken", r#"[{"text": "ok"}, {"text": ""}]"#);
+    let config = ProviderConfig {
+        script: Some(file.0.clone()),
+        ..ProviderConfig::new(ProviderKind::Script)
+    };
+    let err = ProviderChain::from_config_with_env(&[config], |_| None)
+        .err()
+        .expect("empty reply rejected");
+    assert!(err.to_string().contains("reply 1"), "{err}");
+    let missing = ProviderConfig {
+        script: Some(file.0.with_extension("missing")),
+        ..ProviderConfig::new(ProviderKind::Script)
+    };
+    assert!(ProviderChain::from_config_with_env(&[missing], |_| None).is_err());
+}
