@@ -216,7 +216,7 @@ pub enum ConfigError {
 }
 
 /// Reads `"500ms"`, `"30s"`, `"2m"` or a number of seconds.
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {

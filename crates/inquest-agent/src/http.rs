@@ -21,6 +21,14 @@ const MAX_ERROR_TEXT: usize = 500;
 /// installs `ring` as that default once, unless something else in the
 /// process installed one first (then that one is used).
 pub(crate) fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    install_crypto_provider();
+    reqwest::Client::builder().timeout(timeout).build()
+}
+
+/// Installs rustls's `ring` provider as the process default, once, unless
+/// one is installed already. Every reqwest client of this crate (providers
+/// and MCP servers over HTTP) must be built after this.
+pub(crate) fn install_crypto_provider() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         if rustls::crypto::CryptoProvider::get_default().is_none() {
@@ -28,7 +36,6 @@ pub(crate) fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Erro
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
     });
-    reqwest::Client::builder().timeout(timeout).build()
 }
 
 /// POSTs `body` as JSON and returns the JSON answer of a 2xx response.

@@ -9,6 +9,8 @@
 //! - [`ProviderChain`]: the configured providers in failover order, with
 //!   retries, backoff and a caller-held [`ChainCursor`] that makes failover
 //!   sticky within a burst.
+//! - [`mcp`]: tools from MCP servers ([`McpTools`]): the `mcpServers`
+//!   config, a side-effect catalog, calls with idempotency keys.
 //! - `fake` (cargo feature `fake`): local HTTP servers that speak both wire
 //!   formats and reject invalid transcripts like the real APIs do.
 
@@ -18,6 +20,7 @@ pub mod config;
 #[cfg(feature = "fake")]
 pub mod fake;
 mod http;
+pub mod mcp;
 pub mod openai;
 pub mod provider;
 pub mod script;
@@ -27,6 +30,7 @@ pub use chain::{
     Answered, ChainCursor, ChainError, ProviderChain, ProviderFailure, RetryPolicy, retry_delay,
 };
 pub use config::{ApiKey, ConfigError, ProviderConfig, ProviderKind};
+pub use mcp::{McpError, McpSection, McpTools};
 pub use openai::OpenAiProvider;
 pub use provider::{
     Completion, CompletionRequest, Provider, ProviderError, ProviderFuture, StopReason, ToolSpec,

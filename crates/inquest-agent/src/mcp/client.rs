@@ -1,0 +1,311 @@
+//! One connection to one MCP server: starting it (a child process over
+//! stdio, or streamable HTTP), listing its tools, calling one, closing it.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    error::Error as _,
+    process::Stdio,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::{
+    RoleClient, ServiceError, ServiceExt,
+    model::{
+        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+        JsonObject, MetaObject, RequestMetaObject, Tool,
+    },
+    service::{Peer, RunningService},
+    transport::{
+        StreamableHttpClientTransport, TokioChildProcess,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::{McpTransport, content};
+
+/// The `_meta` key that carries the idempotency key of a tool call.
+pub const IDEMPOTENCY_META_KEY: &str = "inquest/idempotency_key";
+/// Stderr lines of a stdio server kept for the "could not start" report.
+const STDERR_TAIL: usize = 10;
+/// How long `close` waits for a server to finish before giving up on it
+/// (rmcp's stdio shutdown itself escalates to SIGTERM and SIGKILL).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Service = RunningService<RoleClient, ClientConfig>;
+
+/// A started, initialized server.
+pub(crate) struct Connection {
+    pub(crate) name: String,
+    peer: Peer<RoleClient>,
+    /// `None` once closed.
+    service: tokio::sync::Mutex<Option<Service>>,
+    /// The child's pid, for stdio servers.
+    pub(crate) pid: Option<u32>,
+    http: bool,
+}
+
+/// What a call produced before it is turned into a `ToolOutcome`.
+pub(crate) enum CallResult {
+    /// The server answered (`is_error` is the tool's own flag).
+    Answered { content: String, is_error: bool },
+    /// The call failed; `reached` says whether the request may have been
+    /// delivered.
+    Failed { message: String, reached: bool },
+}
+
+impl Connection {
+    /// Starts (or connects to) the server, initializes the session and
+    /// lists every page of its tools. `Err` is a human-readable reason.
+    pub(crate) async fn open(
+        name: &str,
+        transport: &McpTransport,
+        timeout: Duration,
+    ) -> Result<(Connection, Vec<Tool>), String> {
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let opening = Self::open_inner(name, transport, timeout, stderr.clone());
+        let result = match tokio::time::timeout(timeout, opening).await {
+            Ok(result) => result,
+            Err(_) => Err(format!(
+                "did not start and list its tools within {timeout:?}"
+            )),
+        };
+        result.map_err(|reason| {
+            let tail = stderr.lock().map(|t| t.clone()).unwrap_or_default();
+            match tail.is_empty() {
+                true => reason,
+                false => format!(
+                    "{reason}; its stderr ended with: {}",
+                    Vec::from(tail).join(" | ")
+                ),
+            }
+        })
+    }
+
+    async fn open_inner(
+        name: &str,
+        transport: &McpTransport,
+        timeout: Duration,
+        stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    ) -> Result<(Connection, Vec<Tool>), String> {
+        let info = client_info();
+        let (service, pid, http) = match transport {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).envs(env);
+                if let Some(cwd) = cwd {
+                    cmd.current_dir(cwd);
+                }
+                let mut wrapped = CommandWrap::from(cmd);
+                // Own process group: close and drop end the server's own
+                // children too. Kill-on-drop: the last resort when the
+                // transport is dropped without rmcp's graceful shutdown.
+                wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+                let (child, stderr) = TokioChildProcess::builder(wrapped)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+                let pid = child.id();
+                if let Some(stderr) = stderr {
+                    tokio::spawn(forward_stderr(name.to_owned(), stderr, stderr_tail));
+                }
+                let service = info
+                    .serve(child)
+                    .await
+                    .map_err(|e| format!("MCP handshake failed: {}", chain(&e)))?;
+                (service, pid, false)
+            }
+            McpTransport::StreamableHttp { url, headers } => {
+                crate::http::install_crypto_provider();
+                let client = reqwest::Client::builder()
+                    .connect_timeout(timeout)
+                    // rmcp's own default: no idle pooling (avoids delayed-ACK
+                    // stalls) and no redirects that could replay headers.
+                    .pool_max_idle_per_host(0)
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| format!("cannot build an HTTP client: {}", chain(&e)))?;
+                let mut custom = HashMap::new();
+                for (key, value) in headers {
+                    let key = reqwest::header::HeaderName::from_bytes(key.as_bytes());
+                    let value = reqwest::header::HeaderValue::from_str(value);
+                    match (key, value) {
+                        (Ok(key), Ok(value)) => custom.insert(key, value),
+                        _ => return Err("a configured header is not a valid HTTP header".into()),
+                    };
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                let service = info
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("MCP handshake with {url} failed: {}", chain(&e)))?;
+                (service, None, true)
+            }
+        };
+        let peer = service.peer().clone();
+        let connection = Connection {
+            name: name.to_owned(),
+            peer,
+            service: tokio::sync::Mutex::new(Some(service)),
+            pid,
+            http,
+        };
+        match connection.peer.list_all_tools().await {
+            Ok(tools) => Ok((connection, tools)),
+            Err(e) => {
+                connection.close().await;
+                Err(format!("listing its tools failed: {}", chain(&e)))
+            }
+        }
+    }
+
+    /// Whether the connection can still carry calls.
+    pub(crate) fn is_open(&self) -> bool {
+        !self.peer.is_transport_closed()
+    }
+
+    /// Calls one tool with a `_meta` carrying `idempotency_key`.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+        idempotency_key: &str,
+        timeout: Duration,
+    ) -> CallResult {
+        if self.peer.is_transport_closed() {
+            return CallResult::Failed {
+                message: format!("the connection to MCP server {:?} is closed", self.name),
+                reached: false,
+            };
+        }
+        let mut meta = MetaObject::new();
+        meta.0.insert(
+            IDEMPOTENCY_META_KEY.to_owned(),
+            serde_json::Value::String(idempotency_key.to_owned()),
+        );
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        params.meta = Some(RequestMetaObject(meta));
+        // Dropping the request future on timeout makes rmcp send a
+        // `notifications/cancelled` for it.
+        match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
+            Ok(Ok(result)) => answered(result),
+            Ok(Err(error)) => CallResult::Failed {
+                reached: self.may_have_reached(&error),
+                message: describe(&error),
+            },
+            Err(_) => CallResult::Failed {
+                message: format!(
+                    "the tool did not answer within {timeout:?}; it may still be running"
+                ),
+                reached: true,
+            },
+        }
+    }
+
+    /// Whether a failed request may have been delivered. Only failures that
+    /// prove it was not are `false`: a write to the child's stdin that
+    /// failed (the server cannot act on a message it never read in full),
+    /// or an HTTP connection that was never established.
+    fn may_have_reached(&self, error: &ServiceError) -> bool {
+        let ServiceError::TransportSend(send) = error else {
+            // A JSON-RPC error came from the server; a closed transport,
+            // rmcp's own timeout or a cancelled request happened after the
+            // request was handed over.
+            return true;
+        };
+        if !self.http {
+            return false;
+        }
+        let mut source: Option<&(dyn std::error::Error + 'static)> = send.source();
+        while let Some(cause) = source {
+            if let Some(e) = cause.downcast_ref::<reqwest::Error>() {
+                return !e.is_connect();
+            }
+            source = cause.source();
+        }
+        true
+    }
+
+    /// Ends the session: stdio servers get the MCP shutdown sequence
+    /// (stdin closed, then SIGTERM, then SIGKILL, as rmcp does it).
+    pub(crate) async fn close(&self) {
+        let Some(mut service) = self.service.lock().await.take() else {
+            return;
+        };
+        match service.close_with_timeout(CLOSE_TIMEOUT).await {
+            Ok(Some(_)) => {}
+            Ok(None) => tracing::warn!(server = %self.name, "MCP server did not close in time"),
+            Err(e) => tracing::warn!(server = %self.name, error = %e, "closing MCP server failed"),
+        }
+        // Dropping `service` now drops the transport: a child that is
+        // still there is killed (kill-on-drop).
+    }
+}
+
+fn client_info() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("inquest", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+fn answered(result: CallToolResult) -> CallResult {
+    CallResult::Answered {
+        content: content::render(&result.content, result.structured_content.as_ref()),
+        is_error: result.is_error == Some(true),
+    }
+}
+
+fn describe(error: &ServiceError) -> String {
+    match error {
+        ServiceError::McpError(data) => format!("MCP error {}: {}", data.code.0, data.message),
+        ServiceError::UnexpectedResponse => {
+            "the server answered with a response Inquest does not support \
+             (for example an input request or a task)"
+                .to_owned()
+        }
+        other => format!("the call to the MCP server failed: {}", chain(other)),
+    }
+}
+
+/// An error and its causes, on one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Logs a stdio server's stderr at debug level and keeps its last lines.
+async fn forward_stderr(
+    server: String,
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(server = %server, "mcp stderr: {line}");
+        if let Ok(mut tail) = tail.lock() {
+            if tail.len() == STDERR_TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(line);
+        }
+    }
+}
