@@ -19,7 +19,7 @@ use rmcp::{
     service::{Peer, RunningService},
     transport::{
         StreamableHttpClientTransport, TokioChildProcess,
-        streamable_http_client::StreamableHttpClientTransportConfig,
+        streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError},
     },
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -227,7 +227,13 @@ impl Connection {
         }
         let mut source: Option<&(dyn std::error::Error + 'static)> = send.source();
         while let Some(cause) = source {
-            if let Some(e) = cause.downcast_ref::<reqwest::Error>() {
+            // rmcp's HTTP error does not expose its client error as a
+            // `source`, so it is looked into by type.
+            let client = match cause.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                Some(StreamableHttpError::Client(e)) => Some(e),
+                _ => cause.downcast_ref::<reqwest::Error>(),
+            };
+            if let Some(e) = client {
                 return !e.is_connect();
             }
             source = cause.source();
@@ -273,6 +279,10 @@ fn describe(error: &ServiceError) -> String {
              (for example an input request or a task)"
                 .to_owned()
         }
+        ServiceError::TransportSend(send) => format!(
+            "the request could not be sent to the MCP server: {}",
+            chain(send.error.as_ref())
+        ),
         other => format!("the call to the MCP server failed: {}", chain(other)),
     }
 }

@@ -381,6 +381,15 @@ async fn streamable_http_server_with_headers() {
         echoed["idempotency_key"],
         tool_idempotency_key(session, "h1")
     );
+
+    // The server goes away: a call that cannot connect provably did not
+    // reach it.
+    server.stop().await;
+    let gone = tools
+        .call(session, &call("h2", "read_log", json!({"service": "api"})))
+        .await;
+    assert!(gone.is_error && !gone.reached_server, "{gone:?}");
+    assert_eq!(gone.server.as_deref(), Some("remote"));
     tools.close().await;
 
     // A URL nobody listens on: unavailable, not a hang.

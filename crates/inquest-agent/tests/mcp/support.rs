@@ -97,7 +97,7 @@ pub fn free_port() -> u16 {
 
 /// The incident-tools server on streamable HTTP, killed on drop.
 pub struct HttpServer {
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     port: u16,
 }
 
@@ -118,10 +118,7 @@ impl HttpServer {
                 .await
                 .is_ok()
             {
-                return Self {
-                    _child: child,
-                    port,
-                };
+                return Self { child, port };
             }
             if let Ok(Some(status)) = child.try_wait() {
                 panic!("the HTTP MCP server exited: {status}");
@@ -129,6 +126,21 @@ impl HttpServer {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("the HTTP MCP server did not listen on port {port}");
+    }
+
+    /// Kills the server and waits until its port refuses connections.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+        for _ in 0..600 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("port {} still accepts connections", self.port);
     }
 
     pub fn url(&self) -> String {
