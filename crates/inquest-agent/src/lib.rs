@@ -14,25 +14,35 @@
 //! - `fake` (cargo feature `fake`): local HTTP servers that speak both wire
 //!   formats and reject invalid transcripts like the real APIs do.
 
+pub mod agent;
 pub mod anthropic;
 pub mod chain;
 pub mod config;
 #[cfg(feature = "fake")]
 pub mod fake;
+pub mod files;
 mod http;
 pub mod mcp;
 pub mod openai;
 pub mod provider;
+pub mod report;
 pub mod script;
+pub mod sink;
+pub mod state;
 
+pub use agent::{Agent, AgentConfig, Stop};
 pub use anthropic::AnthropicProvider;
 pub use chain::{
     Answered, ChainCursor, ChainError, ProviderChain, ProviderFailure, RetryPolicy, retry_delay,
 };
 pub use config::{ApiKey, ConfigError, ProviderConfig, ProviderKind};
+pub use files::FileTools;
 pub use mcp::{McpError, McpSection, McpTools};
 pub use openai::OpenAiProvider;
 pub use provider::{
     Completion, CompletionRequest, Provider, ProviderError, ProviderFuture, StopReason, ToolSpec,
 };
+pub use report::{BurstReport, Skill};
 pub use script::{ScriptError, ScriptProvider};
+pub use sink::{BoxFuture, NoTools, SinkError, ToolOutcome, ToolRunner, TurnSink};
+pub use state::{BurstState, SessionState};

@@ -5,6 +5,7 @@
 //! narrow conversions, so the hard rules (what a valid turn is, how seqs and
 //! cursors behave, how a transcript is rebuilt) are tested with plain data.
 
+pub mod exit;
 pub mod fixture;
 pub mod ids;
 pub mod input;
@@ -14,6 +15,7 @@ pub mod session;
 pub mod tools;
 pub mod turn;
 
+pub use exit::ExitReason;
 pub use ids::{IdError, IncidentId, SessionId};
 pub use input::{IdempotencyKey, IncidentText, InputError, Limits, UserMessage};
 pub use resume::{

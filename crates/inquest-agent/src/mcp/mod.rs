@@ -57,6 +57,7 @@ pub use config::{
 pub use section::{DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, McpSection};
 
 use crate::ToolSpec;
+pub use crate::sink::ToolOutcome;
 
 /// A server that could not be used, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,26 +110,8 @@ impl Default for McpOptions {
     }
 }
 
-/// What one tool call produced, for the tool-result turn.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolOutcome {
-    /// The text shown to the model (capped, see [`content::MAX_RESULT_BYTES`]).
-    pub content: String,
-    pub is_error: bool,
-    /// The server the call was sent to; `None` for unknown tools and
-    /// arguments that are not a JSON object (attributed to no server).
-    pub server: Option<String>,
-    /// Whether the request may have reached the server (and so the tool may
-    /// have run). `false` only when it provably did not: it was never sent,
-    /// the connection was already closed, a write to a stdio server failed,
-    /// or an HTTP connection could not be made. A timeout, a lost
-    /// connection after sending, an MCP error and every answer count as
-    /// reached.
-    pub reached_server: bool,
-}
-
 impl ToolOutcome {
-    fn not_sent(server: Option<String>, content: String) -> Self {
+    pub(crate) fn not_sent(server: Option<String>, content: String) -> Self {
         Self {
             content,
             is_error: true,
@@ -327,6 +310,28 @@ impl McpTools {
         for close in closing {
             close.await;
         }
+    }
+}
+
+impl crate::sink::ToolRunner for McpTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        McpTools::specs(self)
+    }
+
+    fn server_map(&self) -> BTreeMap<String, String> {
+        McpTools::server_map(self)
+    }
+
+    fn available(&self) -> bool {
+        McpTools::available(self)
+    }
+
+    fn call<'a>(
+        &'a self,
+        session: SessionId,
+        call: &'a ToolCall,
+    ) -> crate::sink::BoxFuture<'a, ToolOutcome> {
+        Box::pin(McpTools::call(self, session, call))
     }
 }
 

@@ -1,0 +1,371 @@
+//! The agent loop: one burst, from the stored transcript to a report.
+//!
+//! call the provider → persist the assistant turn → for each tool call:
+//! announce it, run it, persist its result → repeat until the model stops
+//! calling tools or a rail trips → author the summary → return the
+//! [`BurstReport`]. The caller (the server) records the report and the
+//! session's final status.
+
+use std::sync::Arc;
+
+use inquest_core::{ExitReason, Message, NewTurn, SessionId, ToolCall, Turn};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    ChainCursor, CompletionRequest, ProviderChain, ToolSpec,
+    report::{self, BurstReport, Skill},
+    sink::{ToolOutcome, ToolRunner, TurnSink},
+    state::{BurstState, SessionState},
+};
+
+/// Rails and prompts of the loop (`[agent]` in the server config).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Prepended to every model call.
+    pub system_prompt: String,
+    /// `max_tokens` of each model call.
+    pub max_tokens: u32,
+    /// Model calls allowed over a session's whole life.
+    pub iteration_budget: u32,
+    /// Model calls allowed in one burst.
+    pub max_model_calls_per_burst: u32,
+    /// Replies with neither text nor tool calls tolerated in a row.
+    pub empty_reply_retries: u32,
+    /// Calls to unknown tools or with non-JSON arguments tolerated in a
+    /// burst before it ends with `no_progress`.
+    pub bad_tool_strikes: u32,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            system_prompt: "You are Inquest, an SRE investigating a production incident. Use the \
+                            tools to gather evidence, state what you found with the evidence that \
+                            supports it, and stop calling tools once you can explain the cause."
+                .into(),
+            max_tokens: 4096,
+            iteration_budget: 100,
+            max_model_calls_per_burst: 30,
+            empty_reply_retries: 2,
+            bad_tool_strikes: 3,
+        }
+    }
+}
+
+impl AgentConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_tokens == 0 || self.iteration_budget == 0 || self.max_model_calls_per_burst == 0
+        {
+            return Err("agent.max_tokens, agent.iteration_budget and agent.max_model_calls_per_burst must be > 0".into());
+        }
+        if self.bad_tool_strikes == 0 {
+            return Err("agent.bad_tool_strikes must be > 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// What stops a burst from outside.
+#[derive(Debug, Clone, Default)]
+pub struct Stop {
+    /// `CancelSession`: ends with `cancelled`.
+    pub cancel: CancellationToken,
+    /// Server shutdown: ends with `interrupted` (resumable).
+    pub shutdown: CancellationToken,
+}
+
+impl Stop {
+    fn reason(&self) -> Option<ExitReason> {
+        if self.cancel.is_cancelled() {
+            Some(ExitReason::Cancelled)
+        } else if self.shutdown.is_cancelled() {
+            Some(ExitReason::Interrupted)
+        } else {
+            None
+        }
+    }
+
+    async fn stopped(&self) -> ExitReason {
+        tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => ExitReason::Cancelled,
+            () = self.shutdown.cancelled() => ExitReason::Interrupted,
+        }
+    }
+}
+
+/// The agent: providers, tools, rails. Shared by every burst of a replica.
+pub struct Agent {
+    chain: Arc<ProviderChain>,
+    tools: Arc<dyn ToolRunner>,
+    config: AgentConfig,
+    skills: Vec<Skill>,
+}
+
+impl Agent {
+    pub fn new(
+        chain: Arc<ProviderChain>,
+        tools: Arc<dyn ToolRunner>,
+        config: AgentConfig,
+        skills: Vec<Skill>,
+    ) -> Self {
+        Self {
+            chain,
+            tools,
+            config,
+            skills,
+        }
+    }
+
+    /// Runs one burst of `session` whose stored turns (the burst's opening
+    /// user turn last) are `turns`. Always returns a report, on every path.
+    pub async fn run_burst(
+        &self,
+        sink: &dyn TurnSink,
+        session: SessionId,
+        turns: Vec<Turn>,
+        stop: &Stop,
+    ) -> BurstReport {
+        let mut state = SessionState::restore(session, turns, self.tools.as_ref());
+        let span = tracing::info_span!(
+            "burst",
+            session_id = %session,
+            burst = state.burst,
+            exit_reason = tracing::field::Empty
+        );
+        let _enter = span.enter();
+        let mut burst = state.begin_burst();
+        let skills_loaded = report::loaded_skills(&self.skills, &state.tool_servers);
+        let system =
+            report::system_prompt(&self.config.system_prompt, &self.skills, &skills_loaded);
+        let specs = self.tools.specs();
+        let exit = self
+            .work(sink, &mut state, &mut burst, &system, &specs, stop)
+            .await;
+        let (exit, summary, author_usage) = self.author(&mut state, exit, stop).await;
+        let report = report::build(
+            &state,
+            exit,
+            summary,
+            author_usage,
+            &self.skills,
+            skills_loaded,
+        );
+        span.record("exit_reason", exit.as_str());
+        tracing::info!(
+            exit_reason = exit.as_str(),
+            model_calls = burst.model_calls,
+            turns = burst.turns,
+            "burst finished"
+        );
+        report
+    }
+
+    async fn work(
+        &self,
+        sink: &dyn TurnSink,
+        state: &mut SessionState,
+        burst: &mut BurstState,
+        system: &str,
+        specs: &[ToolSpec],
+        stop: &Stop,
+    ) -> ExitReason {
+        if !self.tools.available() {
+            return ExitReason::ToolServersUnavailable;
+        }
+        loop {
+            if let Some(reason) = stop.reason() {
+                return reason;
+            }
+            if state.iterations_used >= self.config.iteration_budget {
+                return ExitReason::IterationBudgetExhausted;
+            }
+            if burst.model_calls >= self.config.max_model_calls_per_burst {
+                return ExitReason::BurstLimitReached;
+            }
+            let request = CompletionRequest {
+                system,
+                messages: &state.transcript,
+                tools: specs,
+                max_tokens: self.config.max_tokens,
+            };
+            let answered = tokio::select! {
+                biased;
+                reason = stop.stopped() => return reason,
+                answered = self.chain.complete(&mut state.provider, &request) => answered,
+            };
+            burst.model_calls += 1;
+            state.iterations_used += 1;
+            let answered = match answered {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "every provider failed");
+                    return ExitReason::ProviderFailed;
+                }
+            };
+            let completion = answered.completion;
+            if completion.text.trim().is_empty() && completion.tool_calls.is_empty() {
+                burst.empty_replies += 1;
+                tracing::warn!(retries = burst.empty_replies, "empty model reply");
+                if burst.empty_replies > self.config.empty_reply_retries {
+                    return ExitReason::NoProgress;
+                }
+                continue;
+            }
+            burst.empty_replies = 0;
+            let calls = completion.tool_calls.clone();
+            let assistant = NewTurn::Assistant {
+                text: completion.text.clone(),
+                tool_calls: calls.clone(),
+                usage: completion.usage,
+            };
+            let Some(stored) = persist(sink, state, burst, assistant).await else {
+                return ExitReason::StoreFailed;
+            };
+            state.audit.tool_calls += calls.len() as u64;
+            state.audit.input_tokens += completion.usage.input_tokens;
+            state.audit.output_tokens += completion.usage.output_tokens;
+            state.transcript.push(Message::Assistant {
+                text: completion.text,
+                tool_calls: calls.clone(),
+            });
+            if calls.is_empty() {
+                return if state.is_follow_up() {
+                    ExitReason::AwaitingUser
+                } else {
+                    ExitReason::Completed
+                };
+            }
+            for call in &calls {
+                sink.tool_call_started(state.session_id, stored.seq, call);
+                let (outcome, stopped) = self.run_tool(state.session_id, call, stop).await;
+                if !outcome.reached_server && outcome.is_error {
+                    burst.bad_tool_strikes += 1;
+                }
+                if outcome.reached_server
+                    && let Some(server) = state.tool_servers.get(&call.name)
+                {
+                    state.servers_used.insert(server.clone());
+                }
+                let result = NewTurn::Tool {
+                    call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    content: outcome.content.clone(),
+                    is_error: outcome.is_error,
+                };
+                if persist(sink, state, burst, result).await.is_none() {
+                    return ExitReason::StoreFailed;
+                }
+                state.transcript.push(Message::ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: outcome.content,
+                    is_error: outcome.is_error,
+                });
+                if let Some(reason) = stopped {
+                    return reason;
+                }
+            }
+            if burst.bad_tool_strikes >= self.config.bad_tool_strikes {
+                return ExitReason::NoProgress;
+            }
+        }
+    }
+
+    /// Runs one tool call unless the burst is stopped first; a call cut off
+    /// mid-run is recorded as an error result that says it may have run.
+    async fn run_tool(
+        &self,
+        session: SessionId,
+        call: &ToolCall,
+        stop: &Stop,
+    ) -> (ToolOutcome, Option<ExitReason>) {
+        tokio::select! {
+            biased;
+            reason = stop.stopped() => {
+                let why = match reason {
+                    ExitReason::Cancelled => "the session was cancelled",
+                    _ => "the server shut down",
+                };
+                let outcome = ToolOutcome {
+                    content: format!("{why} while this tool was running; it may have partly run"),
+                    is_error: true,
+                    server: None,
+                    reached_server: true,
+                };
+                (outcome, Some(reason))
+            }
+            outcome = self.tools.call(session, call) => (outcome, None),
+        }
+    }
+
+    /// The author step: one model call, no tools, that writes the summary.
+    /// Its failure becomes the exit reason only when nothing else went wrong.
+    async fn author(
+        &self,
+        state: &mut SessionState,
+        exit: ExitReason,
+        stop: &Stop,
+    ) -> (ExitReason, String, inquest_core::TokenUsage) {
+        let none = inquest_core::TokenUsage::default();
+        if !report::worth_authoring(exit) || state.transcript.is_empty() {
+            return (exit, report::fallback_summary(exit, state), none);
+        }
+        let mut messages = state.transcript.clone();
+        messages.push(Message::User {
+            text: report::AUTHOR_PROMPT.into(),
+        });
+        let request = CompletionRequest {
+            system: report::AUTHOR_SYSTEM,
+            messages: &messages,
+            tools: &[],
+            max_tokens: self.config.max_tokens,
+        };
+        let mut cursor: ChainCursor = state.provider;
+        let answered = tokio::select! {
+            biased;
+            _ = stop.stopped() => None,
+            r = self.chain.complete(&mut cursor, &request) => Some(r),
+        };
+        match answered {
+            Some(Ok(a)) if !a.completion.text.trim().is_empty() => {
+                (exit, a.completion.text, a.completion.usage)
+            }
+            other => {
+                if let Some(Err(e)) = &other {
+                    tracing::warn!(error = %e, "report author failed");
+                }
+                let exit = match exit {
+                    ExitReason::Completed | ExitReason::AwaitingUser => {
+                        ExitReason::ReportAuthorFailed
+                    }
+                    other => other,
+                };
+                (exit, report::fallback_summary(exit, state), none)
+            }
+        }
+    }
+}
+
+/// Persists one turn through the sink and records it in the state. `None`
+/// when the write failed (the burst must end with `store_failed`).
+async fn persist(
+    sink: &dyn TurnSink,
+    state: &mut SessionState,
+    burst: &mut BurstState,
+    turn: NewTurn,
+) -> Option<Turn> {
+    match sink.append(state.session_id, turn).await {
+        Ok(stored) => {
+            burst.turns += 1;
+            state.turns.push(stored.clone());
+            Some(stored)
+        }
+        Err(e) => {
+            tracing::error!(error = %crate::report::chain(&e), "turn write failed; ending the burst");
+            None
+        }
+    }
+}

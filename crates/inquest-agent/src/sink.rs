@@ -1,0 +1,98 @@
+//! The two doors the loop goes out through. The loop persists and publishes
+//! only through [`TurnSink`] and runs tools only through [`ToolRunner`], so
+//! it knows nothing of PostgreSQL, the broadcaster or MCP transports.
+
+use std::{collections::BTreeMap, future::Future, pin::Pin};
+
+use inquest_core::{NewTurn, Seq, SessionId, ToolCall, Turn};
+
+use crate::ToolSpec;
+
+/// A boxed `Send` future (the traits below are used as `dyn`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A turn write failed: the transcript cannot go on.
+#[derive(Debug, thiserror::Error)]
+#[error("turn was not persisted")]
+pub struct SinkError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
+
+/// Where the loop's turns go: persisted, then published.
+pub trait TurnSink: Send + Sync {
+    /// Appends a turn durably (its own timeout, independent of the
+    /// burst's cancellation) and publishes it once committed.
+    fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>>;
+
+    /// Announces that `call`, requested by the assistant turn
+    /// `assistant_seq`, is about to run. Not persisted.
+    fn tool_call_started(&self, session: SessionId, assistant_seq: Seq, call: &ToolCall);
+}
+
+/// What a tool call produced. Errors are results (`is_error`), not crashes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    pub content: String,
+    pub is_error: bool,
+    /// The server the tool belongs to, when the name is known.
+    pub server: Option<String>,
+    /// Whether the request may have reached the server (and so the tool may
+    /// have run). `false` only when it provably did not: an unknown tool
+    /// name or arguments that were not a JSON object (such a call is
+    /// attributed to no server and counts as a bad tool call), a request
+    /// never sent, a closed connection. A timeout, a connection lost after
+    /// sending, an MCP error and every answer count as reached.
+    pub reached_server: bool,
+}
+
+impl ToolOutcome {
+    /// A call refused before it was sent anywhere.
+    pub fn refused(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+            server: None,
+            reached_server: false,
+        }
+    }
+}
+
+/// The tools a session may call.
+pub trait ToolRunner: Send + Sync {
+    /// Tool descriptions for the model.
+    fn specs(&self) -> Vec<ToolSpec>;
+
+    /// Tool name → server name. Taken once per session (burst) start and
+    /// kept: attribution never looks at a live map that may have changed.
+    fn server_map(&self) -> BTreeMap<String, String>;
+
+    /// Whether at least one tool server is reachable. A session whose
+    /// configured servers are all down ends with `tool_servers_unavailable`.
+    fn available(&self) -> bool;
+
+    /// Runs one call. `session` and `call.id` make its idempotency key.
+    fn call<'a>(&'a self, session: SessionId, call: &'a ToolCall) -> BoxFuture<'a, ToolOutcome>;
+}
+
+/// No tools at all: the model can only answer in text.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoTools;
+
+impl ToolRunner for NoTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        Vec::new()
+    }
+
+    fn server_map(&self) -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
+    fn available(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(&'a self, _session: SessionId, call: &'a ToolCall) -> BoxFuture<'a, ToolOutcome> {
+        let name = call.name.clone();
+        Box::pin(async move {
+            ToolOutcome::refused(format!("unknown tool {name:?}: no tools are configured"))
+        })
+    }
+}

@@ -1,0 +1,82 @@
+//! Session-scoped and burst-scoped state, split so that one function,
+//! [`SessionState::begin_burst`], is the only place that knows which
+//! fields reset at a burst boundary.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use inquest_core::{AuditCounters, Message, Restored, SessionId, Turn, restore};
+
+use crate::{ChainCursor, sink::ToolRunner};
+
+/// Spans bursts. Rebuilt from the store at every burst start, so nothing
+/// here needs a previous run's memory.
+#[derive(Debug)]
+pub struct SessionState {
+    pub session_id: SessionId,
+    /// The provider-valid transcript sent to the model.
+    pub transcript: Vec<Message>,
+    /// Every stored turn, the ones this burst adds included (for active
+    /// time and the report).
+    pub turns: Vec<Turn>,
+    pub audit: AuditCounters,
+    /// Model calls made over the session's life (its assistant turns):
+    /// what the iteration budget counts.
+    pub iterations_used: u32,
+    /// Burst number of the burst now running (1 for the first).
+    pub burst: u32,
+    /// Tool name → server, snapshotted once when the session (re)starts.
+    pub tool_servers: BTreeMap<String, String>,
+    /// MCP servers a call actually reached.
+    pub servers_used: BTreeSet<String>,
+    /// Where the provider chain stands. Failover is sticky within a burst;
+    /// `begin_burst` puts it back on the first provider.
+    pub provider: ChainCursor,
+}
+
+/// Reset at every burst: the no-progress rails and the burst's own count.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BurstState {
+    /// Consecutive replies with neither text nor tool calls.
+    pub empty_replies: u32,
+    /// Calls to unknown tools or with arguments that were not JSON.
+    pub bad_tool_strikes: u32,
+    /// Model calls made in this burst.
+    pub model_calls: u32,
+    /// Turns this burst appended.
+    pub turns: u32,
+}
+
+impl SessionState {
+    /// Restores the session from its stored turns (the opening user turn of
+    /// the new burst included).
+    pub fn restore(session_id: SessionId, turns: Vec<Turn>, tools: &dyn ToolRunner) -> Self {
+        let tool_servers = tools.server_map();
+        let restored: Restored = restore(&turns, &tool_servers);
+        let transcript = inquest_core::rebuild_messages(&turns).messages;
+        Self {
+            session_id,
+            transcript,
+            audit: restored.audit,
+            iterations_used: u32::try_from(restored.assistant_turns).unwrap_or(u32::MAX),
+            burst: u32::try_from(restored.bursts).unwrap_or(u32::MAX).max(1),
+            servers_used: restored.used_servers,
+            provider: ChainCursor::new(),
+            tool_servers,
+            turns,
+        }
+    }
+
+    /// Starts a burst: resets exactly the burst-scoped state and the
+    /// provider position; everything else (history, audit counters, the
+    /// iteration budget, servers used) carries on.
+    pub fn begin_burst(&mut self) -> BurstState {
+        self.provider.reset();
+        BurstState::default()
+    }
+
+    /// Whether this is a follow-up burst (its model stopping means
+    /// `awaiting_user`, not `completed`).
+    pub fn is_follow_up(&self) -> bool {
+        self.burst > 1
+    }
+}
