@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod convert;
+mod duration_text;
 mod health;
 mod service;
 pub mod startup;

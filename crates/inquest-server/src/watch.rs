@@ -48,6 +48,10 @@ use crate::{convert, status::ApiError, turn_log::TurnLog};
 /// in the broadcaster's per-subscriber channel, not here.
 const OUTBOX: usize = 16;
 
+/// How long a stream's final events (Lagged, the ending status) may wait
+/// for a slow client. Below the default shutdown grace.
+const LAST_WORDS_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Counters over all watch streams of this server. Atomics, read without
 /// locks by tests and the benchmark; they only grow.
 #[derive(Debug, Default)]
@@ -155,15 +159,19 @@ impl Watcher {
         };
         drop(gone);
         let last = self.last.get();
-        let status = match end {
-            End::Finished | End::ClientGone => None,
-            End::Shutdown => Some(Status::unavailable(format!(
+        let dropped = self.subscription.dropped_events();
+        // Unregister now: nothing more comes from the broadcaster, and a
+        // client slow to take the final events must not hold a subscriber.
+        drop(self.subscription);
+        let mut last_words = Vec::new();
+        match end {
+            End::Finished | End::ClientGone => {}
+            End::Shutdown => last_words.push(Err(Status::unavailable(format!(
                 "server shutting down; reconnect with after_seq={last}"
-            ))),
+            )))),
             End::Lagged => {
                 let metrics = &self.watches.metrics;
                 metrics.streams_lagged.fetch_add(1, Ordering::Relaxed);
-                let dropped = self.subscription.dropped_events();
                 metrics.dropped_events.fetch_add(dropped, Ordering::Relaxed);
                 tracing::info!(session_id = %self.session, last_delivered_seq = last, dropped_events = dropped, "watcher fell behind");
                 let head = match self.watches.log.session(self.session).await {
@@ -174,19 +182,24 @@ impl Watcher {
                     last_delivered_seq: self.last.as_i64(),
                     head_seq: i64::try_from(head).unwrap_or(i64::MAX),
                 });
-                // The client may be gone or stuck; neither may hold us.
-                let _ = self.tx.try_send(Ok(convert::watch_event(lagged)));
-                Some(Status::aborted(format!(
+                last_words.push(Ok(convert::watch_event(lagged)));
+                last_words.push(Err(Status::aborted(format!(
                     "watcher fell behind; reconnect with after_seq={last}"
-                )))
+                ))));
             }
-            End::Failed(status) => Some(status),
-        };
-        if let Some(status) = status {
-            // Best effort: a full outbox means the client is not reading,
-            // and the stream ends either way when this task drops `tx`.
-            let _ = self.tx.try_send(Err(status));
+            End::Failed(status) => last_words.push(Err(status)),
         }
+        // A client that fell behind is slow by definition: wait for it to
+        // take these, but not forever, and not past its leaving.
+        let tx = self.tx;
+        let deliver = async {
+            for item in last_words {
+                if tx.send(item).await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LAST_WORDS_TIMEOUT, deliver).await;
     }
 
     async fn stream(&mut self) -> Step {
