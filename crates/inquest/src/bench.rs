@@ -32,6 +32,58 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1024)]
         payload: usize,
     },
+    /// Live-watch fan-out: writer rate, delivered events/s and
+    /// persist->receive latency with 1, 100 and 1,000 gRPC watchers, and
+    /// server memory per idle watcher (see `bench_watch.rs`).
+    Watch {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Watcher counts to measure (a 0-watcher baseline always runs).
+        #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
+        watchers: Vec<usize>,
+        /// Turns written per phase.
+        #[arg(long, default_value_t = 2000)]
+        turns: usize,
+        /// Turn content size in bytes.
+        #[arg(long, default_value_t = 256)]
+        payload: usize,
+        /// Idle watchers for the memory measurement.
+        #[arg(long, default_value_t = 10_000)]
+        idle_watchers: usize,
+    },
+}
+
+/// The database a benchmark runs against: `database_url`, or an embedded
+/// cluster in a temporary directory (stopped and removed by [`release`]).
+async fn scratch_database(
+    database_url: Option<String>,
+) -> anyhow::Result<(String, Option<(EmbeddedPostgres, std::path::PathBuf)>)> {
+    Ok(match database_url {
+        Some(url) => (url, None),
+        None => {
+            let dir = std::env::temp_dir().join(format!("inquest-bench-{}", std::process::id()));
+            let mut options = EmbeddedOptions::new(&dir);
+            options.max_connections = 200;
+            let pg =
+                tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&options)).await??;
+            eprintln!(
+                "embedded PostgreSQL on port {} in {}",
+                pg.port(),
+                dir.display()
+            );
+            (pg.url(), Some((pg, dir)))
+        }
+    })
+}
+
+async fn release(embedded: Option<(EmbeddedPostgres, std::path::PathBuf)>) -> anyhow::Result<()> {
+    if let Some((pg, dir)) = embedded {
+        tokio::task::spawn_blocking(move || pg.stop()).await??;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    Ok(())
 }
 
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
@@ -42,28 +94,28 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             seconds,
             payload,
         } => {
-            let (url, embedded) = match database_url {
-                Some(url) => (url, None),
-                None => {
-                    let dir =
-                        std::env::temp_dir().join(format!("inquest-bench-{}", std::process::id()));
-                    let mut options = EmbeddedOptions::new(&dir);
-                    options.max_connections = 200;
-                    let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&options))
-                        .await??;
-                    eprintln!(
-                        "embedded PostgreSQL on port {} in {}",
-                        pg.port(),
-                        dir.display()
-                    );
-                    (pg.url(), Some((pg, dir)))
-                }
-            };
+            let (url, embedded) = scratch_database(database_url).await?;
             let result = append(&url, &writers, Duration::from_secs(seconds), payload).await;
-            if let Some((pg, dir)) = embedded {
-                tokio::task::spawn_blocking(move || pg.stop()).await??;
-                let _ = std::fs::remove_dir_all(dir);
-            }
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Watch {
+            database_url,
+            watchers,
+            turns,
+            payload,
+            idle_watchers,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_watch::run(crate::bench_watch::WatchBench {
+                url,
+                watchers,
+                turns,
+                payload,
+                idle_watchers,
+            })
+            .await;
+            release(embedded).await?;
             result
         }
     }

@@ -18,7 +18,7 @@ pub struct Target {
 }
 
 impl Target {
-    async fn connect(&self) -> anyhow::Result<InvestigationsClient<Channel>> {
+    pub async fn connect(&self) -> anyhow::Result<InvestigationsClient<Channel>> {
         InvestigationsClient::connect(self.server.clone())
             .await
             .with_context(|| format!("cannot reach the inquest server at {}", self.server))
@@ -55,6 +55,8 @@ pub enum SessionCommand {
     Get { session_id: String },
     /// List an incident's sessions, newest first.
     List { incident_id: String },
+    /// Stop a pending or running session (exit reason "cancelled").
+    Cancel { session_id: String },
 }
 
 #[derive(Args)]
@@ -67,7 +69,7 @@ pub struct TurnsArgs {
     target: Target,
 }
 
-fn status_error(e: tonic::Status) -> anyhow::Error {
+pub fn status_error(e: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{:?}: {}", e.code(), e.message())
 }
 
@@ -146,6 +148,14 @@ pub async fn session(target: Target, command: SessionCommand) -> anyhow::Result<
         SessionCommand::Get { session_id } => {
             let s = client
                 .get_session(pb::GetSessionRequest { session_id })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            print_session(&s);
+        }
+        SessionCommand::Cancel { session_id } => {
+            let s = client
+                .cancel_session(pb::CancelSessionRequest { session_id })
                 .await
                 .map_err(status_error)?
                 .into_inner();

@@ -3,7 +3,9 @@
 //! arguments, starts telemetry and dispatches.
 
 mod bench;
+mod bench_watch;
 mod client;
+mod watch;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
@@ -80,6 +82,11 @@ enum Command {
     },
     /// Print a session's turns.
     Turns(client::TurnsArgs),
+    /// Follow a session live: stored turns, then new ones as they happen.
+    /// Reconnects with the last seq when the stream drops.
+    Watch(watch::WatchArgs),
+    /// Send a follow-up message to a session, then watch its new burst.
+    Send(watch::SendArgs),
     /// Benchmarks against a real PostgreSQL; figures go to docs/benchmarks.md.
     Bench {
         #[command(subcommand)]
@@ -129,6 +136,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Incident { command, target } => client::incident(target, command).await,
         Command::Session { command, target } => client::session(target, command).await,
         Command::Turns(args) => client::turns(args).await,
+        Command::Watch(args) => watch::watch(args).await,
+        Command::Send(args) => watch::send(args).await,
         Command::Bench { command } => bench::run(command).await,
     }
 }

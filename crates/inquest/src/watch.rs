@@ -1,0 +1,339 @@
+//! `inquest watch SESSION` and `inquest send SESSION TEXT`: follow a session
+//! live, reconnecting with the last seq received when the stream drops,
+//! falls behind (Lagged / ABORTED) or the server goes away (UNAVAILABLE).
+
+use std::{
+    io::{IsTerminal, Write},
+    time::Duration,
+};
+
+use clap::Args;
+use inquest_proto::v1::{
+    self as pb, investigations_client::InvestigationsClient, watch_event::Event,
+};
+use serde_json::json;
+use tonic::{Code, transport::Channel};
+
+use crate::client::{Target, status_error};
+
+/// Reconnect attempts in a row without receiving anything before giving up.
+const MAX_RETRIES: u32 = 8;
+const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+#[derive(Args)]
+pub struct WatchArgs {
+    session_id: String,
+    /// Show turns after this seq (0 = from the start).
+    #[arg(long, default_value_t = 0)]
+    after_seq: i64,
+    /// One JSON object per line, for scripts.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(Args)]
+pub struct SendArgs {
+    session_id: String,
+    message: String,
+    /// Makes the call safe to retry: the same key stores one message.
+    #[arg(long, default_value = "")]
+    idempotency_key: String,
+    /// One JSON object per line, for scripts.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+pub async fn watch(args: WatchArgs) -> anyhow::Result<()> {
+    let mut client = args.target.connect().await?;
+    follow(&mut client, &args.session_id, args.after_seq, args.json).await
+}
+
+/// Sends the message, then watches from it on (the new burst).
+pub async fn send(args: SendArgs) -> anyhow::Result<()> {
+    let mut client = args.target.connect().await?;
+    let seq = client
+        .send_message(pb::SendMessageRequest {
+            session_id: args.session_id.clone(),
+            message: args.message,
+            idempotency_key: args.idempotency_key,
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner()
+        .seq;
+    follow(&mut client, &args.session_id, seq - 1, args.json).await
+}
+
+/// Whether a failed stream is worth reopening from the last seq.
+fn retryable(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Aborted | Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled
+    )
+}
+
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(200u64.saturating_mul(1 << attempt.min(5)))
+}
+
+async fn follow(
+    client: &mut InvestigationsClient<Channel>,
+    session: &str,
+    mut after_seq: i64,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut view = View::new(json);
+    let mut attempt = 0;
+    loop {
+        let reason = match client
+            .watch_session(pb::WatchSessionRequest {
+                session_id: session.into(),
+                after_seq,
+            })
+            .await
+        {
+            Ok(response) => {
+                let mut stream = response.into_inner();
+                loop {
+                    let message = tokio::select! {
+                        m = stream.message() => m,
+                        () = view.tick(), if view.spinning() => continue,
+                    };
+                    match message {
+                        Ok(Some(event)) => {
+                            attempt = 0;
+                            if let Some(event) = event.event {
+                                if let Event::Turn(t) = &event {
+                                    after_seq = after_seq.max(t.seq);
+                                }
+                                view.event(&event);
+                            }
+                        }
+                        Ok(None) => {
+                            let s = client
+                                .get_session(pb::GetSessionRequest {
+                                    session_id: session.into(),
+                                })
+                                .await
+                                .map_err(status_error)?
+                                .into_inner();
+                            view.end(&s);
+                            return Ok(());
+                        }
+                        Err(status) if retryable(status.code()) => break status,
+                        Err(status) => return Err(status_error(status)),
+                    }
+                }
+            }
+            Err(status) if retryable(status.code()) => status,
+            Err(status) => return Err(status_error(status)),
+        };
+        attempt += 1;
+        if attempt > MAX_RETRIES {
+            anyhow::bail!(
+                "gave up after {MAX_RETRIES} reconnects; last error {:?}: {}",
+                reason.code(),
+                reason.message()
+            );
+        }
+        view.reconnect(after_seq, &reason);
+        tokio::time::sleep(backoff(attempt)).await;
+    }
+}
+
+fn rfc3339(t: &Option<prost_types::Timestamp>) -> String {
+    t.as_ref()
+        .and_then(|t| {
+            let ns = i128::from(t.seconds) * 1_000_000_000 + i128::from(t.nanos);
+            time::OffsetDateTime::from_unix_timestamp_nanos(ns).ok()
+        })
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+fn lower(name: &str, prefix: &str) -> String {
+    name.trim_start_matches(prefix).to_lowercase()
+}
+
+/// Renders events as text (with a spinner on a terminal) or JSON lines.
+struct View {
+    json: bool,
+    tty: bool,
+    /// Tool calls started and not yet answered: (call id, tool name).
+    running: Vec<(String, String)>,
+    frame: usize,
+    /// Whether the last thing printed is a spinner line to overwrite.
+    spinner_shown: bool,
+    tokens: (i64, i64),
+}
+
+impl View {
+    fn new(json: bool) -> Self {
+        Self {
+            json,
+            tty: std::io::stdout().is_terminal(),
+            running: Vec::new(),
+            frame: 0,
+            spinner_shown: false,
+            tokens: (0, 0),
+        }
+    }
+
+    fn spinning(&self) -> bool {
+        !self.json && self.tty && !self.running.is_empty()
+    }
+
+    async fn tick(&mut self) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.frame = self.frame.wrapping_add(1);
+        self.draw_spinner();
+    }
+
+    fn draw_spinner(&mut self) {
+        if !self.spinning() {
+            return;
+        }
+        let names: Vec<&str> = self.running.iter().map(|(_, n)| n.as_str()).collect();
+        print!(
+            "\r\x1b[2K{} running {}",
+            SPINNER[self.frame % SPINNER.len()],
+            names.join(", ")
+        );
+        let _ = std::io::stdout().flush();
+        self.spinner_shown = true;
+    }
+
+    /// Prints a line, clearing the spinner first and redrawing it after.
+    fn line(&mut self, text: &str) {
+        if self.spinner_shown {
+            print!("\r\x1b[2K");
+            self.spinner_shown = false;
+        }
+        println!("{text}");
+        self.draw_spinner();
+    }
+
+    fn event(&mut self, event: &Event) {
+        if let Event::Turn(t) = event {
+            self.tokens.0 += t.input_tokens;
+            self.tokens.1 += t.output_tokens;
+        }
+        match event {
+            Event::ToolCallStart(s) => {
+                self.running.push((s.call_id.clone(), s.tool_name.clone()));
+            }
+            Event::Turn(t) if !t.tool_call_id.is_empty() => {
+                self.running.retain(|(id, _)| *id != t.tool_call_id);
+            }
+            _ => {}
+        }
+        if self.json {
+            println!("{}", json_event(event));
+            return;
+        }
+        match event {
+            Event::Turn(t) => {
+                let text = crate::client::render_turn(t);
+                self.line(&text);
+            }
+            Event::ToolCallStart(s) => {
+                if self.tty {
+                    self.draw_spinner();
+                } else {
+                    let text = format!("      .. running {} [{}]", s.tool_name, s.call_id);
+                    self.line(&text);
+                }
+            }
+            Event::Lagged(l) => {
+                let text = format!(
+                    "(fell behind at seq {} of {}; catching up)",
+                    l.last_delivered_seq, l.head_seq
+                );
+                self.line(&text);
+            }
+            Event::Heartbeat(_) => {}
+        }
+    }
+
+    fn reconnect(&mut self, after_seq: i64, reason: &tonic::Status) {
+        // Calls still running will be announced again after the reconnect.
+        self.running.clear();
+        if self.json {
+            println!(
+                "{}",
+                json!({"type": "reconnect", "after_seq": after_seq,
+                       "code": format!("{:?}", reason.code()), "message": reason.message()})
+            );
+        } else {
+            self.line(&format!(
+                "(stream interrupted: {}; reconnecting after seq {after_seq})",
+                reason.message()
+            ));
+        }
+    }
+
+    fn end(&mut self, s: &pb::Session) {
+        let status = lower(s.status().as_str_name(), "SESSION_STATUS_");
+        if self.json {
+            println!(
+                "{}",
+                json!({"type": "end", "status": status, "exit_reason": s.exit_reason,
+                       "head_seq": s.head_seq, "input_tokens": s.input_tokens,
+                       "output_tokens": s.output_tokens})
+            );
+            return;
+        }
+        self.running.clear();
+        let reason = if s.exit_reason.is_empty() {
+            String::new()
+        } else {
+            format!(", exit reason {}", s.exit_reason)
+        };
+        self.line(&format!(
+            "-- session {status}{reason}; head seq {}; tokens {} in / {} out (this view: {} / {})",
+            s.head_seq, s.input_tokens, s.output_tokens, self.tokens.0, self.tokens.1
+        ));
+    }
+}
+
+fn json_event(event: &Event) -> serde_json::Value {
+    match event {
+        Event::Turn(t) => json!({
+            "type": "turn",
+            "session_id": t.session_id,
+            "seq": t.seq,
+            "role": lower(t.role().as_str_name(), "TURN_ROLE_"),
+            "content": t.content,
+            "tool_calls": t.tool_calls.iter().map(|c| json!({
+                "id": c.id, "name": c.name, "arguments_json": c.arguments_json,
+            })).collect::<Vec<_>>(),
+            "tool_call_id": t.tool_call_id,
+            "tool_name": t.tool_name,
+            "is_error": t.is_error,
+            "input_tokens": t.input_tokens,
+            "output_tokens": t.output_tokens,
+            "created_at": rfc3339(&t.created_at),
+        }),
+        Event::ToolCallStart(s) => json!({
+            "type": "tool_call_start",
+            "session_id": s.session_id,
+            "assistant_seq": s.assistant_seq,
+            "call_id": s.call_id,
+            "tool_name": s.tool_name,
+            "started_at": rfc3339(&s.started_at),
+        }),
+        Event::Lagged(l) => json!({
+            "type": "lagged",
+            "last_delivered_seq": l.last_delivered_seq,
+            "head_seq": l.head_seq,
+        }),
+        Event::Heartbeat(h) => json!({"type": "heartbeat", "head_seq": h.head_seq}),
+    }
+}
