@@ -31,12 +31,14 @@ impl Store {
         content: &str,
     ) -> Result<(), StoreError> {
         self.run("bench_insert_ceiling", async |c| {
-            c.execute(
-                "INSERT INTO bench_ceiling (session_id, seq, role, content, tool_calls) \
-                 VALUES ($1, $2, 'assistant', $3, '[]')",
-                &[&writer, &seq, &content],
-            )
-            .await?;
+            // Prepared once per connection, as the append statement is.
+            let stmt = c
+                .prepare_cached(
+                    "INSERT INTO bench_ceiling (session_id, seq, role, content, tool_calls) \
+                     VALUES ($1, $2, 'assistant', $3, '[]')",
+                )
+                .await?;
+            c.execute(&stmt, &[&writer, &seq, &content]).await?;
             Ok(())
         })
         .await

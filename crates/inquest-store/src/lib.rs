@@ -15,6 +15,7 @@ pub mod embedded;
 mod error;
 mod incidents;
 mod migrate;
+mod reports;
 mod rows;
 mod sessions;
 mod turns;
@@ -29,6 +30,7 @@ use tracing::Instrument;
 pub use bursts::{ACTIVE, REOPENABLE, SendOutcome, Transition};
 pub use error::StoreError;
 pub use incidents::Incident;
+pub use reports::ReportRow;
 pub use sessions::{SessionPage, SessionRow, StartedSession};
 pub use turns::TurnPage;
 

@@ -22,9 +22,10 @@ pub struct TurnPage {
 /// seqs come out 1..N with no gap and no duplicate, and a failed insert
 /// rolls the bump back with it. (The lease epoch check of the replication
 /// work belongs in this same `WHERE`.)
-fn append_sql() -> String {
-    format!(
-        "WITH bumped AS ( \
+///
+/// Only `seq` and `created_at` come back: the rest of the row is what the
+/// caller sent, so it is not shipped back and decoded again.
+const APPEND_SQL: &str = "WITH bumped AS ( \
              UPDATE sessions SET head_seq = head_seq + 1, turn_count = turn_count + 1, \
                  tool_calls = tool_calls + $8, input_tokens = input_tokens + $9, \
                  output_tokens = output_tokens + $10, updated_at = now() \
@@ -32,9 +33,7 @@ fn append_sql() -> String {
          INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, tool_name, \
                             is_error, input_tokens, output_tokens) \
          SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10 FROM bumped \
-         RETURNING {TURN_COLUMNS}"
-    )
-}
+         RETURNING seq, created_at";
 
 /// Inserts `turn` as the session's next seq on `client` (a pooled
 /// connection or an open transaction). Unknown session: NotFound.
@@ -48,8 +47,9 @@ pub(crate) async fn insert_turn(
         None => (None, None, false),
     };
     let usage = turn.usage();
+    let tool_calls = turn.tool_calls_stored();
     // Prepared once per connection (deadpool caches it).
-    let stmt = client.prepare_cached(&append_sql()).await?;
+    let stmt = client.prepare_cached(APPEND_SQL).await?;
     let row = client
         .query_opt(
             &stmt,
@@ -57,7 +57,7 @@ pub(crate) async fn insert_turn(
                 session.as_uuid(),
                 &turn.role().as_str(),
                 &turn.content(),
-                &turn.tool_calls_stored(),
+                &tool_calls,
                 &call_id,
                 &tool_name,
                 &is_error,
@@ -71,7 +71,18 @@ pub(crate) async fn insert_turn(
             what: "session",
             id: session.to_string(),
         })?;
-    turn_from_row(&row)
+    Ok(Turn {
+        session_id: session,
+        seq: crate::rows::seq(crate::rows::get(&row, 0)?)?,
+        role: turn.role(),
+        content: turn.content().to_owned(),
+        tool_calls_raw: tool_calls,
+        tool_call_id: call_id.map(str::to_owned),
+        tool_name: tool_name.map(str::to_owned),
+        is_error,
+        usage,
+        created_at: crate::rows::get(&row, 1)?,
+    })
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -123,8 +134,9 @@ impl Store {
                     return Ok((None, Vec::new()));
                 };
                 let head: i64 = crate::rows::get(&head, 0)?;
+                let stmt = c.prepare_cached(&sql).await?;
                 let rows = c
-                    .query(&sql, &[session.as_uuid(), &after.as_i64(), &fetch])
+                    .query(&stmt, &[session.as_uuid(), &after.as_i64(), &fetch])
                     .await?;
                 Ok((Some(head), rows))
             })
@@ -139,12 +151,31 @@ impl Store {
             .iter()
             .map(turn_from_row)
             .collect::<Result<Vec<_>, _>>()?;
+        // The head is read just before the page; a turn committed in
+        // between may lie past it. The page is then the better witness.
+        let head = Seq::from_stored(head).max(turns.last().map(|t| t.seq));
         let more = turns.len() > limit as usize;
         turns.truncate(limit as usize);
-        Ok(TurnPage {
-            turns,
-            head: Seq::from_stored(head),
-            more,
-        })
+        Ok(TurnPage { turns, head, more })
+    }
+}
+
+impl Store {
+    /// Every committed turn of a session, oldest first, read in pages.
+    /// What a burst rebuilds its transcript from.
+    pub async fn all_turns(&self, session: SessionId) -> Result<Vec<Turn>, StoreError> {
+        const PAGE: u32 = 1000;
+        let mut turns = Vec::new();
+        let mut after = AfterSeq::START;
+        loop {
+            let page = self.list_turns(session, after, PAGE).await?;
+            if let Some(last) = page.turns.last() {
+                after = AfterSeq::after(last.seq);
+            }
+            turns.extend(page.turns);
+            if !page.more {
+                return Ok(turns);
+            }
+        }
     }
 }
