@@ -29,6 +29,7 @@ pub mod report;
 pub mod script;
 pub mod sink;
 pub mod state;
+pub mod toolset;
 
 pub use agent::{Agent, AgentConfig, Stop};
 pub use anthropic::AnthropicProvider;
@@ -46,3 +47,4 @@ pub use report::{BurstReport, Skill};
 pub use script::{ScriptError, ScriptProvider};
 pub use sink::{BoxFuture, NoTools, SinkError, ToolOutcome, ToolRunner, TurnSink};
 pub use state::{BurstState, SessionState};
+pub use toolset::ToolSet;

@@ -24,6 +24,16 @@ pub struct Config {
     pub store: StoreSection,
     pub shutdown: ShutdownSection,
     pub watch: WatchSection,
+    /// The model providers, in failover order. None: no agent runs.
+    pub providers: Vec<inquest_agent::ProviderConfig>,
+    /// The loop's rails and prompt.
+    pub agent: inquest_agent::AgentConfig,
+    /// MCP tool servers (`config` names an `mcpServers` JSON file).
+    pub mcp: Option<inquest_agent::McpSection>,
+    /// Built-in tools.
+    pub tools: crate::agent_config::ToolsSection,
+    /// Prompt snippets tied to a tool server.
+    pub skills: Vec<inquest_agent::Skill>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -95,6 +105,11 @@ impl Default for Config {
             store: StoreSection::default(),
             shutdown: ShutdownSection::default(),
             watch: WatchSection::default(),
+            providers: Vec::new(),
+            agent: inquest_agent::AgentConfig::default(),
+            mcp: None,
+            tools: crate::agent_config::ToolsSection::default(),
+            skills: Vec::new(),
         }
     }
 }
@@ -181,10 +196,14 @@ impl Config {
                     path: path.to_owned(),
                     source,
                 })?;
-                Self::from_toml(&text).map_err(|source| ConfigError::Parse {
+                let mut config = Self::from_toml(&text).map_err(|source| ConfigError::Parse {
                     path: path.to_owned(),
                     source: Box::new(source),
-                })?
+                })?;
+                if let Some(base) = path.parent() {
+                    config.resolve_paths(base);
+                }
+                config
             }
             None => Self::default(),
         };
@@ -235,6 +254,7 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_agent()?;
         if self.limits.max_message_bytes == 0 {
             return Err(ConfigError::Invalid(
                 "limits.max_message_bytes must be > 0".into(),

@@ -109,3 +109,38 @@ pub fn tool_call_start(s: &inquest_broadcast::ToolCallStart) -> pb::ToolCallStar
 pub fn watch_event(event: pb::watch_event::Event) -> pb::WatchEvent {
     pb::WatchEvent { event: Some(event) }
 }
+
+pub fn report(r: inquest_store::ReportRow) -> pb::Report {
+    let number = |key: &str| {
+        r.counters
+            .get(key)
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(0)
+    };
+    let names = |key: &str| -> Vec<String> {
+        r.counters
+            .get(key)
+            .and_then(serde_json::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    pb::Report {
+        session_id: r.session_id.to_string(),
+        burst: r.burst,
+        exit_reason: r.exit_reason.as_str().to_owned(),
+        exit_is_terminal: r.exit_reason.is_terminal(),
+        summary: r.summary.clone(),
+        tool_calls: number("tool_calls"),
+        input_tokens: number("input_tokens"),
+        output_tokens: number("output_tokens"),
+        skills_loaded: names("skills_loaded"),
+        skills_used: names("skills_used"),
+        servers_used: names("servers_used"),
+        active_time_ms: count(r.active_ms),
+        created_at: Some(timestamp(r.created_at)),
+    }
+}

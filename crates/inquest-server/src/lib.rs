@@ -5,10 +5,12 @@
 //! and the domain types (`inquest-core`), so conversions ([`convert`]) and
 //! the error → status mapping ([`status`]) live here and nowhere else.
 
+pub mod agent_config;
 pub mod config;
 pub mod convert;
 mod duration_text;
 mod health;
+pub mod runner;
 mod service;
 pub mod startup;
 pub mod status;

@@ -13,6 +13,7 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     convert,
+    runner::Runner,
     status::ApiError,
     turn_log::TurnLog,
     watch::{WatchStream, Watches},
@@ -29,15 +30,18 @@ pub struct InvestigationsService {
     log: TurnLog,
     watches: Watches,
     limits: Limits,
+    /// Starts the burst of a session a call left `pending`.
+    runner: Runner,
 }
 
 impl InvestigationsService {
-    pub fn new(watches: Watches, limits: Limits) -> Self {
+    pub fn new(watches: Watches, limits: Limits, runner: Runner) -> Self {
         Self {
             store: watches.log.store().clone(),
             log: watches.log.clone(),
             watches,
             limits,
+            runner,
         }
     }
 }
@@ -86,6 +90,7 @@ impl Investigations for InvestigationsService {
         tracing::Span::current().record("session_id", tracing::field::display(started.session.id));
         if started.created {
             tracing::info!("session started");
+            self.runner.start(started.session.id);
         } else {
             tracing::info!("session start replayed by idempotency key");
         }
@@ -167,11 +172,14 @@ impl Investigations for InvestigationsService {
             .send_message(id, message, key)
             .await
             .map_err(ApiError::from)?;
-        // The burst itself is started by the agent loop (a later issue):
-        // until then the session stays `pending` with its user turn stored.
+        // The broadcaster latch is already lifted (TurnLog::send_message);
+        // the burst starts in the background from the stored transcript.
         match outcome {
             SendOutcome::Sent { turn, created } => {
                 tracing::info!(seq = %turn.seq, created, "follow-up message stored");
+                if created {
+                    self.runner.start(id);
+                }
                 Ok(Response::new(pb::SendMessageResponse {
                     seq: turn.seq.as_i64(),
                 }))
@@ -226,5 +234,23 @@ impl Investigations for InvestigationsService {
             ))
             .into()),
         }
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn get_report(
+        &self,
+        request: Request<pb::GetReportRequest>,
+    ) -> Result<Response<pb::Report>, Status> {
+        let req = request.into_inner();
+        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
+        let burst = (req.burst != 0).then_some(req.burst);
+        // An unknown session is NOT_FOUND for the session, not the report.
+        self.store.get_session(id).await.map_err(ApiError::from)?;
+        let report = self
+            .store
+            .get_report(id, burst)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(convert::report(report)))
     }
 }

@@ -16,8 +16,10 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
+    agent_config::{BuiltAgent, build_agent},
     config::{Config, WatchSection},
     health::DbHealth,
+    runner::Runner,
     service::InvestigationsService,
     turn_log::TurnLog,
     watch::{WatchMetrics, Watches},
@@ -34,6 +36,8 @@ pub struct Application {
     metrics: Arc<WatchMetrics>,
     limits: Limits,
     grace: Duration,
+    /// The agent (none without providers) and its MCP connections.
+    agent: BuiltAgent,
 }
 
 impl Application {
@@ -50,6 +54,7 @@ impl Application {
             store.clone(),
             TurnBroadcaster::new(config.watch.channel_capacity),
         );
+        let agent = build_agent(config).await?;
         Ok(Self {
             listener,
             store,
@@ -58,6 +63,7 @@ impl Application {
             metrics: Arc::default(),
             limits: config.limits(),
             grace: config.shutdown.grace,
+            agent,
         })
     }
 
@@ -107,9 +113,16 @@ impl Application {
             drain_page: self.watch.drain_page,
             drain_delay: self.watch.test_drain_delay,
             metrics: Arc::clone(&self.metrics),
+            channel_capacity: self.watch.channel_capacity,
         };
+        let runner = Runner::new(
+            self.agent.agent.clone(),
+            self.log.clone(),
+            tasks.clone(),
+            shutdown.clone(),
+        );
         let investigations =
-            InvestigationsServer::new(InvestigationsService::new(watches, self.limits));
+            InvestigationsServer::new(InvestigationsService::new(watches, self.limits, runner));
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
         let server = tonic::transport::Server::builder()
@@ -133,9 +146,14 @@ impl Application {
                 }
             }
         }
+        // Bursts see the shutdown token and end `interrupted` (their last
+        // writes still land); then the writes, then the tool servers.
         tasks.close();
-        self.store.drain_writes().await;
         tasks.wait().await;
+        self.store.drain_writes().await;
+        if let Some(mcp) = &self.agent.mcp {
+            mcp.close().await;
+        }
         tracing::info!("shutdown complete");
         Ok(())
     }

@@ -73,6 +73,9 @@ pub struct Watches {
     pub drain_page: u32,
     pub drain_delay: Option<Duration>,
     pub metrics: Arc<WatchMetrics>,
+    /// The broadcaster's per-subscriber capacity: how many recent tool
+    /// results a watcher remembers (see `Watcher::answered`).
+    pub channel_capacity: usize,
 }
 
 pub type WatchStream = ReceiverStream<Result<pb::WatchEvent, Status>>;
@@ -112,6 +115,7 @@ impl Watches {
             running,
             snapshot,
             announced: HashSet::new(),
+            answered: RecentIds::new(self.channel_capacity),
         };
         self.tasks.spawn(watcher.run());
         Ok(ReceiverStream::new(rx))
@@ -146,6 +150,12 @@ struct Watcher {
     /// Call ids announced from the snapshot, so their live start (published
     /// between subscribe and snapshot) is not sent twice.
     announced: HashSet<String>,
+    /// Call ids of the tool results this stream sent most recently. A live
+    /// start still queued when the drain read its result from the database
+    /// must not be shown after that result. Every event published after the
+    /// start sits behind it in the same bounded queue, so remembering as
+    /// many results as the queue holds is enough.
+    answered: RecentIds,
 }
 
 impl Watcher {
@@ -243,7 +253,9 @@ impl Watcher {
                     self.send_turn(&turn).await?;
                 }
                 Some(SubscriptionItem::Event(Event::ToolCallStart(start))) => {
-                    if self.announced.remove(&start.call_id) {
+                    if self.announced.remove(&start.call_id)
+                        || self.answered.contains(&start.call_id)
+                    {
                         continue;
                     }
                     self.send(WireEvent::ToolCallStart(convert::tool_call_start(&start)))
@@ -287,6 +299,9 @@ impl Watcher {
     async fn send_turn(&mut self, turn: &Turn) -> Step {
         self.send(WireEvent::Turn(convert::turn(turn))).await?;
         self.last = AfterSeq::after(turn.seq);
+        if let Some(call_id) = &turn.tool_call_id {
+            self.answered.insert(call_id.clone());
+        }
         Ok(())
     }
 
@@ -295,5 +310,38 @@ impl Watcher {
             .send(Ok(convert::watch_event(event)))
             .await
             .map_err(|_| End::ClientGone)
+    }
+}
+
+/// A set of the last `capacity` ids inserted (oldest evicted first).
+struct RecentIds {
+    order: std::collections::VecDeque<String>,
+    set: HashSet<String>,
+    capacity: usize,
+}
+
+impl RecentIds {
+    fn new(capacity: usize) -> Self {
+        Self {
+            order: std::collections::VecDeque::new(),
+            set: HashSet::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    fn insert(&mut self, id: String) {
+        if !self.set.insert(id.clone()) {
+            return;
+        }
+        self.order.push_back(id);
+        if self.order.len() > self.capacity
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.set.contains(id)
     }
 }

@@ -5,6 +5,7 @@
 mod bench;
 mod bench_watch;
 mod client;
+mod investigate;
 mod watch;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
@@ -82,6 +83,11 @@ enum Command {
     },
     /// Print a session's turns.
     Turns(client::TurnsArgs),
+    /// Create an incident, start a session on it, watch it live, and print
+    /// its report.
+    Investigate(investigate::InvestigateArgs),
+    /// Print a session's report.
+    Report(investigate::ReportArgs),
     /// Follow a session live: stored turns, then new ones as they happen.
     /// Reconnects with the last seq when the stream drops.
     Watch(watch::WatchArgs),
@@ -94,7 +100,25 @@ enum Command {
     },
 }
 
+/// A CLI piped into `head` should stop quietly when the pipe closes, not
+/// panic in `println!`: restore the default SIGPIPE action Rust ignores.
+#[cfg(unix)]
+fn default_sigpipe() {
+    unsafe extern "C" {
+        fn signal(signum: i32, handler: usize) -> usize;
+    }
+    const SIGPIPE: i32 = 13;
+    const SIG_DFL: usize = 0;
+    // SAFETY: called first thing in main, before any thread exists; it only
+    // resets one signal's disposition.
+    unsafe {
+        signal(SIGPIPE, SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    #[cfg(unix)]
+    default_sigpipe();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -136,6 +160,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Incident { command, target } => client::incident(target, command).await,
         Command::Session { command, target } => client::session(target, command).await,
         Command::Turns(args) => client::turns(args).await,
+        Command::Investigate(args) => investigate::investigate(args).await,
+        Command::Report(args) => investigate::report(args).await,
         Command::Watch(args) => watch::watch(args).await,
         Command::Send(args) => watch::send(args).await,
         Command::Bench { command } => bench::run(command).await,

@@ -80,7 +80,7 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(200u64.saturating_mul(1 << attempt.min(5)))
 }
 
-async fn follow(
+pub(crate) async fn follow(
     client: &mut InvestigationsClient<Channel>,
     session: &str,
     mut after_seq: i64,

@@ -192,11 +192,14 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
     run("building inquest", build)?;
     let bin = target_dir().join("debug/inquest");
 
+    let config = workspace_root().join("examples/checkout-latency/inquest.toml");
     step(&format!(
-        "starting `inquest serve --listen {listen}` on its embedded PostgreSQL"
+        "starting `inquest serve --config examples/checkout-latency/inquest.toml --listen {listen}` \
+         on its embedded PostgreSQL"
     ));
     let child = Command::new(&bin)
-        .args(["serve", "--listen", &listen])
+        .args(["serve", "--listen", &listen, "--config"])
+        .arg(&config)
         .spawn()
         .context("starting inquest serve")?;
     let mut server = ServerGuard(child);
@@ -212,43 +215,24 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
     }
 
     let url = format!("http://{listen}");
-    let cli = |args: &[&str]| -> anyhow::Result<String> {
-        eprintln!("$ inquest {}", args.join(" "));
-        let out = Command::new(&bin)
-            .args(args)
-            .env("INQUEST_SERVER", &url)
-            .output()
-            .context("running the inquest CLI")?;
-        if !out.status.success() {
-            bail!(
-                "inquest {} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        print!("{text}");
-        Ok(text.trim().to_owned())
-    };
-    step("an incident, a session and its turns, through the CLI");
-    let incident = cli(&[
-        "incident",
-        "new",
-        "checkout-api: p99 latency above 2 s since 14:05",
-        "--description",
-        "Alert fired at 14:07 UTC; error rate normal; started after deploy 2026.11.29-3.",
-        "--id-only",
-    ])?;
-    let session = cli(&[
-        "session",
-        "start",
-        &incident,
-        "Why did checkout-api latency jump after the 14:05 deploy?",
-        "--id-only",
-    ])?;
-    cli(&["session", "get", &session])?;
-    cli(&["turns", &session])?;
-    cli(&["session", "list", &incident])?;
+    step(
+        "a live investigation: `inquest investigate` creates the incident, starts a session, \
+         watches it and prints its report",
+    );
+    eprintln!("(scripted model, real read-only tools over examples/checkout-latency/evidence)\n");
+    let status = Command::new(&bin)
+        .args([
+            "investigate",
+            "checkout-api: p99 latency above 2 s since 14:05",
+            "--description",
+            "Alert fired at 14:07 UTC; error rate normal; started after a deploy.",
+        ])
+        .env("INQUEST_SERVER", &url)
+        .status()
+        .context("running inquest investigate")?;
+    if !status.success() {
+        bail!("inquest investigate failed ({status})");
+    }
 
     if keep {
         step(&format!("server still running on {url}; Ctrl-C to stop it"));

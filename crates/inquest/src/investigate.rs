@@ -1,0 +1,130 @@
+//! `inquest investigate "title"`: create the incident, start a session,
+//! watch it live and print its report, in one command. `inquest report
+//! SESSION` prints a session's report.
+
+use clap::Args;
+use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
+use tonic::transport::Channel;
+
+use crate::{
+    client::{Target, status_error},
+    watch::follow,
+};
+
+#[derive(Args)]
+pub struct InvestigateArgs {
+    /// The incident's title.
+    title: String,
+    #[arg(long, default_value = "")]
+    description: String,
+    /// The opening message (default: the title and description).
+    #[arg(long)]
+    message: Option<String>,
+    /// One JSON object per line, for scripts.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(Args)]
+pub struct ReportArgs {
+    session_id: String,
+    /// Burst number (default: the latest).
+    #[arg(long, default_value_t = 0)]
+    burst: u32,
+    #[command(flatten)]
+    target: Target,
+}
+
+pub async fn investigate(args: InvestigateArgs) -> anyhow::Result<()> {
+    let mut client = args.target.connect().await?;
+    let incident = client
+        .create_incident(pb::CreateIncidentRequest {
+            title: args.title.clone(),
+            description: args.description.clone(),
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let message = args.message.unwrap_or_else(|| {
+        if args.description.is_empty() {
+            format!("Investigate: {}", args.title)
+        } else {
+            format!("Investigate: {}\n\n{}", args.title, args.description)
+        }
+    });
+    let session = client
+        .start_session(pb::StartSessionRequest {
+            incident_id: incident.id.clone(),
+            message,
+            idempotency_key: String::new(),
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    if !args.json {
+        println!("incident {}\nsession  {}\n", incident.id, session.id);
+    }
+    follow(&mut client, &session.id, 0, args.json).await?;
+    print_report(&mut client, &session.id, 0, args.json).await
+}
+
+pub async fn report(args: ReportArgs) -> anyhow::Result<()> {
+    let mut client = args.target.connect().await?;
+    print_report(&mut client, &args.session_id, args.burst, false).await
+}
+
+async fn print_report(
+    client: &mut InvestigationsClient<Channel>,
+    session_id: &str,
+    burst: u32,
+    json: bool,
+) -> anyhow::Result<()> {
+    let r = client
+        .get_report(pb::GetReportRequest {
+            session_id: session_id.to_owned(),
+            burst,
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "type": "report",
+                "session_id": r.session_id,
+                "burst": r.burst,
+                "exit_reason": r.exit_reason,
+                "exit_is_terminal": r.exit_is_terminal,
+                "summary": r.summary,
+                "tool_calls": r.tool_calls,
+                "input_tokens": r.input_tokens,
+                "output_tokens": r.output_tokens,
+                "skills_loaded": r.skills_loaded,
+                "skills_used": r.skills_used,
+                "servers_used": r.servers_used,
+                "active_time_ms": r.active_time_ms,
+            })
+        );
+        return Ok(());
+    }
+    println!("\n=== report (burst {}) ===", r.burst);
+    println!("exit reason: {}", r.exit_reason);
+    println!(
+        "tool calls: {}   tokens: {} in / {} out   active time: {:.1} s",
+        r.tool_calls,
+        r.input_tokens,
+        r.output_tokens,
+        r.active_time_ms as f64 / 1000.0
+    );
+    println!(
+        "skills loaded: [{}]   used: [{}]   servers used: [{}]",
+        r.skills_loaded.join(", "),
+        r.skills_used.join(", "),
+        r.servers_used.join(", ")
+    );
+    println!("\n{}", r.summary);
+    Ok(())
+}
