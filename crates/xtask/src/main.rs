@@ -115,9 +115,52 @@ fn run(what: &str, mut cmd: Command) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The `mcp` Python SDK the MCP tests run their real server with, pinned.
+const MCP_SDK: &str = "mcp==2.3.0";
+
+/// A virtualenv under target/ with the MCP SDK, created once and reused.
+/// Returns its interpreter.
+fn ensure_mcp_python() -> anyhow::Result<PathBuf> {
+    let venv = target_dir().join("test-python");
+    let python = venv.join("bin/python");
+    let ready = venv.join(".mcp-sdk");
+    if python.is_file() && std::fs::read_to_string(&ready).is_ok_and(|v| v == MCP_SDK) {
+        return Ok(python);
+    }
+    step(&format!(
+        "installing the MCP Python SDK ({MCP_SDK}) into {}",
+        venv.display()
+    ));
+    let host = ["python3", "python"]
+        .into_iter()
+        .find(|p| {
+            Command::new(p)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .context("the MCP tests need Python 3 (python3), which is not on PATH")?;
+    let mut venv_cmd = Command::new(host);
+    venv_cmd.args(["-m", "venv", "--clear"]).arg(&venv);
+    run("python3 -m venv", venv_cmd)?;
+    let mut pip = Command::new(&python);
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        MCP_SDK,
+    ]);
+    run(&format!("pip install {MCP_SDK}"), pip)?;
+    std::fs::write(&ready, MCP_SDK).context("marking the MCP venv ready")?;
+    Ok(python)
+}
+
 fn test(extra: &[String]) -> anyhow::Result<()> {
     let started = Instant::now();
     ensure_postgres()?;
+    let mcp_python = ensure_mcp_python()?;
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
     run("cargo fmt --check", fmt)?;
@@ -151,7 +194,11 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     tests
         .args(["test", "--workspace"])
         .args(extra)
-        .env("DATABASE_URL", pg.url_for("postgres"));
+        .env("DATABASE_URL", pg.url_for("postgres"))
+        // The MCP tests run a real Python MCP server; in CI they must not
+        // skip for want of the SDK.
+        .env("INQUEST_TEST_PYTHON", &mcp_python)
+        .env("INQUEST_REQUIRE_MCP", "1");
     let result = run("cargo test --workspace", tests);
 
     step("stopping the test cluster");
