@@ -15,16 +15,22 @@ pub enum SessionStatus {
     Completed,
     Failed,
     Cancelled,
+    /// A follow-up found a recovery plan that needs a human's go-ahead
+    /// (`ContinueSession`) before a burst runs: an interrupted turn whose
+    /// dangling tools may change things, or a degraded history. The user
+    /// turn and the recovery notice are stored; no burst is running.
+    AwaitingConfirmation,
 }
 
 impl SessionStatus {
-    pub const ALL: [SessionStatus; 6] = [
+    pub const ALL: [SessionStatus; 7] = [
         SessionStatus::Pending,
         SessionStatus::Running,
         SessionStatus::Idle,
         SessionStatus::Completed,
         SessionStatus::Failed,
         SessionStatus::Cancelled,
+        SessionStatus::AwaitingConfirmation,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -35,6 +41,7 @@ impl SessionStatus {
             SessionStatus::Completed => "completed",
             SessionStatus::Failed => "failed",
             SessionStatus::Cancelled => "cancelled",
+            SessionStatus::AwaitingConfirmation => "awaiting_confirmation",
         }
     }
 

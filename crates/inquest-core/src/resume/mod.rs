@@ -6,10 +6,13 @@
 //! - [`active_time`]: working time summed over bursts.
 //! - [`plan_recovery`]: classification, repairs and notice for a session
 //!   whose worker died.
+//! - [`plan_resume`]: the plan a resume acts on (follow-up aware), and
+//!   [`notice_turn_text`], the notice turn that records it.
 //!
 //! Everything takes stored [`crate::Turn`]s in seq order and never panics.
 
 mod active_time;
+mod follow_up;
 mod message;
 mod rebuild;
 mod recovery;
@@ -17,6 +20,9 @@ mod restore;
 mod validate;
 
 pub use active_time::active_time;
+pub use follow_up::{
+    NOTICE_PLAN_PREFIX, NoticePlan, notice_turn_text, plan_from_notice, plan_resume,
+};
 pub use message::{
     EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,
 };

@@ -273,7 +273,7 @@ fn classify_tail(
     }
 }
 
-fn notice_text(plan: &RecoveryPlan) -> String {
+pub(super) fn notice_text(plan: &RecoveryPlan) -> String {
     let mut text = format!("Recovery: {}. ", plan.kind.as_str());
     let n = plan.interrupted_calls.len();
     let calls = if n == 1 {

@@ -1,0 +1,208 @@
+//! The plan a resume acts on, and the `notice` turn that records it.
+//!
+//! [`plan_recovery`] reads the raw tail: a session whose last stored turn is
+//! a user message always looks like `interrupted_prompt`, because the model
+//! owes that message an answer. For a follow-up (a user message stored
+//! after earlier turns) that hides how the PREVIOUS burst ended: a tool call
+//! cut off before the follow-up arrived is only a repair there. So
+//! [`plan_resume`] classifies the turns before the follow-up, and keeps the
+//! repairs and transcript of the whole history.
+
+use serde::{Deserialize, Serialize};
+
+use super::recovery::{RecoveryKind, RecoveryPlan, notice_text, plan_recovery};
+use crate::{Role, SessionId, ToolClasses, Turn};
+
+/// The first characters of the machine-readable last line of a recovery
+/// notice (see [`notice_turn_text`]).
+pub const NOTICE_PLAN_PREFIX: &str = "{\"recovery_plan\":";
+
+/// The plan a resume of `session_id` acts on (the one function behind the
+/// runner, `ContinueSession` and `GetRecoveryPlan`).
+///
+/// - Not a follow-up (no user message at the tail, or no model-visible turn
+///   before it): exactly [`plan_recovery`] over all turns.
+/// - A follow-up on a degraded history: [`plan_recovery`] over all turns
+///   (degraded, never auto-continued, confirmation required).
+/// - Otherwise the kind and interrupted calls are those of the turns
+///   before the follow-up (how the previous burst ended), the repairs and
+///   transcript those of all turns, and the new message means the model
+///   owes an answer: `can_continue` is true; it continues without a human
+///   unless the previous burst left unsafe tool calls without results.
+pub fn plan_resume(
+    session_id: SessionId,
+    turns: &[Turn],
+    classes: &impl ToolClasses,
+) -> RecoveryPlan {
+    let full = plan_recovery(session_id, turns, classes);
+    let Some(before) = follow_up_split(session_id, turns) else {
+        return full;
+    };
+    if full.kind == RecoveryKind::DegradedHistory {
+        return full;
+    }
+    let previous = plan_recovery(session_id, before, classes);
+    let kind = match previous.kind {
+        // Degraded before but not with the whole history cannot happen (the
+        // same findings); stay on the safe side anyway.
+        RecoveryKind::DegradedHistory => RecoveryKind::DegradedHistory,
+        other => other,
+    };
+    let can_auto_continue = match kind {
+        RecoveryKind::Clean | RecoveryKind::InterruptedPrompt => true,
+        RecoveryKind::InterruptedTurn => previous.can_auto_continue,
+        RecoveryKind::DegradedHistory => false,
+    };
+    let mut plan = RecoveryPlan {
+        kind,
+        tail: previous.tail,
+        interrupted_calls: previous.interrupted_calls,
+        can_continue: true,
+        can_auto_continue,
+        requires_confirmation: !can_auto_continue,
+        notice_text: String::new(),
+        ..full
+    };
+    plan.notice_text = if kind == RecoveryKind::Clean {
+        "Recovery: clean. The last burst had finished; the new message continues the session."
+            .to_owned()
+    } else {
+        notice_text(&plan)
+    };
+    plan
+}
+
+/// The turns before the follow-up message, when the last model-visible
+/// turn is a user message with model-visible turns of this session before
+/// it.
+fn follow_up_split(session_id: SessionId, turns: &[Turn]) -> Option<&[Turn]> {
+    let visible = |t: &Turn| t.session_id == session_id && t.role != Role::Notice;
+    let last = turns.iter().rposition(visible)?;
+    let turn = turns.get(last)?;
+    if turn.role != Role::User {
+        return None;
+    }
+    let before = turns.get(..last)?;
+    before.iter().any(visible).then_some(before)
+}
+
+/// The machine-readable part of a recovery notice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoticePlan {
+    pub recovery_plan: RecoveryPlan,
+}
+
+/// The content of the `notice` turn recording `plan`: the human text
+/// (`plan.notice_text`, possibly several lines), then a last line that is
+/// one compact JSON object `{"recovery_plan": {...}}` (the plan's serde
+/// form: kind, tail, repairs with their `type`, repaired_call_ids,
+/// interrupted_calls, the three flags, notice_text).
+pub fn notice_turn_text(plan: &RecoveryPlan) -> String {
+    let json = serde_json::to_string(&NoticePlan {
+        recovery_plan: plan.clone(),
+    })
+    .unwrap_or_else(|_| format!("{NOTICE_PLAN_PREFIX}null}}"));
+    format!("{}\n{json}", plan.notice_text)
+}
+
+/// Reads the plan back from a recovery notice's text; `None` for any other
+/// notice.
+pub fn plan_from_notice(text: &str) -> Option<RecoveryPlan> {
+    let last = text.lines().last()?;
+    if !last.starts_with(NOTICE_PLAN_PREFIX) {
+        return None;
+    }
+    serde_json::from_str::<NoticePlan>(last)
+        .ok()
+        .map(|n| n.recovery_plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SideEffect;
+    use crate::resume::testing::*;
+
+    fn classes(tool: &str) -> SideEffect {
+        if tool == "grep" {
+            SideEffect::ReadOnly
+        } else {
+            SideEffect::Mutating
+        }
+    }
+
+    #[test]
+    fn first_message_and_crash_tails_are_plain_plans() {
+        let turns = [user(1, "a")];
+        assert_eq!(
+            plan_resume(session(), &turns, &classes),
+            plan_recovery(session(), &turns, &classes)
+        );
+        let turns = [user(1, "a"), assistant(2, "", &[("c1", "rm")])];
+        assert_eq!(
+            plan_resume(session(), &turns, &classes),
+            plan_recovery(session(), &turns, &classes)
+        );
+    }
+
+    #[test]
+    fn a_follow_up_keeps_the_interrupted_turn_visible() {
+        let turns = [
+            user(1, "a"),
+            assistant(2, "", &[("c1", "rm")]),
+            user(3, "and now?"),
+            notice(4, "n"),
+        ];
+        assert_eq!(
+            plan_recovery(session(), &turns, &classes).kind,
+            RecoveryKind::InterruptedPrompt
+        );
+        let p = plan_resume(session(), &turns, &classes);
+        assert_eq!(p.kind, RecoveryKind::InterruptedTurn);
+        assert_eq!(p.repaired_call_ids, vec!["c1".to_owned()]);
+        assert!(p.can_continue && p.requires_confirmation && !p.can_auto_continue);
+        assert_eq!(p.transcript.len(), 4);
+
+        let safe = [
+            user(1, "a"),
+            assistant(2, "", &[("c1", "grep")]),
+            user(3, "b"),
+        ];
+        let p = plan_resume(session(), &safe, &classes);
+        assert_eq!(p.kind, RecoveryKind::InterruptedTurn);
+        assert!(p.can_auto_continue && !p.requires_confirmation);
+    }
+
+    #[test]
+    fn a_follow_up_after_a_clean_end_is_clean() {
+        let turns = [user(1, "a"), assistant(2, "done", &[]), user(3, "b")];
+        let p = plan_resume(session(), &turns, &classes);
+        assert_eq!(p.kind, RecoveryKind::Clean);
+        assert!(p.can_continue && p.can_auto_continue && !p.requires_confirmation);
+        let unanswered = [user(1, "a"), user(2, "b")];
+        let p = plan_resume(session(), &unanswered, &classes);
+        assert_eq!(p.kind, RecoveryKind::InterruptedPrompt);
+        assert!(p.can_auto_continue);
+    }
+
+    #[test]
+    fn degraded_follow_ups_need_confirmation() {
+        let turns = [user(1, "a"), assistant(3, "gap", &[]), user(4, "b")];
+        let p = plan_resume(session(), &turns, &classes);
+        assert_eq!(p.kind, RecoveryKind::DegradedHistory);
+        assert!(p.can_continue && p.requires_confirmation && !p.can_auto_continue);
+    }
+
+    #[test]
+    fn notice_round_trips_its_plan() {
+        let turns = [user(1, "a"), assistant(2, "", &[("c1", "rm")]), user(3, "b")];
+        let p = plan_resume(session(), &turns, &classes);
+        let text = notice_turn_text(&p);
+        assert!(text.starts_with("Recovery: interrupted_turn."), "{text}");
+        let back = plan_from_notice(&text).unwrap();
+        assert_eq!(back.kind, p.kind);
+        assert_eq!(back.repairs, p.repairs);
+        assert_eq!(back.repaired_call_ids, p.repaired_call_ids);
+        assert!(plan_from_notice("just words").is_none());
+    }
+}
