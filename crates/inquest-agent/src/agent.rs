@@ -119,6 +119,13 @@ impl Agent {
         }
     }
 
+    /// How `tool` affects the world (from the tool runners' catalogs;
+    /// unknown tools are mutating): what the recovery plan classes
+    /// dangling calls with.
+    pub fn side_effect(&self, tool: &str) -> inquest_core::SideEffect {
+        self.tools.side_effect(tool)
+    }
+
     /// Runs one burst of `session` whose stored turns (the burst's opening
     /// user turn last) are `turns`. Always returns a report, on every path.
     pub async fn run_burst(

@@ -176,6 +176,15 @@ impl ToolRunner for FileTools {
         self.root.is_dir()
     }
 
+    /// Every built-in file tool only reads.
+    fn side_effect(&self, tool: &str) -> inquest_core::SideEffect {
+        if self.specs().iter().any(|s| s.name == tool) {
+            inquest_core::SideEffect::ReadOnly
+        } else {
+            inquest_core::SideEffect::Mutating
+        }
+    }
+
     fn call<'a>(&'a self, _session: SessionId, call: &'a ToolCall) -> BoxFuture<'a, ToolOutcome> {
         Box::pin(async move {
             if !self.specs().iter().any(|s| s.name == call.name) {

@@ -4,7 +4,7 @@
 
 use std::{collections::BTreeMap, future::Future, pin::Pin};
 
-use inquest_core::{NewTurn, Seq, SessionId, ToolCall, Turn};
+use inquest_core::{NewTurn, Seq, SessionId, SideEffect, ToolCall, Turn};
 
 use crate::ToolSpec;
 
@@ -70,6 +70,14 @@ pub trait ToolRunner: Send + Sync {
 
     /// Runs one call. `session` and `call.id` make its idempotency key.
     fn call<'a>(&'a self, session: SessionId, call: &'a ToolCall) -> BoxFuture<'a, ToolOutcome>;
+
+    /// How `tool` affects the world, for the recovery plan: whether a call
+    /// whose result was never recorded may be left to the model to retry.
+    /// Unknown tools are [`SideEffect::Mutating`] (the default).
+    fn side_effect(&self, tool: &str) -> SideEffect {
+        let _ = tool;
+        SideEffect::Mutating
+    }
 }
 
 /// No tools at all: the model can only answer in text.

@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use inquest_core::{SessionId, ToolCall};
+use inquest_core::{SessionId, SideEffect, ToolCall};
 
 use crate::{
     ToolSpec,
@@ -72,6 +72,20 @@ impl ToolRunner for ToolSet {
 
     fn available(&self) -> bool {
         !self.configured_but_down && self.runners.iter().all(|r| r.available())
+    }
+
+    /// The class from the runner that serves `tool`. A tool no runner
+    /// serves (any more) is classed by the first runner that knows better
+    /// than mutating (an operator override names it), else mutating.
+    fn side_effect(&self, tool: &str) -> SideEffect {
+        if let Some(runner) = self.routes.get(tool).and_then(|&i| self.runners.get(i)) {
+            return runner.side_effect(tool);
+        }
+        self.runners
+            .iter()
+            .map(|r| r.side_effect(tool))
+            .find(|c| *c != SideEffect::Mutating)
+            .unwrap_or(SideEffect::Mutating)
     }
 
     fn call<'a>(&'a self, session: SessionId, call: &'a ToolCall) -> BoxFuture<'a, ToolOutcome> {

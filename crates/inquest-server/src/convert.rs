@@ -1,6 +1,6 @@
 //! Domain → wire conversions. Only this crate sees both sides.
 
-use inquest_core::{Role, SessionStatus, Turn};
+use inquest_core::{RecoveryPlan, Repair, Role, SessionStatus, Turn};
 use inquest_proto::v1 as pb;
 use inquest_store::{Incident, SessionRow};
 use time::OffsetDateTime;
@@ -33,6 +33,7 @@ pub fn status(s: SessionStatus) -> pb::SessionStatus {
         SessionStatus::Completed => pb::SessionStatus::Completed,
         SessionStatus::Failed => pb::SessionStatus::Failed,
         SessionStatus::Cancelled => pb::SessionStatus::Cancelled,
+        SessionStatus::AwaitingConfirmation => pb::SessionStatus::AwaitingConfirmation,
     }
 }
 
@@ -49,6 +50,67 @@ pub fn session(s: SessionRow) -> pb::Session {
         output_tokens: count(s.output_tokens),
         created_at: Some(timestamp(s.created_at)),
         updated_at: Some(timestamp(s.updated_at)),
+        last_recovery_plan: s.last_recovery_plan.and_then(stored_plan),
+    }
+}
+
+/// A stored plan (its serde form); one that no longer parses is left out
+/// with a warning rather than failing the whole session read.
+fn stored_plan(value: serde_json::Value) -> Option<pb::RecoveryPlan> {
+    match serde_json::from_value::<RecoveryPlan>(value) {
+        Ok(plan) => Some(recovery_plan(&plan)),
+        Err(e) => {
+            tracing::warn!(error = %e, "stored recovery plan does not parse; not shown");
+            None
+        }
+    }
+}
+
+pub fn recovery_plan(p: &RecoveryPlan) -> pb::RecoveryPlan {
+    pb::RecoveryPlan {
+        kind: p.kind.as_str().to_owned(),
+        repairs: p.repairs.iter().map(repair).collect(),
+        repaired_call_ids: p.repaired_call_ids.clone(),
+        can_continue: p.can_continue,
+        can_auto_continue: p.can_auto_continue,
+        requires_confirmation: p.requires_confirmation,
+        notice_text: p.notice_text.clone(),
+        interrupted_calls: p
+            .interrupted_calls
+            .iter()
+            .map(|c| pb::InterruptedCall {
+                call_id: c.call_id.clone(),
+                name: c.name.clone(),
+                assistant_seq: count(c.assistant_seq),
+                side_effect: c.side_effect.as_str().to_owned(),
+            })
+            .collect(),
+    }
+}
+
+/// Read through the repair's serde form, so every variant maps without a
+/// hand-kept list of fields.
+fn repair(r: &Repair) -> pb::RecoveryRepair {
+    let v = serde_json::to_value(r).unwrap_or_default();
+    let text = |k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let first = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| v.get(*k).and_then(serde_json::Value::as_i64))
+            .unwrap_or(0)
+    };
+    pb::RecoveryRepair {
+        r#type: text("type"),
+        call_id: text("call_id"),
+        name: text("name"),
+        seq: first(&["seq", "assistant_seq", "from_seq", "after_seq"]),
+        other_seq: first(&["next_seq", "previous_seq"]),
+        new_id: text("new_id"),
+        description: r.describe(),
     }
 }
 

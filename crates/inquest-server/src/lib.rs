@@ -10,6 +10,7 @@ pub mod config;
 pub mod convert;
 mod duration_text;
 mod health;
+pub mod resume;
 pub mod runner;
 mod service;
 pub mod startup;

@@ -3,7 +3,9 @@
 //!
 //! `StartSession` and `SendMessage` leave a session `pending`; [`Runner::start`]
 //! claims it (`pending` → `running`, atomically, so one burst per session),
-//! rebuilds its transcript from the store, runs the agent, saves the report
+//! validates and plans the resume ([`crate::resume`]: a notice for a plan
+//! that is not clean, a hold when it needs confirmation), runs the agent
+//! (which restores and rebuilds the transcript from the stored turns), saves the report
 //! and closes the burst with the status its exit reason implies. Everything
 //! the burst needs comes from the database, so the same path serves a first
 //! message and a follow-up after a restart.
@@ -12,11 +14,15 @@ use std::sync::Arc;
 
 use inquest_agent::{Agent, BoxFuture, BurstReport, SinkError, Stop, TurnSink};
 use inquest_broadcast::ToolCallStart;
-use inquest_core::{NewTurn, Seq, SessionId, ToolCall, Turn};
+use inquest_core::{NewTurn, Seq, SessionId, SideEffect, ToolCall, Turn};
 use time::OffsetDateTime;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::{status::chain, turn_log::TurnLog};
+use crate::{
+    resume::{self, Prepared},
+    status::chain,
+    turn_log::TurnLog,
+};
 
 /// Runs bursts on this replica. Cheap to clone.
 #[derive(Clone)]
@@ -74,6 +80,24 @@ impl Runner {
     /// Starts the burst of a `pending` session in the background. Does
     /// nothing when no agent is configured or the server is shutting down.
     pub fn start(&self, session: SessionId) {
+        self.spawn(session, false);
+    }
+
+    /// Starts the burst `ContinueSession` confirmed: the recovery plan is
+    /// re-stored but neither re-noticed nor held again.
+    pub fn start_confirmed(&self, session: SessionId) {
+        self.spawn(session, true);
+    }
+
+    /// How a tool affects the world, for recovery plans: from the agent's
+    /// tool catalog; every tool is mutating when no agent is configured.
+    pub fn side_effect(&self, tool: &str) -> SideEffect {
+        self.agent
+            .as_ref()
+            .map_or(SideEffect::Mutating, |a| a.side_effect(tool))
+    }
+
+    fn spawn(&self, session: SessionId, confirmed: bool) {
         let Some(agent) = self.agent.clone() else {
             return;
         };
@@ -82,10 +106,10 @@ impl Runner {
         }
         let this = self.clone();
         self.tasks
-            .spawn(async move { this.run(agent, session).await });
+            .spawn(async move { this.run(agent, session, confirmed).await });
     }
 
-    async fn run(self, agent: Arc<Agent>, session: SessionId) {
+    async fn run(self, agent: Arc<Agent>, session: SessionId, confirmed: bool) {
         let cancel = match self.log.claim_burst(session).await {
             Ok(Some(token)) => token,
             // Claimed elsewhere, or cancelled before it started.
@@ -95,10 +119,11 @@ impl Runner {
                 return;
             }
         };
-        let turns = match self.log.store().all_turns(session).await {
-            Ok(turns) => turns,
-            Err(e) => {
-                tracing::error!(%session, error = %chain(&e), "cannot load the transcript");
+        let classes = |tool: &str| agent.side_effect(tool);
+        let turns = match resume::prepare(&self.log, &classes, session, confirmed).await {
+            Prepared::Run(turns) => turns,
+            Prepared::Stopped => return,
+            Prepared::StoreFailed => {
                 let reason = inquest_core::ExitReason::StoreFailed;
                 if let Err(e) = self
                     .log

@@ -12,7 +12,7 @@ use inquest_store::{SendOutcome, Store, Transition};
 use tonic::{Request, Response, Status};
 
 use crate::{
-    convert,
+    convert, resume,
     runner::Runner,
     status::ApiError,
     turn_log::TurnLog,
@@ -184,6 +184,13 @@ impl Investigations for InvestigationsService {
                     seq: turn.seq.as_i64(),
                 }))
             }
+            SendOutcome::Busy {
+                status: SessionStatus::AwaitingConfirmation,
+            } => Err(ApiError::FailedPrecondition(format!(
+                "session {id} is awaiting confirmation of its recovery plan (see GetSession's \
+                 last_recovery_plan); confirm with ContinueSession or cancel it"
+            ))
+            .into()),
             SendOutcome::Busy { status } => Err(ApiError::FailedPrecondition(format!(
                 "session {id} is already running (status {status}); wait for its burst to \
                  end or cancel it"
@@ -234,6 +241,61 @@ impl Investigations for InvestigationsService {
             ))
             .into()),
         }
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn continue_session(
+        &self,
+        request: Request<pb::ContinueSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
+        let (row, turns) = resume::load(&self.store, id)
+            .await
+            .map_err(ApiError::from)?;
+        if row.status != SessionStatus::AwaitingConfirmation {
+            return Err(ApiError::FailedPrecondition(format!(
+                "session {id} is {} and has nothing to confirm; ContinueSession confirms a \
+                 session awaiting confirmation of its recovery plan",
+                row.status
+            ))
+            .into());
+        }
+        let plan = resume::stored_plan(&row);
+        if !plan.as_ref().is_some_and(|p| p.requires_confirmation) {
+            return Err(ApiError::FailedPrecondition(format!(
+                "session {id}'s last recovery plan does not require confirmation"
+            ))
+            .into());
+        }
+        resume::request(&row, turns).validate().map_err(|e| {
+            ApiError::FailedPrecondition(format!("session {id} cannot be resumed: {e}"))
+        })?;
+        match self.log.confirm(id).await.map_err(ApiError::from)? {
+            Transition::Changed(row) => {
+                tracing::info!("recovery confirmed; burst starting");
+                self.runner.start_confirmed(id);
+                Ok(Response::new(convert::session(row)))
+            }
+            Transition::Unchanged(row) => Err(ApiError::FailedPrecondition(format!(
+                "session {id} is {} (confirmed or cancelled concurrently)",
+                row.status
+            ))
+            .into()),
+        }
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn get_recovery_plan(
+        &self,
+        request: Request<pb::GetRecoveryPlanRequest>,
+    ) -> Result<Response<pb::RecoveryPlan>, Status> {
+        let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
+        let (_, turns) = resume::load(&self.store, id)
+            .await
+            .map_err(ApiError::from)?;
+        let classes = |tool: &str| self.runner.side_effect(tool);
+        let plan = inquest_core::plan_resume(id, &turns, &classes);
+        Ok(Response::new(convert::recovery_plan(&plan)))
     }
 
     #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]

@@ -26,6 +26,14 @@ use inquest_store::{
 };
 use tokio_util::sync::CancellationToken;
 
+/// Statuses `CancelSession` ends: a burst waiting or running, or a
+/// follow-up waiting for confirmation (declining it).
+const CANCELLABLE: [SessionStatus; 3] = [
+    SessionStatus::Pending,
+    SessionStatus::Running,
+    SessionStatus::AwaitingConfirmation,
+];
+
 /// The exit reason `CancelSession` records.
 pub const EXIT_CANCELLED: &str = "cancelled";
 
@@ -240,7 +248,28 @@ impl TurnLog {
             .map_err(TurnLogError::CloseNotRecorded)
     }
 
-    /// `CancelSession`: a pending or running session becomes `cancelled`
+    /// `ContinueSession`: a session `awaiting_confirmation` becomes
+    /// `pending` (atomically: of two concurrent confirmations one wins) and
+    /// the broadcaster latch is lifted, so a watch started after this
+    /// returns follows the confirmed burst.
+    pub async fn confirm(&self, session: SessionId) -> Result<Transition, StoreError> {
+        let transition = self
+            .store
+            .transition(
+                session,
+                &[SessionStatus::AwaitingConfirmation],
+                SessionStatus::Pending,
+                None,
+            )
+            .await?;
+        if matches!(transition, Transition::Changed(_)) {
+            self.broadcaster.reopen(session);
+        }
+        Ok(transition)
+    }
+
+    /// `CancelSession`: a pending, running or awaiting-confirmation session
+    /// becomes `cancelled`
     /// (atomically; a burst that ends at the same moment loses), its
     /// watchers end and its burst's token fires. Turns stay.
     pub async fn cancel(&self, session: SessionId) -> Result<Transition, StoreError> {
@@ -248,7 +277,7 @@ impl TurnLog {
             .store
             .transition(
                 session,
-                &ACTIVE,
+                &CANCELLABLE,
                 SessionStatus::Cancelled,
                 Some(EXIT_CANCELLED.to_owned()),
             )

@@ -24,10 +24,13 @@ pub struct SessionRow {
     pub output_tokens: u64,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
+    /// The serde form of the last recovery plan a resume acted on
+    /// (`inquest_core::RecoveryPlan`); `None` until a follow-up resumed.
+    pub last_recovery_plan: Option<serde_json::Value>,
 }
 
 pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, head_seq, turn_count, \
-     tool_calls, input_tokens, output_tokens, created_at, updated_at";
+     tool_calls, input_tokens, output_tokens, created_at, updated_at, last_recovery_plan";
 
 pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
     let status: &str = get(row, 2)?;
@@ -45,6 +48,7 @@ pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
         output_tokens: count(get(row, 8)?),
         created_at: get(row, 9)?,
         updated_at: get(row, 10)?,
+        last_recovery_plan: get(row, 11)?,
     })
 }
 
@@ -95,6 +99,34 @@ impl Store {
                 .await
         })
         .await
+    }
+
+    /// Records the recovery plan a resume acted on (its serde form).
+    pub async fn save_recovery_plan(
+        &self,
+        id: SessionId,
+        plan: serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let store = self.clone();
+        let limit = self.turn_write_timeout;
+        let changed = self
+            .detached(async move {
+                store
+                    .run_with_timeout("save_recovery_plan", limit, async |c| {
+                        Ok(c.execute(
+                            "UPDATE sessions SET last_recovery_plan = $2, updated_at = now() \
+                             WHERE id = $1",
+                            &[id.as_uuid(), &plan],
+                        )
+                        .await?)
+                    })
+                    .await
+            })
+            .await?;
+        if changed == 0 {
+            return Err(not_found_session(id));
+        }
+        Ok(())
     }
 
     pub async fn get_session(&self, id: SessionId) -> Result<SessionRow, StoreError> {

@@ -326,6 +326,11 @@ impl crate::sink::ToolRunner for McpTools {
         McpTools::available(self)
     }
 
+    /// From the catalog: annotations, then config overrides.
+    fn side_effect(&self, tool: &str) -> inquest_core::SideEffect {
+        self.catalog.side_effect(tool)
+    }
+
     fn call<'a>(
         &'a self,
         session: SessionId,

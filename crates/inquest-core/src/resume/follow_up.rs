@@ -42,12 +42,9 @@ pub fn plan_resume(
         return full;
     }
     let previous = plan_recovery(session_id, before, classes);
-    let kind = match previous.kind {
-        // Degraded before but not with the whole history cannot happen (the
-        // same findings); stay on the safe side anyway.
-        RecoveryKind::DegradedHistory => RecoveryKind::DegradedHistory,
-        other => other,
-    };
+    // Degraded before but not with the whole history cannot happen (the
+    // same findings), so the previous kind is used as is.
+    let kind = previous.kind;
     let can_auto_continue = match kind {
         RecoveryKind::Clean | RecoveryKind::InterruptedPrompt => true,
         RecoveryKind::InterruptedTurn => previous.can_auto_continue,
@@ -70,6 +67,12 @@ pub fn plan_resume(
         notice_text(&plan)
     };
     plan
+}
+
+/// Whether the tail is a follow-up: a user message with model-visible
+/// turns of this session before it (a first message is not one).
+pub fn is_follow_up(session_id: SessionId, turns: &[Turn]) -> bool {
+    follow_up_split(session_id, turns).is_some()
 }
 
 /// The turns before the follow-up message, when the last model-visible
@@ -195,7 +198,11 @@ mod tests {
 
     #[test]
     fn notice_round_trips_its_plan() {
-        let turns = [user(1, "a"), assistant(2, "", &[("c1", "rm")]), user(3, "b")];
+        let turns = [
+            user(1, "a"),
+            assistant(2, "", &[("c1", "rm")]),
+            user(3, "b"),
+        ];
         let p = plan_resume(session(), &turns, &classes);
         let text = notice_turn_text(&p);
         assert!(text.starts_with("Recovery: interrupted_turn."), "{text}");

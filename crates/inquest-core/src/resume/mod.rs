@@ -21,7 +21,7 @@ mod validate;
 
 pub use active_time::active_time;
 pub use follow_up::{
-    NOTICE_PLAN_PREFIX, NoticePlan, notice_turn_text, plan_from_notice, plan_resume,
+    NOTICE_PLAN_PREFIX, NoticePlan, is_follow_up, notice_turn_text, plan_from_notice, plan_resume,
 };
 pub use message::{
     EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,

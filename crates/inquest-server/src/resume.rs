@@ -1,0 +1,164 @@
+//! Resume wiring (issue 5, item 7): what happens between claiming a burst
+//! and running the agent, and the reads behind `ContinueSession` and
+//! `GetRecoveryPlan`.
+//!
+//! Everything comes from the store, so a follow-up behaves the same after
+//! a restart and on any replica: load the session row and every turn,
+//! validate the [`ResumeRequest`], compute the plan ([`plan_resume`], the
+//! one shared function), store it on the session, write a `notice` turn
+//! for a plan that is not clean (persist-then-publish, so watchers can
+//! settle running tool cards), and either run the burst or hold the
+//! session in `awaiting_confirmation`. The agent then restores and
+//! rebuilds the transcript from the same turns (`SessionState::restore`).
+
+use inquest_core::{
+    NewTurn, RecoveryKind, RecoveryPlan, ResumeRequest, SessionId, SessionStatus, ToolClasses,
+    Turn, is_follow_up, notice_turn_text, plan_resume,
+};
+use inquest_store::{SessionRow, Store, StoreError};
+
+use crate::{status::chain, turn_log::TurnLog};
+
+/// The session exit reason of a follow-up whose stored transcript failed
+/// validation: no burst ran, the session is `idle`, a notice says why.
+pub const EXIT_RESUME_REFUSED: &str = "resume_refused";
+/// The session exit reason while a follow-up waits for `ContinueSession`.
+pub const EXIT_AWAITING_CONFIRMATION: &str = "awaiting_confirmation";
+
+/// What the runner does after [`prepare`].
+pub(crate) enum Prepared {
+    /// Run the burst from these turns (a notice just written included).
+    Run(Vec<Turn>),
+    /// No burst: the session was left `idle` (refused) or
+    /// `awaiting_confirmation`, with a notice saying why.
+    Stopped,
+    /// A store read or write failed; end the burst with `store_failed`.
+    StoreFailed,
+}
+
+/// The session row and all its turns.
+pub(crate) async fn load(
+    store: &Store,
+    session: SessionId,
+) -> Result<(SessionRow, Vec<Turn>), StoreError> {
+    let row = store.get_session(session).await?;
+    let turns = store.all_turns(session).await?;
+    Ok((row, turns))
+}
+
+/// The request a resume validates. Calls that resume name only the
+/// session, so the incident is the one its row names.
+pub(crate) fn request(row: &SessionRow, turns: Vec<Turn>) -> ResumeRequest {
+    ResumeRequest {
+        session_id: Some(row.id),
+        incident_id: row.incident_id,
+        session_incident_id: row.incident_id,
+        turns,
+    }
+}
+
+/// Validates and plans a claimed (`running`) burst. `confirmed`: the burst
+/// was started by `ContinueSession`, whose notice is already written.
+pub(crate) async fn prepare(
+    log: &TurnLog,
+    classes: &impl ToolClasses,
+    session: SessionId,
+    confirmed: bool,
+) -> Prepared {
+    let (row, turns) = match load(log.store(), session).await {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            tracing::error!(%session, error = %chain(&e), "cannot load the transcript");
+            return Prepared::StoreFailed;
+        }
+    };
+    let request = request(&row, turns);
+    if let Err(e) = request.validate() {
+        tracing::error!(%session, error = %e, "resume refused: the stored transcript is invalid");
+        let text = format!(
+            "Resume refused: {e}. No burst ran and nothing stored was changed; the session is \
+             idle and a new message starts a new attempt."
+        );
+        return stop(log, session, text, SessionStatus::Idle, EXIT_RESUME_REFUSED).await;
+    }
+    let mut turns = request.turns;
+    if !confirmed && !is_follow_up(session, &turns) {
+        // A first message: nothing to recover.
+        return Prepared::Run(turns);
+    }
+    let plan = plan_resume(session, &turns, classes);
+    tracing::info!(
+        %session,
+        kind = plan.kind.as_str(),
+        repairs = plan.repairs.len(),
+        requires_confirmation = plan.requires_confirmation,
+        confirmed,
+        "recovery plan"
+    );
+    if let Err(e) = save(log.store(), session, &plan).await {
+        tracing::error!(%session, error = %chain(&e), "cannot store the recovery plan");
+        return Prepared::StoreFailed;
+    }
+    if confirmed {
+        return Prepared::Run(turns);
+    }
+    if plan.kind != RecoveryKind::Clean {
+        match log
+            .append(session, NewTurn::Notice(notice_turn_text(&plan)))
+            .await
+        {
+            Ok(notice) => turns.push((*notice).clone()),
+            Err(e) => {
+                tracing::error!(%session, error = %chain(&e), "cannot write the recovery notice");
+                return Prepared::StoreFailed;
+            }
+        }
+    }
+    if plan.requires_confirmation {
+        close(
+            log,
+            session,
+            SessionStatus::AwaitingConfirmation,
+            EXIT_AWAITING_CONFIRMATION,
+        )
+        .await;
+        return Prepared::Stopped;
+    }
+    Prepared::Run(turns)
+}
+
+/// Stores `plan` (its serde form, transcript left out) as the session's
+/// last plan.
+async fn save(store: &Store, session: SessionId, plan: &RecoveryPlan) -> Result<(), StoreError> {
+    let value = serde_json::to_value(plan)
+        .map_err(|e| StoreError::Internal(format!("recovery plan does not serialize: {e}")))?;
+    store.save_recovery_plan(session, value).await
+}
+
+/// Writes a notice, then ends the claimed burst with `status`.
+async fn stop(
+    log: &TurnLog,
+    session: SessionId,
+    notice: String,
+    status: SessionStatus,
+    reason: &str,
+) -> Prepared {
+    if let Err(e) = log.append(session, NewTurn::Notice(notice)).await {
+        tracing::error!(%session, error = %chain(&e), "cannot write the notice");
+    }
+    close(log, session, status, reason).await;
+    Prepared::Stopped
+}
+
+async fn close(log: &TurnLog, session: SessionId, status: SessionStatus, reason: &str) {
+    if let Err(e) = log.close(session, status, reason).await {
+        tracing::error!(%session, error = %chain(&e), "cannot record the burst's end");
+    }
+}
+
+/// The stored last plan, parsed; `None` when absent or unreadable.
+pub(crate) fn stored_plan(row: &SessionRow) -> Option<RecoveryPlan> {
+    row.last_recovery_plan
+        .clone()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
