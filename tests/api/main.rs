@@ -9,3 +9,4 @@ mod turns;
 mod watch;
 mod watch_lag;
 mod watch_tools;
+mod resume;

@@ -7,6 +7,7 @@
 //! vanish with the cluster.
 
 pub mod driver;
+pub mod resume;
 pub mod watching;
 
 use std::{net::SocketAddr, sync::Arc};
