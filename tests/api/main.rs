@@ -1,12 +1,17 @@
 //! API tests: the real server on a socket, a real PostgreSQL database per
 //! test, the generated gRPC client.
 
+mod agent_exits;
+mod agent_mcp;
+mod agent_providers;
+mod agent_support;
+mod agent_watch;
 mod errors;
 mod health;
 mod messages;
+mod resume;
 mod sessions;
 mod turns;
 mod watch;
 mod watch_lag;
 mod watch_tools;
-mod resume;
