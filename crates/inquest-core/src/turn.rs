@@ -139,7 +139,8 @@ impl ToolCall {
 
     /// Decodes the `tool_calls` column; the inverse of [`ToolCall::encode_all`].
     pub fn decode_all(value: &Value) -> Result<Vec<ToolCall>, ToolCallsDecodeError> {
-        let stored: Vec<StoredCall> = serde_json::from_value(value.clone())
+        // From a reference: no copy of the whole column first.
+        let stored = Vec::<StoredCall>::deserialize(value)
             .map_err(|e| ToolCallsDecodeError(e.to_string()))?;
         stored
             .into_iter()

@@ -53,3 +53,45 @@ impl Store {
         .await
     }
 }
+
+impl Store {
+    /// Writes a finished (`idle`) session of `turns` turns (even, >= 2)
+    /// straight into the tables, for `inquest bench resume`: a user turn,
+    /// then assistant turns that each call `read_file` answered by a tool
+    /// turn, and a final assistant answer. 10 ms apart, an hour ago.
+    pub async fn insert_bench_session(
+        &self,
+        incident: inquest_core::IncidentId,
+        session: inquest_core::SessionId,
+        turns: i64,
+    ) -> Result<(), StoreError> {
+        self.run("bench_insert_session", async |c| {
+            let tx = c.transaction().await?;
+            tx.execute(
+                "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count) \
+                 VALUES ($1, $2, 'idle', $3, $3)",
+                &[session.as_uuid(), incident.as_uuid(), &turns],
+            )
+            .await?;
+            tx.execute(
+                "INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
+                                    tool_name, created_at) \
+                 SELECT $1, g, \
+                   CASE WHEN g = 1 THEN 'user' WHEN g % 2 = 0 THEN 'assistant' ELSE 'tool' END, \
+                   CASE WHEN g = 1 THEN 'why is checkout slow?' ELSE repeat('x', 200) END, \
+                   CASE WHEN g % 2 = 0 AND g < $2::bigint THEN jsonb_build_array(jsonb_build_object( \
+                     'id', 'c' || g, 'name', 'read_file', \
+                     'arguments', jsonb_build_object('path', 'app.log'))) ELSE '[]'::jsonb END, \
+                   CASE WHEN g % 2 = 1 AND g > 1 THEN 'c' || (g - 1) END, \
+                   CASE WHEN g % 2 = 1 AND g > 1 THEN 'read_file' END, \
+                   now() - interval '1 hour' + g * interval '10 ms' \
+                 FROM generate_series(1::bigint, $2::bigint) AS g",
+                &[session.as_uuid(), &turns],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+}

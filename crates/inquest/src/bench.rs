@@ -53,6 +53,24 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 10_000)]
         idle_watchers: usize,
     },
+    /// Resume: `rebuild_messages` at 1k/10k/100k turns (pure), and a whole
+    /// SendMessage resume of a long session up to the first provider
+    /// request (see `bench_resume.rs`).
+    Resume {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Transcript sizes for the pure rebuild.
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+        sizes: Vec<usize>,
+        /// Stored turns of the session the SendMessage resume measures.
+        #[arg(long, default_value_t = 10_000)]
+        session_turns: usize,
+        /// Measured SendMessage resumes (after one warm-up).
+        #[arg(long, default_value_t = 20)]
+        iterations: usize,
+    },
 }
 
 /// The database a benchmark runs against: `database_url`, or an embedded
@@ -113,6 +131,23 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 turns,
                 payload,
                 idle_watchers,
+            })
+            .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Resume {
+            database_url,
+            sizes,
+            session_turns,
+            iterations,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_resume::run(crate::bench_resume::ResumeBench {
+                url,
+                sizes,
+                session_turns,
+                iterations,
             })
             .await;
             release(embedded).await?;

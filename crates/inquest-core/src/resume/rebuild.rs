@@ -108,16 +108,17 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
     // Stored call id → (block, call index), in order of appearance.
     let mut by_id: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
     // Every id a call may end up with, so renames never collide.
-    let mut taken: HashSet<String> = turns
+    // Each turn's calls, decoded once.
+    let mut decoded: Vec<Option<Vec<ToolCall>>> = turns.iter().map(usable_tool_calls).collect();
+    let mut taken: HashSet<String> = decoded
         .iter()
-        .filter(|t| t.role == Role::Assistant)
-        .filter_map(usable_tool_calls)
         .flatten()
-        .map(|c| c.id)
+        .flatten()
+        .map(|c| c.id.clone())
         .collect();
     let mut used: HashSet<String> = HashSet::new();
 
-    for turn in turns {
+    for (i, turn) in turns.iter().enumerate() {
         let seq = turn.seq.get();
         match turn.role {
             Role::Notice => {}
@@ -133,7 +134,7 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
             }
             Role::Assistant => {
                 open = None;
-                let (text, calls) = match usable_tool_calls(turn) {
+                let (text, calls) = match decoded.get_mut(i).and_then(Option::take) {
                     Some(calls) => (turn.content.clone(), calls),
                     None => {
                         repairs.push(Repair::UndecodableToolCalls { seq });
@@ -229,25 +230,33 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
         match block {
             Block::User(text) => messages.push(Message::User { text }),
             Block::Assistant { seq, text, calls } => {
-                messages.push(Message::Assistant {
-                    text,
-                    tool_calls: calls.iter().map(|c| c.call.clone()).collect(),
-                });
+                let mut tool_calls = Vec::with_capacity(calls.len());
+                let mut results = Vec::with_capacity(calls.len());
                 for out in calls {
-                    let (content, is_error) = match out.answer {
+                    results.push((
+                        out.stored_id,
+                        out.call.id.clone(),
+                        out.call.name.clone(),
+                        out.answer,
+                    ));
+                    tool_calls.push(out.call);
+                }
+                messages.push(Message::Assistant { text, tool_calls });
+                for (stored_id, id, name, answer) in results {
+                    let (content, is_error) = match answer {
                         Some(a) => (a.content, a.is_error),
                         None => {
                             repairs.push(Repair::SynthesizedToolResult {
-                                call_id: out.stored_id,
-                                name: out.call.name.clone(),
+                                call_id: stored_id,
+                                name: name.clone(),
                                 assistant_seq: seq,
                             });
                             (INTERRUPTED_TOOL_RESULT.to_owned(), true)
                         }
                     };
                     messages.push(Message::ToolResult {
-                        call_id: out.call.id,
-                        name: out.call.name,
+                        call_id: id,
+                        name,
                         content,
                         is_error,
                     });
