@@ -53,6 +53,28 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 10_000)]
         idle_watchers: usize,
     },
+    /// Agent loop overhead: turns/s of the real loop (persist + publish +
+    /// bookkeeping) with an instant in-process provider and a no-op tool,
+    /// vs the bare INSERT ceiling (see `bench_loop.rs`).
+    Loop {
+        /// PostgreSQL URL of a scratch database (it gets migrated and a
+        /// scratch table). Without one, an embedded cluster in a temporary
+        /// directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Concurrent sessions to measure (ceiling: as many writers).
+        #[arg(long, value_delimiter = ',', default_value = "1,8")]
+        sessions: Vec<usize>,
+        /// Measuring time per phase, in seconds.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Model calls per burst; a burst appends 2 x calls - 1 turns.
+        #[arg(long, default_value_t = 50)]
+        calls_per_burst: u32,
+        /// Turn text size in bytes.
+        #[arg(long, default_value_t = 256)]
+        payload: usize,
+    },
     /// Resume: `rebuild_messages` at 1k/10k/100k turns (pure), and a whole
     /// SendMessage resume of a long session up to the first provider
     /// request (see `bench_resume.rs`).
@@ -131,6 +153,25 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 turns,
                 payload,
                 idle_watchers,
+            })
+            .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Loop {
+            database_url,
+            sessions,
+            seconds,
+            calls_per_burst,
+            payload,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_loop::run(crate::bench_loop::LoopBench {
+                url,
+                sessions,
+                span: Duration::from_secs(seconds),
+                calls_per_burst,
+                payload,
             })
             .await;
             release(embedded).await?;

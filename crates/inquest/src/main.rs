@@ -3,6 +3,7 @@
 //! arguments, starts telemetry and dispatches.
 
 mod bench;
+mod bench_loop;
 mod bench_resume;
 mod bench_watch;
 mod client;

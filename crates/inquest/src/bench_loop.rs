@@ -1,0 +1,383 @@
+//! `inquest bench loop`: the agent loop's own overhead per turn.
+//!
+//! The real [`Agent::run_burst`] persists and publishes every turn through
+//! the server's [`TurnLog`] (as the runner's sink does), with a provider
+//! that answers at once (in process: a tool call until the burst's last
+//! call, then text) and a no-op tool that returns at once. So what is
+//! measured is the loop itself: the transcript restore at burst start,
+//! persist + publish of each turn, tool-start announcements, rails and
+//! counters, and the report. One watcher subscription per session drains
+//! the broadcast, so publishing is not free-riding on an empty channel
+//! list. Turns per second are set against the bare single-row INSERT
+//! ceiling (`bench append`'s) measured in the same run with as many
+//! writers as there are concurrent sessions.
+
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use inquest_agent::{
+    Agent, AgentConfig, BoxFuture, Completion, CompletionRequest, Provider, ProviderChain,
+    ProviderFuture, RetryPolicy, SinkError, Stop, StopReason, ToolOutcome, ToolRunner, ToolSpec,
+    TurnSink,
+};
+use inquest_broadcast::{ToolCallStart, TurnBroadcaster};
+use inquest_core::{
+    ExitReason, IncidentText, Limits, Message, NewTurn, Seq, SessionId, TokenUsage, ToolArguments,
+    ToolCall, Turn, UserMessage,
+};
+use inquest_server::TurnLog;
+use inquest_store::{Store, StoreConfig};
+use time::OffsetDateTime;
+
+pub struct LoopBench {
+    pub url: String,
+    /// Concurrent sessions (each running bursts back to back).
+    pub sessions: Vec<usize>,
+    pub span: Duration,
+    /// Model calls per burst (the last one answers without tools).
+    pub calls_per_burst: u32,
+    /// Size of each turn's text in bytes.
+    pub payload: usize,
+}
+
+/// Answers at once: a tool call while the transcript holds fewer than
+/// `calls - 1` assistant messages since the last user message, then text.
+/// A request without tools (the report's author) gets text.
+struct InstantProvider {
+    calls: u32,
+    text: String,
+}
+
+impl Provider for InstantProvider {
+    fn complete<'a>(&'a self, request: &'a CompletionRequest<'a>) -> ProviderFuture<'a> {
+        let in_burst = request
+            .messages
+            .iter()
+            .rev()
+            .take_while(|m| !matches!(m, Message::User { .. }))
+            .filter(|m| matches!(m, Message::Assistant { .. }))
+            .count();
+        let call = !request.tools.is_empty() && (in_burst as u32) + 1 < self.calls;
+        let completion = Completion {
+            text: self.text.clone(),
+            tool_calls: if call {
+                vec![ToolCall {
+                    id: format!("call-{in_burst}"),
+                    name: "noop".into(),
+                    arguments: ToolArguments::from_model("{}"),
+                }]
+            } else {
+                Vec::new()
+            },
+            usage: TokenUsage {
+                input_tokens: 100,
+                output_tokens: 10,
+            },
+            stop_reason: if call {
+                StopReason::ToolUse
+            } else {
+                StopReason::EndTurn
+            },
+        };
+        Box::pin(async move { Ok(completion) })
+    }
+}
+
+/// One tool, `noop`, that returns `content` at once.
+struct NoopTool {
+    content: String,
+}
+
+impl ToolRunner for NoopTool {
+    fn specs(&self) -> Vec<ToolSpec> {
+        vec![ToolSpec {
+            name: "noop".into(),
+            description: "Does nothing.".into(),
+            input_schema: serde_json::json!({"type": "object", "properties": {}}),
+        }]
+    }
+
+    fn server_map(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([("noop".to_owned(), "bench".to_owned())])
+    }
+
+    fn available(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(&'a self, _session: SessionId, _call: &'a ToolCall) -> BoxFuture<'a, ToolOutcome> {
+        let content = self.content.clone();
+        Box::pin(async move {
+            ToolOutcome {
+                content,
+                is_error: false,
+                server: Some("bench".into()),
+                reached_server: true,
+            }
+        })
+    }
+}
+
+/// The server runner's sink: persist then publish, through the `TurnLog`.
+struct LogSink(TurnLog);
+
+impl TurnSink for LogSink {
+    fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>> {
+        Box::pin(async move {
+            self.0
+                .append(session, turn)
+                .await
+                .map(|t| (*t).clone())
+                .map_err(|e| SinkError(Box::new(e)))
+        })
+    }
+
+    fn tool_call_started(&self, session: SessionId, assistant_seq: Seq, call: &ToolCall) {
+        self.0.publish_tool_call_start(ToolCallStart {
+            session_id: session,
+            assistant_seq,
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            started_at: OffsetDateTime::now_utc(),
+        });
+    }
+}
+
+/// Phases of each side per measurement, alternated.
+const ROUNDS: u32 = 5;
+
+struct Rate {
+    turns: u64,
+    elapsed: Duration,
+}
+
+#[derive(Default)]
+struct Totals {
+    turns: u64,
+    elapsed: Duration,
+}
+
+impl Totals {
+    fn add(&mut self, rate: Rate) {
+        self.turns += rate.turns;
+        self.elapsed += rate.elapsed;
+    }
+
+    fn per_sec(&self) -> f64 {
+        self.turns as f64 / self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
+    }
+}
+
+pub async fn run(bench: LoopBench) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        bench.calls_per_burst > 0,
+        "--calls-per-burst must be at least 1"
+    );
+    let max = bench.sessions.iter().copied().max().unwrap_or(1);
+    let mut config = StoreConfig::new(&bench.url);
+    config.max_connections = max;
+    let store = Store::connect(&config)?;
+    store.migrate().await?;
+    store.create_ceiling_table().await?;
+    let log = TurnLog::new(store.clone(), TurnBroadcaster::new(1024));
+    let text = "x".repeat(bench.payload);
+    let mut chain = ProviderChain::new();
+    chain.push(
+        "instant",
+        Box::new(InstantProvider {
+            calls: bench.calls_per_burst,
+            text: text.clone(),
+        }),
+        RetryPolicy {
+            max_retries: 0,
+            backoff: Duration::ZERO,
+        },
+    );
+    let agent = Arc::new(Agent::new(
+        Arc::new(chain),
+        Arc::new(NoopTool {
+            content: text.clone(),
+        }),
+        AgentConfig {
+            iteration_budget: u32::MAX,
+            max_model_calls_per_burst: bench.calls_per_burst,
+            ..AgentConfig::default()
+        },
+        Vec::new(),
+    ));
+    let limits = Limits::default();
+    let incident = store
+        .create_incident(&IncidentText::parse(
+            "bench loop".into(),
+            String::new(),
+            &limits,
+        )?)
+        .await?;
+
+    println!(
+        "agent loop turns vs bare INSERT ceiling ({}-byte turns, {} model calls per burst = {} turns, {}s per side in {} alternated phases)",
+        bench.payload,
+        bench.calls_per_burst,
+        2 * bench.calls_per_burst - 1,
+        bench.span.as_secs(),
+        ROUNDS
+    );
+    println!(
+        "{:>8} | {:>10} {:>9} | {:>10} | {:>6}",
+        "sessions", "loop turns", "turns/s", "ceiling/s", "ratio"
+    );
+    for &sessions in &bench.sessions {
+        // Warm-up: one burst per session.
+        loop_phase(
+            &agent,
+            &log,
+            &store,
+            incident.id,
+            sessions,
+            Duration::ZERO,
+            bench.calls_per_burst,
+        )
+        .await?;
+        // Short phases, alternated: on a shared machine the database's
+        // speed drifts, and alternating puts both sides under the same drift.
+        let slice = bench.span / ROUNDS;
+        let (mut ceiling, mut looped) = (Totals::default(), Totals::default());
+        for _ in 0..ROUNDS {
+            ceiling.add(ceiling_phase(&store, sessions, slice, &text).await?);
+            looped.add(
+                loop_phase(
+                    &agent,
+                    &log,
+                    &store,
+                    incident.id,
+                    sessions,
+                    slice,
+                    bench.calls_per_burst,
+                )
+                .await?,
+            );
+        }
+        println!(
+            "{:>8} | {:>10} {:>9.0} | {:>10.0} | {:>6.2}",
+            sessions,
+            looped.turns,
+            looped.per_sec(),
+            ceiling.per_sec(),
+            looped.per_sec() / ceiling.per_sec().max(f64::MIN_POSITIVE)
+        );
+    }
+    store.drop_ceiling_table().await?;
+    Ok(())
+}
+
+/// `sessions` tasks, each running whole bursts on fresh sessions until
+/// `span` is over (at least one burst each). Only the turns the loop
+/// appended count, over the phase's wall-clock time, which also covers
+/// creating each burst's session (one write per `2 × calls − 1` turns: the
+/// figure is slightly pessimistic).
+async fn loop_phase(
+    agent: &Arc<Agent>,
+    log: &TurnLog,
+    store: &Store,
+    incident: inquest_core::IncidentId,
+    sessions: usize,
+    span: Duration,
+    calls: u32,
+) -> anyhow::Result<Rate> {
+    let per_burst = u64::from(2 * calls - 1);
+    let started = Instant::now();
+    let deadline = started + span;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..sessions {
+        let agent = Arc::clone(agent);
+        let log = log.clone();
+        let store = store.clone();
+        tasks.spawn(async move {
+            let mut turns = 0u64;
+            loop {
+                let session = store
+                    .start_session(
+                        incident,
+                        UserMessage::parse("bench".into(), &Limits::default())?,
+                        None,
+                    )
+                    .await?
+                    .session
+                    .id;
+                let mut watcher = log.broadcaster().subscribe(session);
+                let drain = tokio::spawn(async move {
+                    let mut events = 0u64;
+                    while watcher.recv().await.is_some() {
+                        events += 1;
+                    }
+                    events
+                });
+                let stored = store.all_turns(session).await?;
+                let report = agent
+                    .run_burst(&LogSink(log.clone()), session, stored, &Stop::default())
+                    .await;
+                log.broadcaster().close(session);
+                let events = drain.await.context("drain task")?;
+                anyhow::ensure!(
+                    report.exit_reason == ExitReason::Completed,
+                    "a bench burst ended with {}",
+                    report.exit_reason
+                );
+                // Every turn and every tool start reached the watcher.
+                anyhow::ensure!(
+                    events == per_burst + u64::from(calls - 1),
+                    "the watcher got {events} events"
+                );
+                turns += per_burst;
+                if Instant::now() >= deadline {
+                    return anyhow::Ok(turns);
+                }
+            }
+        });
+    }
+    let mut total = 0u64;
+    while let Some(done) = tasks.join_next().await {
+        total += done.context("bench session panicked")??;
+    }
+    Ok(Rate {
+        turns: total,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// `writers` tasks of bare single-row INSERTs for `span`.
+async fn ceiling_phase(
+    store: &Store,
+    writers: usize,
+    span: Duration,
+    content: &str,
+) -> anyhow::Result<Rate> {
+    let started = Instant::now();
+    let deadline = started + span;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..writers {
+        let store = store.clone();
+        let content = content.to_owned();
+        let id = uuid::Uuid::now_v7();
+        tasks.spawn(async move {
+            let mut i = 0i64;
+            while Instant::now() < deadline {
+                i += 1;
+                store.insert_ceiling_row(id, i, &content).await?;
+            }
+            anyhow::Ok(i as u64)
+        });
+    }
+    let mut total = 0u64;
+    while let Some(done) = tasks.join_next().await {
+        total += done.context("ceiling writer panicked")??;
+    }
+    Ok(Rate {
+        turns: total,
+        elapsed: started.elapsed(),
+    })
+}
