@@ -83,6 +83,26 @@ impl Runner {
         self.spawn(session, false);
     }
 
+    /// Starts the bursts of sessions left `pending` (their message was stored
+    /// but the process stopped before the burst was claimed). Called once at
+    /// startup.
+    pub async fn start_pending(&self) {
+        if self.agent.is_none() {
+            return;
+        }
+        match self.log.store().pending_sessions(10_000).await {
+            Ok(sessions) => {
+                if !sessions.is_empty() {
+                    tracing::info!(count = sessions.len(), "starting bursts left pending");
+                }
+                for session in sessions {
+                    self.start(session);
+                }
+            }
+            Err(e) => tracing::warn!(error = %chain(&e), "cannot look for pending sessions"),
+        }
+    }
+
     /// Starts the burst `ContinueSession` confirmed: the recovery plan is
     /// re-stored but neither re-noticed nor held again.
     pub fn start_confirmed(&self, session: SessionId) {

@@ -121,6 +121,8 @@ impl Application {
             tasks.clone(),
             shutdown.clone(),
         );
+        let pickup = runner.clone();
+        tasks.spawn(async move { pickup.start_pending().await });
         let investigations =
             InvestigationsServer::new(InvestigationsService::new(watches, self.limits, runner));
         let addr = self.listener.local_addr()?;

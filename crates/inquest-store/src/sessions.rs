@@ -284,3 +284,24 @@ async fn existing_for_key(
         created: false,
     }))
 }
+
+impl Store {
+    /// Sessions whose burst waits to start (`pending`), oldest first: what
+    /// a starting replica picks up (a message stored just before a
+    /// restart). Claiming is atomic, so replicas that race here start each
+    /// burst once.
+    pub async fn pending_sessions(&self, limit: u32) -> Result<Vec<SessionId>, StoreError> {
+        let rows = self
+            .run("pending_sessions", async |c| {
+                Ok(c.query(
+                    "SELECT id FROM sessions WHERE status = 'pending' ORDER BY updated_at LIMIT $1",
+                    &[&i64::from(limit)],
+                )
+                .await?)
+            })
+            .await?;
+        rows.iter()
+            .map(|r| get(r, 0).map(SessionId::from_uuid))
+            .collect()
+    }
+}

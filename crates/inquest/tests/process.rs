@@ -141,3 +141,104 @@ async fn embedded_default_is_created_reused_and_stopped() {
         );
     }
 }
+
+/// A message stored while no agent could take it (here: a server with no
+/// provider) is picked up when a server with an agent starts.
+#[tokio::test]
+async fn a_session_left_pending_starts_when_a_server_with_an_agent_starts() {
+    let (_, url) = inquest_tests::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.json"),
+        r#"[{"text": "Nothing is wrong; the alert was a test."}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("inquest.toml"),
+        "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n",
+    )
+    .unwrap();
+
+    // No provider: the session is stored and stays pending.
+    let port = free_port();
+    let mut first = inquest()
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--database-url",
+            &url,
+        ])
+        .spawn()
+        .unwrap();
+    wait_listening(&mut first, port).await;
+    let mut c = client(port).await;
+    let incident = c
+        .create_incident(pb::CreateIncidentRequest {
+            title: "left pending".into(),
+            description: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let session = c
+        .start_session(pb::StartSessionRequest {
+            incident_id: incident.id,
+            message: "is anything wrong?".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(session.status(), pb::SessionStatus::Pending);
+    sigterm(&first);
+    assert!(
+        tokio::task::spawn_blocking(move || first.wait())
+            .await
+            .unwrap()
+            .unwrap()
+            .success()
+    );
+
+    // A server with an agent picks it up at start.
+    let port = free_port();
+    let mut second = inquest()
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--database-url",
+            &url,
+            "--config",
+        ])
+        .arg(dir.path().join("inquest.toml"))
+        .spawn()
+        .unwrap();
+    wait_listening(&mut second, port).await;
+    let mut c = client(port).await;
+    let mut status = pb::SessionStatus::Pending;
+    for _ in 0..600 {
+        let s = c
+            .get_session(pb::GetSessionRequest {
+                session_id: session.id.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        status = s.status();
+        if status == pb::SessionStatus::Completed {
+            assert_eq!(s.exit_reason, "completed");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, pb::SessionStatus::Completed);
+    sigterm(&second);
+    assert!(
+        tokio::task::spawn_blocking(move || second.wait())
+            .await
+            .unwrap()
+            .unwrap()
+            .success()
+    );
+}
