@@ -46,9 +46,7 @@ fn remapped(f: &inquest_core::fixture::TranscriptFixture) -> (SessionId, Vec<Tur
             t.session_id = if t.session_id == original {
                 own
             } else {
-                *others
-                    .entry(t.session_id.to_string())
-                    .or_insert_with(SessionId::new)
+                *others.entry(t.session_id.to_string()).or_default()
             };
             t
         })

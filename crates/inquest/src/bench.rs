@@ -220,8 +220,33 @@ fn figures(mut latencies: Vec<Duration>, elapsed: Duration) -> Figures {
     }
 }
 
-/// Runs `writers` tasks for `span`; each calls `op(writer, i)` in a loop.
-async fn phase<F, Fut>(writers: usize, span: Duration, op: F) -> anyhow::Result<Figures>
+/// Latencies and wall time collected over one or more slices of a phase.
+#[derive(Default)]
+struct Samples {
+    latencies: Vec<Duration>,
+    elapsed: Duration,
+}
+
+impl Samples {
+    fn add(&mut self, other: Samples) {
+        self.latencies.extend(other.latencies);
+        self.elapsed += other.elapsed;
+    }
+
+    fn figures(self) -> Figures {
+        figures(self.latencies, self.elapsed)
+    }
+}
+
+/// How many alternating slices each measured phase is cut into. The
+/// machine is noisy; alternating the ceiling and the append in short
+/// slices exposes both to the same background load, so their ratio holds
+/// even when absolute rates drift.
+const SLICES: u32 = 5;
+
+/// Runs `writers` tasks for `span`; each calls `op(writer, i)` in a loop,
+/// `i` counting on from `first`.
+async fn phase<F, Fut>(writers: usize, span: Duration, first: i64, op: F) -> anyhow::Result<Samples>
 where
     F: Fn(usize, i64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
@@ -233,7 +258,7 @@ where
         let op = op.clone();
         tasks.spawn(async move {
             let mut latencies = Vec::new();
-            let mut i = 0i64;
+            let mut i = first;
             while Instant::now() < deadline {
                 i += 1;
                 let t = Instant::now();
@@ -247,7 +272,10 @@ where
     while let Some(done) = tasks.join_next().await {
         all.extend(done.context("bench writer panicked")??);
     }
-    Ok(figures(all, started.elapsed()))
+    Ok(Samples {
+        latencies: all,
+        elapsed: started.elapsed(),
+    })
 }
 
 async fn append(
@@ -273,7 +301,7 @@ async fn append(
         .await?;
 
     println!(
-        "turn append vs bare INSERT ceiling ({payload}-byte turns, {}s per phase, pool of {max_writers})",
+        "turn append vs bare INSERT ceiling ({payload}-byte turns, {}s per phase in {SLICES} alternating slices, pool of {max_writers})",
         span.as_secs()
     );
     println!(
@@ -294,7 +322,7 @@ async fn append(
         }
         let ceiling_ids: Vec<uuid::Uuid> = (0..writers).map(|_| uuid::Uuid::now_v7()).collect();
         // Warm the pool so connection set-up is not measured.
-        phase(writers, Duration::from_millis(300), {
+        phase(writers, Duration::from_millis(300), 0, {
             let store = store.clone();
             move |_, _| {
                 let store = store.clone();
@@ -302,37 +330,49 @@ async fn append(
             }
         })
         .await?;
-        let ceiling = phase(writers, span, {
-            let store = store.clone();
-            let content = content.clone();
-            let ids = ceiling_ids.clone();
-            move |w, i| {
-                let store = store.clone();
-                let content = content.clone();
-                let id = ids[w];
-                async move { Ok(store.insert_ceiling_row(id, i, &content).await?) }
-            }
-        })
-        .await?;
-        let appends = phase(writers, span, {
-            let store = store.clone();
-            let content = content.clone();
-            let sessions = sessions.clone();
-            move |w, _| {
-                let store = store.clone();
-                let turn = NewTurn::Assistant {
-                    text: content.clone(),
-                    tool_calls: Vec::new(),
-                    usage: TokenUsage::default(),
-                };
-                let session = sessions[w];
-                async move {
-                    store.append_turn(session, turn).await?;
-                    Ok(())
-                }
-            }
-        })
-        .await?;
+        let slice = span / SLICES;
+        let mut ceiling = Samples::default();
+        let mut appends = Samples::default();
+        for round in 0..SLICES {
+            // Ceiling rows need unique (writer, seq) keys across slices.
+            let first = i64::from(round) * 10_000_000;
+            ceiling.add(
+                phase(writers, slice, first, {
+                    let store = store.clone();
+                    let content = content.clone();
+                    let ids = ceiling_ids.clone();
+                    move |w, i| {
+                        let store = store.clone();
+                        let content = content.clone();
+                        let id = ids[w];
+                        async move { Ok(store.insert_ceiling_row(id, i, &content).await?) }
+                    }
+                })
+                .await?,
+            );
+            appends.add(
+                phase(writers, slice, first, {
+                    let store = store.clone();
+                    let content = content.clone();
+                    let sessions = sessions.clone();
+                    move |w, _| {
+                        let store = store.clone();
+                        let turn = NewTurn::Assistant {
+                            text: content.clone(),
+                            tool_calls: Vec::new(),
+                            usage: TokenUsage::default(),
+                        };
+                        let session = sessions[w];
+                        async move {
+                            store.append_turn(session, turn).await?;
+                            Ok(())
+                        }
+                    }
+                })
+                .await?,
+            );
+        }
+        let (ceiling, appends) = (ceiling.figures(), appends.figures());
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
         println!(
             "{:>7} | {:>12.0} {:>9.2} {:>9.2} | {:>12.0} {:>9.2} {:>9.2} | {:>6.2}",
