@@ -26,7 +26,8 @@ pub struct BurstReport {
     pub burst: u32,
     pub exit_reason: ExitReason,
     pub summary: String,
-    /// Cumulative over the session; the author step's tokens included.
+    /// Over every stored turn of the session so far, plus this burst's
+    /// author call (earlier bursts' author calls are in their own reports).
     pub audit: AuditCounters,
     /// Skills put in the system prompt at the burst's start.
     pub skills_loaded: Vec<String>,
