@@ -37,14 +37,12 @@ pub struct Runner {
     shutdown: CancellationToken,
 }
 
-/// The agent's door to the turn log.
-struct LogSink(TurnLog);
-
-impl TurnSink for LogSink {
+/// The agent's door to the turn log: the loop persists and publishes
+/// through exactly the path every other writer uses.
+impl TurnSink for TurnLog {
     fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>> {
         Box::pin(async move {
-            self.0
-                .append(session, turn)
+            TurnLog::append(self, session, turn)
                 .await
                 .map(|t| (*t).clone())
                 .map_err(|e| SinkError(Box::new(e)))
@@ -52,7 +50,7 @@ impl TurnSink for LogSink {
     }
 
     fn tool_call_started(&self, session: SessionId, assistant_seq: Seq, call: &ToolCall) {
-        self.0.publish_tool_call_start(ToolCallStart {
+        self.publish_tool_call_start(ToolCallStart {
             session_id: session,
             assistant_seq,
             call_id: call.id.clone(),
@@ -159,9 +157,7 @@ impl Runner {
             cancel,
             shutdown: self.shutdown.clone(),
         };
-        let report = agent
-            .run_burst(&LogSink(self.log.clone()), session, turns, &stop)
-            .await;
+        let report = agent.run_burst(&self.log, session, turns, &stop).await;
         self.finish(session, report).await;
     }
 

@@ -21,17 +21,15 @@ use std::{
 use anyhow::Context;
 use inquest_agent::{
     Agent, AgentConfig, BoxFuture, Completion, CompletionRequest, Provider, ProviderChain,
-    ProviderFuture, RetryPolicy, SinkError, Stop, StopReason, ToolOutcome, ToolRunner, ToolSpec,
-    TurnSink,
+    ProviderFuture, RetryPolicy, Stop, StopReason, ToolOutcome, ToolRunner, ToolSpec,
 };
-use inquest_broadcast::{ToolCallStart, TurnBroadcaster};
+use inquest_broadcast::TurnBroadcaster;
 use inquest_core::{
-    ExitReason, IncidentText, Limits, Message, NewTurn, Seq, SessionId, TokenUsage, ToolArguments,
-    ToolCall, Turn, UserMessage,
+    ExitReason, IncidentText, Limits, Message, SessionId, TokenUsage, ToolArguments, ToolCall,
+    UserMessage,
 };
 use inquest_server::TurnLog;
 use inquest_store::{Store, StoreConfig};
-use time::OffsetDateTime;
 
 pub struct LoopBench {
     pub url: String,
@@ -119,31 +117,6 @@ impl ToolRunner for NoopTool {
                 reached_server: true,
             }
         })
-    }
-}
-
-/// The server runner's sink: persist then publish, through the `TurnLog`.
-struct LogSink(TurnLog);
-
-impl TurnSink for LogSink {
-    fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>> {
-        Box::pin(async move {
-            self.0
-                .append(session, turn)
-                .await
-                .map(|t| (*t).clone())
-                .map_err(|e| SinkError(Box::new(e)))
-        })
-    }
-
-    fn tool_call_started(&self, session: SessionId, assistant_seq: Seq, call: &ToolCall) {
-        self.0.publish_tool_call_start(ToolCallStart {
-            session_id: session,
-            assistant_seq,
-            call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            started_at: OffsetDateTime::now_utc(),
-        });
     }
 }
 
@@ -318,7 +291,7 @@ async fn loop_phase(
                 });
                 let stored = store.all_turns(session).await?;
                 let report = agent
-                    .run_burst(&LogSink(log.clone()), session, stored, &Stop::default())
+                    .run_burst(&log, session, stored, &Stop::default())
                     .await;
                 log.broadcaster().close(session);
                 let events = drain.await.context("drain task")?;
