@@ -4,88 +4,13 @@
 //! fake (which rejects invalid transcripts like the real API) must receive
 //! the whole history, and active time must leave the downtime out.
 
-use std::{
-    net::{TcpListener, TcpStream},
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
-};
+mod support;
+
+use std::time::{Duration, Instant};
 
 use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
-use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
-
-type Client = InvestigationsClient<tonic::transport::Channel>;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts `inquest serve` with `config` on `url`; returns once it listens.
-async fn serve(config: &std::path::Path, url: &str, port: u16) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inquest"))
-        .args([
-            "serve",
-            "--config",
-            config.to_str().unwrap(),
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--database-url",
-            url,
-        ])
-        .env_remove("DATABASE_URL")
-        .env_remove("INQUEST_DATABASE_URL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    for _ in 0..1200 {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return child;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("server exited before listening: {status}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("server never listened on {port}");
-}
-
-async fn stop(child: Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let mut child = child;
-    let exit = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(exit.success(), "exit status {exit}");
-}
-
-async fn settled(client: &mut Client, id: &str) -> pb::Session {
-    for _ in 0..1000 {
-        let s = client
-            .get_session(pb::GetSessionRequest {
-                session_id: id.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        if !matches!(
-            s.status(),
-            pb::SessionStatus::Pending | pb::SessionStatus::Running
-        ) {
-            return s;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("session {id} never settled");
-}
+use inquest_proto::v1 as pb;
+use support::{Server, create_incident, settled, start_session};
 
 #[tokio::test]
 async fn follow_up_after_a_restart_sends_the_whole_history_and_skips_the_downtime() {
@@ -108,43 +33,25 @@ async fn follow_up_after_a_restart_sends_the_whole_history_and_skips_the_downtim
     .unwrap();
     let (_, url) = inquest_tests::fresh_database().await;
 
-    let port = free_port();
-    let first = serve(&config, &url, port).await;
-    let mut c = Client::connect(format!("http://127.0.0.1:{port}"))
+    let config = config.to_str().unwrap();
+    let first = Server::start(&["--config", config, "--database-url", &url]).await;
+    let mut c = first.client().await;
+    let incident = create_incident(&mut c, "checkout latency").await;
+    let session = start_session(&mut c, &incident.id, "why is checkout slow?")
         .await
         .unwrap();
-    let incident = c
-        .create_incident(pb::CreateIncidentRequest {
-            title: "checkout latency".into(),
-            description: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let session = c
-        .start_session(pb::StartSessionRequest {
-            incident_id: incident.id,
-            message: "why is checkout slow?".into(),
-            idempotency_key: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
     let s = settled(&mut c, &session.id).await;
     assert_eq!(s.exit_reason, "completed");
     let before_restart = fake.request_count();
-    stop(first).await;
+    first.stop().await;
 
     // Down for a measurable while.
     let down = Instant::now();
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
-    let port = free_port();
-    let second = serve(&config, &url, port).await;
+    let second = Server::start(&["--config", config, "--database-url", &url]).await;
     let downtime = down.elapsed();
-    let mut c = Client::connect(format!("http://127.0.0.1:{port}"))
-        .await
-        .unwrap();
+    let mut c = second.client().await;
     fake.reply(FakeReply::text("It recovered after the deploy.").usage(200, 10));
     let seq = c
         .send_message(pb::SendMessageRequest {
@@ -198,5 +105,5 @@ async fn follow_up_after_a_restart_sends_the_whole_history_and_skips_the_downtim
         "active time {active:?} must leave out the {downtime:?} the server was down"
     );
     assert!(report.input_tokens >= 300, "{report:?}");
-    stop(second).await;
+    second.stop().await;
 }
