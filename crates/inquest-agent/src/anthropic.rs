@@ -65,10 +65,10 @@ impl AnthropicProvider {
 
     fn headers(&self) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::new();
-        let mut key = HeaderValue::from_str(self.api_key.expose())
-            .map_err(|_| ProviderError::InvalidRequest("API key is not a valid header".into()))?;
-        key.set_sensitive(true);
-        headers.insert(HeaderName::from_static("x-api-key"), key);
+        headers.insert(
+            HeaderName::from_static("x-api-key"),
+            http::secret_header(self.api_key.expose())?,
+        );
         headers.insert(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(ANTHROPIC_VERSION),

@@ -144,6 +144,15 @@ pub(crate) fn join(base_url: &str, path: &str) -> String {
     )
 }
 
+/// A header value carrying a secret (an API key): marked sensitive so it is
+/// never printed by the HTTP stack's debug output.
+pub(crate) fn secret_header(text: &str) -> Result<reqwest::header::HeaderValue, ProviderError> {
+    let mut value = reqwest::header::HeaderValue::from_str(text)
+        .map_err(|_| ProviderError::InvalidRequest("API key is not a valid header".into()))?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

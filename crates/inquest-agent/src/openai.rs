@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use inquest_core::{Message, TokenUsage, ToolArguments, ToolCall};
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Map, Value, json};
 
 use crate::{
@@ -64,12 +64,10 @@ impl OpenAiProvider {
     fn headers(&self) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = &self.api_key {
-            let mut value =
-                HeaderValue::from_str(&format!("Bearer {}", key.expose())).map_err(|_| {
-                    ProviderError::InvalidRequest("API key is not a valid header".into())
-                })?;
-            value.set_sensitive(true);
-            headers.insert(AUTHORIZATION, value);
+            headers.insert(
+                AUTHORIZATION,
+                http::secret_header(&format!("Bearer {}", key.expose()))?,
+            );
         }
         Ok(headers)
     }
