@@ -104,6 +104,8 @@ enum Command {
 
 /// A CLI piped into `head` should stop quietly when the pipe closes, not
 /// panic in `println!`: restore the default SIGPIPE action Rust ignores.
+/// Only for the client commands: a server must never die of SIGPIPE (a
+/// vectored write to a socket whose peer is gone raises it).
 #[cfg(unix)]
 fn default_sigpipe() {
     unsafe extern "C" {
@@ -119,9 +121,14 @@ fn default_sigpipe() {
 }
 
 fn main() -> ExitCode {
-    #[cfg(unix)]
-    default_sigpipe();
     let cli = Cli::parse();
+    #[cfg(unix)]
+    if !matches!(
+        cli.command,
+        Command::Serve { .. } | Command::Migrate { .. } | Command::Bench { .. }
+    ) {
+        default_sigpipe();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -141,11 +148,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// Switches on the crash points `INQUEST_FAILPOINTS` names (tests only;
+/// every point is inert otherwise). A bad spec stops the server rather than
+/// silently running without the crash a test asked for.
+fn arm_failpoints() -> anyhow::Result<()> {
+    use inquest_agent::failpoints;
+    let Ok(spec) = std::env::var(failpoints::ENV) else {
+        return Ok(());
+    };
+    let armed =
+        failpoints::configure(&spec).map_err(|e| anyhow::anyhow!("{}: {e}", failpoints::ENV))?;
+    if !armed.is_empty() {
+        eprintln!(
+            "inquest: failpoints armed: {armed:?} (this process will crash or hang on purpose)"
+        );
+    }
+    Ok(())
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { server, listen } => {
             let config = server.load(listen)?;
             let telemetry = Telemetry::init()?;
+            arm_failpoints()?;
             let shutdown = CancellationToken::new();
             tokio::spawn(inquest_server::cancel_on_signal(shutdown.clone()));
             let result = inquest_server::serve(config, shutdown).await;
