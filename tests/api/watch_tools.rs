@@ -23,7 +23,15 @@ async fn tool_call_start_arrives_before_its_result_for_every_watcher() {
     let mut client = app.client().await;
     let session = new_session(&mut client).await;
     let driver = Driver::claim(&app, &session).await;
-    let early = tokio::spawn(collect(watch(&mut client, &session, 0).await.unwrap()));
+    // The early watcher is caught up (its drain delivered the user turn)
+    // before the first call: every start after that reaches it live.
+    let mut early = watch(&mut client, &session, 0).await.unwrap();
+    let first = next(&mut early).await.unwrap().expect("the user turn");
+    let early = tokio::spawn(async move {
+        let (mut events, ending) = collect(early).await;
+        events.insert(0, first);
+        (events, ending)
+    });
     let mut late = Vec::new();
     for round in 0..12 {
         let call_id = format!("call-{round}");
