@@ -4,6 +4,8 @@
 //! real APIs do). Each test checks the report (`GetReport`), the session
 //! row (`GetSession`) and the stored transcript (`ListTurns`).
 
+use std::time::Duration;
+
 use inquest_agent::{
     McpSection,
     fake::{Behaviour, FakeProvider, FakeReply, Flavor},
@@ -17,9 +19,9 @@ use inquest_tests::spawn_app_with;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent_support::{
-    CapturedLog, Gate, HANG_GUARD, app_with_fake, assert_ended, assistant, eventually, finished,
-    provider_at, report, send, session, shapes, start, tool_result_of, turns, user,
-    without_notices,
+    CapturedLog, Gate, HANG_GUARD, app_with_fake, assert_ended, assistant, eventually,
+    evidence_tools, finished, provider, provider_at, report, send, session, shapes, start,
+    tool_result_of, turns, user, without_notices,
 };
 
 const ASK: &str = "why is checkout slow?";
@@ -509,7 +511,8 @@ async fn a_failed_author_call_after_a_good_burst_is_report_author_failed() {
 }
 
 #[tokio::test]
-async fn a_shutdown_mid_burst_leaves_the_session_idle_and_interrupted() {
+async fn a_shutdown_mid_burst_hands_the_session_over_and_the_next_replica_finishes_it() {
+    let _ = tracing_subscriber::fmt().with_env_filter("info").try_init();
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
     fake.reply(FakeReply::text("Listing.").call("c1", "list_files", "{}"))
         .push(Behaviour::Hang);
@@ -522,35 +525,70 @@ async fn a_shutdown_mid_burst_leaves_the_session_idle_and_interrupted() {
     drop(client);
     app.stop().await.unwrap();
 
-    // A fresh server on the same database (no providers: it runs nothing)
-    // answers for the stopped one.
-    let mut config = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        database_url: Some(db_url.clone()),
-        ..Config::default()
+    // A server on the same database without providers (it runs nothing):
+    // the burst was handed over, not ended. Still running, nobody's lease,
+    // no report.
+    let serve = |providers: bool| {
+        let db_url = db_url.clone();
+        let fake = &fake;
+        let mut config = Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            database_url: Some(db_url.clone()),
+            ..Config::default()
+        };
+        config.store.max_connections = 2;
+        config.lease.reap_interval = Duration::from_millis(50);
+        if providers {
+            config.providers = vec![provider(fake, Flavor::OpenAi, "fake")];
+            evidence_tools(&mut config);
+        }
+        async move {
+            let app = Application::build(&config, &db_url).await.unwrap();
+            let addr = app.local_addr().unwrap();
+            let stop = CancellationToken::new();
+            let server = tokio::spawn(app.run(stop.clone()));
+            let client =
+                pb::investigations_client::InvestigationsClient::connect(format!("http://{addr}"))
+                    .await
+                    .unwrap();
+            (client, stop, server)
+        }
     };
-    config.store.max_connections = 2;
-    let app = Application::build(&config, &db_url).await.unwrap();
-    let addr = app.local_addr().unwrap();
-    let stop = CancellationToken::new();
-    let server = tokio::spawn(app.run(stop.clone()));
-    let mut client =
-        pb::investigations_client::InvestigationsClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
+    let (mut client, stop, server) = serve(false).await;
+    let s = session(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Running, "{s:?}");
+    assert_eq!(s.lease_owner, "", "the lease was released: {s:?}");
+    assert!(report(&mut client, &id, 1).await.is_none());
+    drop(client);
+    stop.cancel();
+    server.await.unwrap().unwrap();
 
+    // The next replica with a model claims it at once and finishes it:
+    // the tail (a tool result the model never saw) continues on its own.
+    fake.reply(FakeReply::text("The pool is exhausted."));
+    fake.reply(FakeReply::text("Report: pool exhaustion."));
+    let (mut client, stop, server) = serve(true).await;
     let (report, s) = finished(&mut client, &id, 1).await;
-    assert_eq!(report.exit_reason, "interrupted");
-    assert!(report.exit_is_terminal);
-    assert_ended(&s, pb::SessionStatus::Idle, "interrupted");
+    assert_eq!(report.exit_reason, "completed");
+    assert_ended(&s, pb::SessionStatus::Completed, "completed");
+    assert!(s.lease_epoch >= 2, "claimed twice: {s:?}");
     let stored = turns(&mut client, &id).await;
-    assert_eq!(stored.len(), 3);
     assert_eq!(
         tool_result_of(&stored[2]),
         ("c1".into(), "list_files".into(), false)
     );
-    // No author call during a shutdown.
-    assert_eq!(fake.request_count(), 2);
+    assert_eq!(stored[3].role(), pb::TurnRole::Notice);
+    assert!(
+        stored[3]
+            .content
+            .starts_with("Recovery: interrupted_prompt."),
+        "{}",
+        stored[3].content
+    );
+    assert_eq!(
+        shapes(&without_notices(stored))[3..],
+        [assistant("The pool is exhausted.", &[])]
+    );
     stop.cancel();
     server.await.unwrap().unwrap();
 }

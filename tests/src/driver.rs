@@ -1,8 +1,8 @@
 //! A test driver that plays the agent: it claims a pending session's burst
-//! and writes assistant turns, tool starts and tool results through the
-//! server's own [`TurnLog`] (the persist-then-publish path the agent will
-//! use), then closes the burst. Until the agent issue lands, the live-watch
-//! tests produce turns this way.
+//! (under a lease, like the runner) and writes assistant turns, tool starts
+//! and tool results through the server's own [`BurstLog`] (the fenced
+//! persist-then-publish path the agent uses), then closes the burst. The
+//! live-watch tests produce turns this way, at exactly the pace they need.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use inquest_core::{
     NewTurn, Seq, SessionId, SessionStatus, TokenUsage, ToolArguments, ToolCall, Turn,
 };
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
-use inquest_server::TurnLog;
+use inquest_server::turn_log::BurstLog;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
@@ -20,7 +20,7 @@ use crate::TestApp;
 
 /// One claimed burst of one session.
 pub struct Driver {
-    pub log: TurnLog,
+    pub burst: BurstLog,
     pub session: SessionId,
     /// Fires when the session is cancelled.
     pub cancelled: CancellationToken,
@@ -30,14 +30,14 @@ impl Driver {
     /// Claims the pending session's burst (status becomes running).
     pub async fn claim(app: &TestApp, session: &str) -> Driver {
         let session = SessionId::parse(session).expect("session id");
-        let cancelled = app
+        let (burst, cancelled) = app
             .turn_log
             .claim_burst(session)
             .await
             .expect("claiming the burst")
             .expect("the session is pending");
         Driver {
-            log: app.turn_log.clone(),
+            burst,
             session,
             cancelled,
         }
@@ -45,44 +45,38 @@ impl Driver {
 
     /// An assistant text turn.
     pub async fn say(&self, text: &str) -> Arc<Turn> {
-        self.log
-            .append(
-                self.session,
-                NewTurn::Assistant {
-                    text: text.into(),
-                    tool_calls: Vec::new(),
-                    usage: TokenUsage {
-                        input_tokens: 10,
-                        output_tokens: 5,
-                    },
+        self.burst
+            .append(NewTurn::Assistant {
+                text: text.into(),
+                tool_calls: Vec::new(),
+                usage: TokenUsage {
+                    input_tokens: 10,
+                    output_tokens: 5,
                 },
-            )
+            })
             .await
             .expect("appending an assistant turn")
     }
 
     /// An assistant turn requesting one call of `tool` with id `call_id`.
     pub async fn call(&self, call_id: &str, tool: &str) -> Arc<Turn> {
-        self.log
-            .append(
-                self.session,
-                NewTurn::Assistant {
-                    text: String::new(),
-                    tool_calls: vec![ToolCall {
-                        id: call_id.into(),
-                        name: tool.into(),
-                        arguments: ToolArguments::from_model("{}"),
-                    }],
-                    usage: TokenUsage::default(),
-                },
-            )
+        self.burst
+            .append(NewTurn::Assistant {
+                text: String::new(),
+                tool_calls: vec![ToolCall {
+                    id: call_id.into(),
+                    name: tool.into(),
+                    arguments: ToolArguments::from_model("{}"),
+                }],
+                usage: TokenUsage::default(),
+            })
             .await
             .expect("appending a tool-calling turn")
     }
 
     /// Announces the call as running.
     pub fn start(&self, assistant_seq: Seq, call_id: &str, tool: &str) {
-        self.log.publish_tool_call_start(ToolCallStart {
+        self.burst.log().publish_tool_call_start(ToolCallStart {
             session_id: self.session,
             assistant_seq,
             call_id: call_id.into(),
@@ -93,16 +87,13 @@ impl Driver {
 
     /// The call's result.
     pub async fn result(&self, call_id: &str, tool: &str, content: &str) -> Arc<Turn> {
-        self.log
-            .append(
-                self.session,
-                NewTurn::Tool {
-                    call_id: call_id.into(),
-                    tool_name: tool.into(),
-                    content: content.into(),
-                    is_error: false,
-                },
-            )
+        self.burst
+            .append(NewTurn::Tool {
+                call_id: call_id.into(),
+                tool_name: tool.into(),
+                content: content.into(),
+                is_error: false,
+            })
             .await
             .expect("appending a tool result")
     }
@@ -120,8 +111,8 @@ impl Driver {
     }
 
     pub async fn finish_as(self, status: SessionStatus, exit_reason: &str) {
-        self.log
-            .close(self.session, status, exit_reason)
+        self.burst
+            .close(status, exit_reason)
             .await
             .expect("closing the burst");
     }

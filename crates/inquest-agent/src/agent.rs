@@ -13,9 +13,9 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    ChainCursor, CompletionRequest, ProviderChain, ToolSpec,
+    ChainCursor, CompletionRequest, ProviderChain, ToolSpec, failpoints,
     report::{self, BurstReport, Skill},
-    sink::{ToolOutcome, ToolRunner, TurnSink},
+    sink::{SinkError, ToolOutcome, ToolRunner, TurnSink},
     state::{BurstState, SessionState},
 };
 
@@ -74,11 +74,16 @@ pub struct Stop {
     pub cancel: CancellationToken,
     /// Server shutdown: ends with `interrupted` (resumable).
     pub shutdown: CancellationToken,
+    /// The worker's lease was lost (renewal found another owner): ends
+    /// with `lease_lost`, writing nothing more.
+    pub lease_lost: CancellationToken,
 }
 
 impl Stop {
     fn reason(&self) -> Option<ExitReason> {
-        if self.cancel.is_cancelled() {
+        if self.lease_lost.is_cancelled() {
+            Some(ExitReason::LeaseLost)
+        } else if self.cancel.is_cancelled() {
             Some(ExitReason::Cancelled)
         } else if self.shutdown.is_cancelled() {
             Some(ExitReason::Interrupted)
@@ -90,6 +95,7 @@ impl Stop {
     async fn stopped(&self) -> ExitReason {
         tokio::select! {
             biased;
+            () = self.lease_lost.cancelled() => ExitReason::LeaseLost,
             () = self.cancel.cancelled() => ExitReason::Cancelled,
             () = self.shutdown.cancelled() => ExitReason::Interrupted,
         }
@@ -179,6 +185,17 @@ impl Agent {
         specs: &[ToolSpec],
         stop: &Stop,
     ) -> ExitReason {
+        if let Some(Message::Assistant { tool_calls, .. }) = state.transcript.last()
+            && tool_calls.is_empty()
+        {
+            // A recovered burst whose final answer was stored before its
+            // worker died: the model owes nothing, only the report is left.
+            return if state.is_follow_up() {
+                ExitReason::AwaitingUser
+            } else {
+                ExitReason::Completed
+            };
+        }
         if !self.tools.available() {
             return ExitReason::ToolServersUnavailable;
         }
@@ -228,9 +245,11 @@ impl Agent {
                 tool_calls: calls.clone(),
                 usage: completion.usage,
             };
-            let Some(stored) = persist(sink, state, burst, assistant).await else {
-                return ExitReason::StoreFailed;
+            let stored = match persist(sink, state, burst, assistant).await {
+                Ok(stored) => stored,
+                Err(reason) => return reason,
             };
+            failpoints::hit(failpoints::AFTER_ASSISTANT_PERSISTED).await;
             state.audit.tool_calls += calls.len() as u64;
             state.audit.input_tokens += completion.usage.input_tokens;
             state.audit.output_tokens += completion.usage.output_tokens;
@@ -246,8 +265,16 @@ impl Agent {
                 };
             }
             for call in &calls {
-                sink.tool_call_started(state.session_id, stored.seq, call);
+                sink.tool_call_started(state.session_id, stored.seq, call)
+                    .await;
+                failpoints::hit(failpoints::BEFORE_TOOL_RUN).await;
                 let (outcome, stopped) = self.run_tool(state.session_id, call, stop).await;
+                failpoints::hit(failpoints::AFTER_TOOL_RUN).await;
+                if stopped == Some(ExitReason::LeaseLost) {
+                    // Not ours to record any more: the new owner's recovery
+                    // plan answers this call.
+                    return ExitReason::LeaseLost;
+                }
                 if !outcome.reached_server && outcome.is_error {
                     burst.bad_tool_strikes += 1;
                 }
@@ -262,8 +289,9 @@ impl Agent {
                     content: outcome.content.clone(),
                     is_error: outcome.is_error,
                 };
-                if persist(sink, state, burst, result).await.is_none() {
-                    return ExitReason::StoreFailed;
+                failpoints::hit(failpoints::BEFORE_TOOL_RESULT_PERSIST).await;
+                if let Err(reason) = persist(sink, state, burst, result).await {
+                    return reason;
                 }
                 state.transcript.push(Message::ToolResult {
                     call_id: call.id.clone(),
@@ -294,6 +322,7 @@ impl Agent {
             reason = stop.stopped() => {
                 let why = match reason {
                     ExitReason::Cancelled => "the session was cancelled",
+                    ExitReason::LeaseLost => "this worker lost the session's lease",
                     _ => "the server shut down",
                 };
                 let outcome = ToolOutcome {
@@ -356,23 +385,28 @@ impl Agent {
     }
 }
 
-/// Persists one turn through the sink and records it in the state. `None`
-/// when the write failed (the burst must end with `store_failed`).
+/// Persists one turn through the sink and records it in the state. On a
+/// failed write, the reason the burst ends with: `store_failed`, or
+/// `lease_lost` when the fenced store refused a worker that lost its lease.
 async fn persist(
     sink: &dyn TurnSink,
     state: &mut SessionState,
     burst: &mut BurstState,
     turn: NewTurn,
-) -> Option<Turn> {
+) -> Result<Turn, ExitReason> {
     match sink.append(state.session_id, turn).await {
         Ok(stored) => {
             burst.turns += 1;
             state.turns.push(stored.clone());
-            Some(stored)
+            Ok(stored)
         }
-        Err(e) => {
+        Err(e @ SinkError::LeaseLost(_)) => {
+            tracing::warn!(error = %crate::report::chain(&e), "lease lost; abandoning the burst");
+            Err(ExitReason::LeaseLost)
+        }
+        Err(e @ SinkError::NotPersisted(_)) => {
             tracing::error!(error = %crate::report::chain(&e), "turn write failed; ending the burst");
-            None
+            Err(ExitReason::StoreFailed)
         }
     }
 }

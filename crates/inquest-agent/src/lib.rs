@@ -14,10 +14,11 @@
 //! - `fake` (cargo feature `fake`): local HTTP servers that speak both wire
 //!   formats and reject invalid transcripts like the real APIs do.
 
-pub mod agent;
+mod agent;
 pub mod anthropic;
 pub mod chain;
 pub mod config;
+pub mod failpoints;
 #[cfg(feature = "fake")]
 pub mod fake;
 pub mod files;

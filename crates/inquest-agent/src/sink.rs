@@ -13,8 +13,15 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A turn write failed: the transcript cannot go on.
 #[derive(Debug, thiserror::Error)]
-#[error("turn was not persisted")]
-pub struct SinkError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
+pub enum SinkError {
+    /// The store did not commit the turn (outage, timeout, ...).
+    #[error("turn was not persisted")]
+    NotPersisted(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The store refused the turn because this worker's lease epoch is no
+    /// longer the session's: another replica owns the session now.
+    #[error("turn was refused: this worker no longer holds the session's lease")]
+    LeaseLost(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
 
 /// Where the loop's turns go: persisted, then published.
 pub trait TurnSink: Send + Sync {
@@ -23,8 +30,15 @@ pub trait TurnSink: Send + Sync {
     fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>>;
 
     /// Announces that `call`, requested by the assistant turn
-    /// `assistant_seq`, is about to run. Not persisted.
-    fn tool_call_started(&self, session: SessionId, assistant_seq: Seq, call: &ToolCall);
+    /// `assistant_seq`, is about to run. Not persisted. Resolves once the
+    /// announcement went out (to other replicas too), so it is ordered
+    /// before the call's result; a failure to announce is the sink's to log.
+    fn tool_call_started<'a>(
+        &'a self,
+        session: SessionId,
+        assistant_seq: Seq,
+        call: &'a ToolCall,
+    ) -> BoxFuture<'a, ()>;
 }
 
 /// What a tool call produced. Errors are results (`is_error`), not crashes.

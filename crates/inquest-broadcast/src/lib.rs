@@ -287,6 +287,22 @@ impl TurnBroadcaster {
         lagged
     }
 
+    /// Marks every subscriber of `session` lagged (an event for it could
+    /// not be delivered). Returns how many were newly lagged.
+    pub fn lag_session(&self, session: SessionId) -> usize {
+        let mut state = self.inner.lock();
+        let mut lagged = 0;
+        if let Some(slots) = state.sessions.get_mut(&session) {
+            for slot in slots.values_mut() {
+                if slot.tx.is_some() {
+                    slot.lag();
+                    lagged += 1;
+                }
+            }
+        }
+        lagged
+    }
+
     /// Subscribers of `session` not yet closed, lagged ones included until
     /// their [`Subscription`] is dropped.
     pub fn subscriber_count(&self, session: SessionId) -> usize {

@@ -35,10 +35,15 @@ pub enum ExitReason {
     ReportAuthorFailed,
     /// The server shut down mid-burst; a follow-up resumes the session.
     Interrupted,
+    /// This worker lost the session's lease (it stalled past the lease's
+    /// expiry and another replica claimed the session). The fenced store
+    /// refuses its writes; the session belongs to the new owner, so this
+    /// burst records nothing more: no report, no status.
+    LeaseLost,
 }
 
 impl ExitReason {
-    pub const ALL: [ExitReason; 11] = [
+    pub const ALL: [ExitReason; 12] = [
         ExitReason::Completed,
         ExitReason::AwaitingUser,
         ExitReason::IterationBudgetExhausted,
@@ -50,6 +55,7 @@ impl ExitReason {
         ExitReason::StoreFailed,
         ExitReason::ReportAuthorFailed,
         ExitReason::Interrupted,
+        ExitReason::LeaseLost,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -65,6 +71,7 @@ impl ExitReason {
             ExitReason::StoreFailed => "store_failed",
             ExitReason::ReportAuthorFailed => "report_author_failed",
             ExitReason::Interrupted => "interrupted",
+            ExitReason::LeaseLost => "lease_lost",
         }
     }
 
@@ -84,7 +91,8 @@ impl ExitReason {
     /// Failures that a later attempt can get past (a provider or tool
     /// server down, a shutdown, a missing summary) leave the session `idle`:
     /// resumable by a follow-up, not failed. Only a store failure is
-    /// `failed`, and a cancel is `cancelled`.
+    /// `failed`, a cancel is `cancelled`, and a lost lease leaves the
+    /// session `running` under its new owner.
     pub fn session_status(self) -> SessionStatus {
         match self {
             ExitReason::Completed
@@ -98,6 +106,8 @@ impl ExitReason {
             | ExitReason::Interrupted => SessionStatus::Idle,
             ExitReason::Cancelled => SessionStatus::Cancelled,
             ExitReason::StoreFailed => SessionStatus::Failed,
+            // Not this worker's to set: the new lease owner runs it.
+            ExitReason::LeaseLost => SessionStatus::Running,
         }
     }
 }

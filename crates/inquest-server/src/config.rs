@@ -20,10 +20,14 @@ pub struct Config {
     pub database_url: Option<String>,
     /// Where the embedded cluster lives.
     pub data_dir: PathBuf,
+    /// This replica's name in lease rows and notifications (a pod name
+    /// fits). Absent: host name, process id and a random suffix.
+    pub replica_id: Option<String>,
     pub limits: LimitsConfig,
     pub store: StoreSection,
     pub shutdown: ShutdownSection,
     pub watch: WatchSection,
+    pub lease: LeaseSection,
     /// The model providers, in failover order. None: no agent runs.
     pub providers: Vec<inquest_agent::ProviderConfig>,
     /// The loop's rails and prompt.
@@ -61,6 +65,39 @@ pub struct ShutdownSection {
     /// How long in-flight calls get to finish after SIGTERM / Ctrl-C.
     #[serde(with = "duration_text")]
     pub grace: Duration,
+}
+
+/// Leases of running bursts, and the reaper that recovers orphans.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeaseSection {
+    /// How long a claim or renewal holds a session's lease. A replica that
+    /// dies is replaced after at most this long (plus `reap_interval`).
+    #[serde(with = "duration_text")]
+    pub ttl: Duration,
+    /// How often the holder renews; a third of `ttl` when absent.
+    #[serde(with = "duration_text::option")]
+    pub renew_interval: Option<Duration>,
+    /// How often each replica looks for orphaned sessions (running with an
+    /// expired lease) and for pending sessions nobody claimed.
+    #[serde(with = "duration_text")]
+    pub reap_interval: Duration,
+}
+
+impl Default for LeaseSection {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(30),
+            renew_interval: None,
+            reap_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+impl LeaseSection {
+    pub fn renew_interval(&self) -> Duration {
+        self.renew_interval.unwrap_or(self.ttl / 3)
+    }
 }
 
 /// `WatchSession` tuning.
@@ -101,10 +138,12 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 50051)),
             database_url: None,
             data_dir: default_data_dir(),
+            replica_id: None,
             limits: LimitsConfig::default(),
             store: StoreSection::default(),
             shutdown: ShutdownSection::default(),
             watch: WatchSection::default(),
+            lease: LeaseSection::default(),
             providers: Vec::new(),
             agent: inquest_agent::AgentConfig::default(),
             mcp: None,
@@ -229,6 +268,9 @@ impl Config {
         if let Some(v) = get("INQUEST_DATABASE_URL").or_else(|| get("DATABASE_URL")) {
             self.database_url = Some(v).filter(|v| !v.is_empty());
         }
+        if let Some(v) = get("INQUEST_REPLICA_ID") {
+            self.replica_id = Some(v).filter(|v| !v.is_empty());
+        }
         if let Some(v) = get("INQUEST_DATA_DIR") {
             self.data_dir = PathBuf::from(v);
         }
@@ -280,7 +322,22 @@ impl Config {
                 "watch.heartbeat must be at least 10ms".into(),
             ));
         }
+        if let Some(id) = &self.replica_id {
+            inquest_store::ReplicaId::parse(id).map_err(ConfigError::Invalid)?;
+        }
+        if self.lease.ttl < Duration::from_millis(100) {
+            return Err(ConfigError::Invalid(
+                "lease.ttl must be at least 100ms".into(),
+            ));
+        }
+        let renew = self.lease.renew_interval();
+        if renew.is_zero() || renew >= self.lease.ttl {
+            return Err(ConfigError::Invalid(
+                "lease.renew_interval must be > 0 and shorter than lease.ttl".into(),
+            ));
+        }
         for (name, d) in [
+            ("lease.reap_interval", self.lease.reap_interval),
             ("store.op_timeout", self.store.op_timeout),
             ("store.turn_write_timeout", self.store.turn_write_timeout),
             ("store.connect_timeout", self.store.connect_timeout),
@@ -305,6 +362,12 @@ impl Config {
             op_timeout: self.store.op_timeout,
             turn_write_timeout: self.store.turn_write_timeout,
             connect_timeout: self.store.connect_timeout,
+            replica_id: self
+                .replica_id
+                .as_deref()
+                .and_then(|id| inquest_store::ReplicaId::parse(id).ok())
+                .unwrap_or_else(inquest_store::ReplicaId::generate),
+            lease_ttl: self.lease.ttl,
         }
     }
 }

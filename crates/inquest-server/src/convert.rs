@@ -51,6 +51,9 @@ pub fn session(s: SessionRow) -> pb::Session {
         created_at: Some(timestamp(s.created_at)),
         updated_at: Some(timestamp(s.updated_at)),
         last_recovery_plan: s.last_recovery_plan.and_then(stored_plan),
+        lease_owner: s.lease_owner.unwrap_or_default(),
+        lease_expires_at: s.lease_expires_at.map(timestamp),
+        lease_epoch: s.lease_epoch,
     }
 }
 

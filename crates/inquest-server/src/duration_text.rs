@@ -26,3 +26,17 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         other => Err(format!("unknown duration unit {other:?} (use ms, s, m, h)")),
     }
 }
+
+/// An optional duration (`#[serde(default, with = "duration_text::option")]`).
+pub mod option {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let text = String::deserialize(d)?;
+        super::parse(&text)
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
+}

@@ -17,13 +17,29 @@ use inquest_core::{
 };
 use inquest_store::{SessionRow, Store, StoreError};
 
-use crate::{status::chain, turn_log::TurnLog};
+use crate::{status::chain, turn_log::BurstLog};
 
 /// The session exit reason of a follow-up whose stored transcript failed
 /// validation: no burst ran, the session is `idle`, a notice says why.
 pub const EXIT_RESUME_REFUSED: &str = "resume_refused";
 /// The session exit reason while a follow-up waits for `ContinueSession`.
 pub const EXIT_AWAITING_CONFIRMATION: &str = "awaiting_confirmation";
+
+/// The exit reason of a recovered session whose stored history is
+/// degraded and owes the model nothing: left `idle` for a human.
+pub const EXIT_DEGRADED_HISTORY: &str = "degraded_history";
+
+/// Why a claimed burst is about to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A first message or a follow-up (`StartSession`, `SendMessage`).
+    Fresh,
+    /// `ContinueSession` confirmed the held recovery plan.
+    Confirmed,
+    /// An orphan: its worker died or stalled mid-burst and this replica
+    /// claimed it. Always planned and noticed, whatever the tail.
+    Recovered,
+}
 
 /// What the runner does after [`prepare`].
 pub(crate) enum Prepared {
@@ -57,15 +73,11 @@ pub(crate) fn request(row: &SessionRow, turns: Vec<Turn>) -> ResumeRequest {
     }
 }
 
-/// Validates and plans a claimed (`running`) burst. `confirmed`: the burst
-/// was started by `ContinueSession`, whose notice is already written.
-pub(crate) async fn prepare(
-    log: &TurnLog,
-    classes: &impl ToolClasses,
-    session: SessionId,
-    confirmed: bool,
-) -> Prepared {
-    let (row, turns) = match load(log.store(), session).await {
+/// Validates and plans a claimed (`running`) burst; every write goes
+/// through the burst's lease.
+pub(crate) async fn prepare(burst: &BurstLog, classes: &impl ToolClasses, mode: Mode) -> Prepared {
+    let session = burst.session();
+    let (row, turns) = match load(burst.log().store(), session).await {
         Ok(loaded) => loaded,
         Err(e) => {
             tracing::error!(%session, error = %chain(&e), "cannot load the transcript");
@@ -73,16 +85,22 @@ pub(crate) async fn prepare(
         }
     };
     let request = request(&row, turns);
-    if let Err(e) = request.validate() {
+    // A follow-up's tail is the user message that reopened the session; a
+    // recovered or confirmed burst's is wherever the last worker stopped.
+    let valid = match mode {
+        Mode::Fresh => request.validate(),
+        Mode::Recovered | Mode::Confirmed => request.validate_history(),
+    };
+    if let Err(e) = valid {
         tracing::error!(%session, error = %e, "resume refused: the stored transcript is invalid");
         let text = format!(
             "Resume refused: {e}. No burst ran and nothing stored was changed; the session is \
              idle and a new message starts a new attempt."
         );
-        return stop(log, session, text, SessionStatus::Idle, EXIT_RESUME_REFUSED).await;
+        return stop(burst, text, SessionStatus::Idle, EXIT_RESUME_REFUSED).await;
     }
     let mut turns = request.turns;
-    if !confirmed && !is_follow_up(session, &turns) {
+    if mode == Mode::Fresh && !is_follow_up(session, &turns) {
         // A first message: nothing to recover.
         return Prepared::Run(turns);
     }
@@ -92,21 +110,18 @@ pub(crate) async fn prepare(
         kind = plan.kind.as_str(),
         repairs = plan.repairs.len(),
         requires_confirmation = plan.requires_confirmation,
-        confirmed,
+        ?mode,
         "recovery plan"
     );
-    if let Err(e) = save(log.store(), session, &plan).await {
+    if let Err(e) = save(burst.log().store(), session, &plan).await {
         tracing::error!(%session, error = %chain(&e), "cannot store the recovery plan");
         return Prepared::StoreFailed;
     }
-    if confirmed {
+    if mode == Mode::Confirmed {
         return Prepared::Run(turns);
     }
     if plan.kind != RecoveryKind::Clean {
-        match log
-            .append(session, NewTurn::Notice(notice_turn_text(&plan)))
-            .await
-        {
+        match burst.append(NewTurn::Notice(notice_turn_text(&plan))).await {
             Ok(notice) => turns.push((*notice).clone()),
             Err(e) => {
                 tracing::error!(%session, error = %chain(&e), "cannot write the recovery notice");
@@ -116,12 +131,16 @@ pub(crate) async fn prepare(
     }
     if plan.requires_confirmation {
         close(
-            log,
-            session,
+            burst,
             SessionStatus::AwaitingConfirmation,
             EXIT_AWAITING_CONFIRMATION,
         )
         .await;
+        return Prepared::Stopped;
+    }
+    if plan.kind == RecoveryKind::DegradedHistory {
+        // Never continued without a human, even when nothing is owed.
+        close(burst, SessionStatus::Idle, EXIT_DEGRADED_HISTORY).await;
         return Prepared::Stopped;
     }
     Prepared::Run(turns)
@@ -136,23 +155,17 @@ async fn save(store: &Store, session: SessionId, plan: &RecoveryPlan) -> Result<
 }
 
 /// Writes a notice, then ends the claimed burst with `status`.
-async fn stop(
-    log: &TurnLog,
-    session: SessionId,
-    notice: String,
-    status: SessionStatus,
-    reason: &str,
-) -> Prepared {
-    if let Err(e) = log.append(session, NewTurn::Notice(notice)).await {
-        tracing::error!(%session, error = %chain(&e), "cannot write the notice");
+async fn stop(burst: &BurstLog, notice: String, status: SessionStatus, reason: &str) -> Prepared {
+    if let Err(e) = burst.append(NewTurn::Notice(notice)).await {
+        tracing::error!(session = %burst.session(), error = %chain(&e), "cannot write the notice");
     }
-    close(log, session, status, reason).await;
+    close(burst, status, reason).await;
     Prepared::Stopped
 }
 
-async fn close(log: &TurnLog, session: SessionId, status: SessionStatus, reason: &str) {
-    if let Err(e) = log.close(session, status, reason).await {
-        tracing::error!(%session, error = %chain(&e), "cannot record the burst's end");
+async fn close(burst: &BurstLog, status: SessionStatus, reason: &str) {
+    if let Err(e) = burst.close(status, reason).await {
+        tracing::error!(session = %burst.session(), error = %chain(&e), "cannot record the burst's end");
     }
 }
 

@@ -1,28 +1,38 @@
-//! Starts and finishes bursts: the glue between the agent loop and the
-//! server's persist-then-publish path.
+//! Starts, recovers and finishes bursts: the glue between the agent loop,
+//! leases and the server's persist-then-publish path.
 //!
 //! `StartSession` and `SendMessage` leave a session `pending`; [`Runner::start`]
-//! claims it (`pending` → `running`, atomically, so one burst per session),
-//! validates and plans the resume ([`crate::resume`]: a notice for a plan
-//! that is not clean, a hold when it needs confirmation), runs the agent
-//! (which restores and rebuilds the transcript from the stored turns), saves the report
-//! and closes the burst with the status its exit reason implies. Everything
-//! the burst needs comes from the database, so the same path serves a first
-//! message and a follow-up after a restart.
+//! claims it under a lease (`pending` → `running`, epoch + 1, atomically, so
+//! one burst per session). The reaper ([`Runner::run_reaper`], on every
+//! replica) claims orphans: `running` sessions whose lease expired because
+//! their worker died or stalled, and `pending` ones nobody claimed. Either
+//! way the burst then runs the same path: a lease keeper renews the lease
+//! beside it, [`crate::resume::prepare`] validates and plans (a notice for
+//! a plan that is not clean, a hold when it needs confirmation), the agent
+//! runs from the stored turns, and the report and closing status are
+//! written, all fenced by the lease epoch. Everything the burst needs
+//! comes from the database, so the same path serves a first message, a
+//! follow-up after a restart, and a burst whose worker died on another
+//! replica.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
-use inquest_agent::{Agent, BoxFuture, BurstReport, SinkError, Stop, TurnSink};
-use inquest_broadcast::ToolCallStart;
-use inquest_core::{NewTurn, Seq, SessionId, SideEffect, ToolCall, Turn};
+use inquest_agent::{Agent, BurstReport, Stop, failpoints};
+use inquest_core::{ExitReason, SessionId, SessionStatus, SideEffect};
+use inquest_store::{Lease, Renewal, SessionRow, Store};
 use time::OffsetDateTime;
+use tokio::time::Instant;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    resume::{self, Prepared},
+    config::LeaseSection,
+    resume::{self, Mode, Prepared},
     status::chain,
-    turn_log::TurnLog,
+    turn_log::{BurstLog, TurnLog},
 };
+
+/// Orphans (and stale pending sessions) claimed per reaper pass.
+const REAP_BATCH: u32 = 16;
 
 /// Runs bursts on this replica. Cheap to clone.
 #[derive(Clone)]
@@ -33,31 +43,9 @@ pub struct Runner {
     log: TurnLog,
     /// Owner of every burst task; shutdown waits for them.
     tasks: TaskTracker,
-    /// Server shutdown: running bursts end with `interrupted`.
+    /// Server shutdown: running bursts stop and are handed over.
     shutdown: CancellationToken,
-}
-
-/// The agent's door to the turn log: the loop persists and publishes
-/// through exactly the path every other writer uses.
-impl TurnSink for TurnLog {
-    fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>> {
-        Box::pin(async move {
-            TurnLog::append(self, session, turn)
-                .await
-                .map(|t| (*t).clone())
-                .map_err(|e| SinkError(Box::new(e)))
-        })
-    }
-
-    fn tool_call_started(&self, session: SessionId, assistant_seq: Seq, call: &ToolCall) {
-        self.publish_tool_call_start(ToolCallStart {
-            session_id: session,
-            assistant_seq,
-            call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            started_at: OffsetDateTime::now_utc(),
-        });
-    }
+    lease: LeaseSection,
 }
 
 impl Runner {
@@ -66,24 +54,33 @@ impl Runner {
         log: TurnLog,
         tasks: TaskTracker,
         shutdown: CancellationToken,
+        lease: LeaseSection,
     ) -> Self {
         Self {
             agent,
             log,
             tasks,
             shutdown,
+            lease,
         }
     }
 
     /// Starts the burst of a `pending` session in the background. Does
     /// nothing when no agent is configured or the server is shutting down.
     pub fn start(&self, session: SessionId) {
-        self.spawn(session, false);
+        self.spawn_pending(session, Mode::Fresh);
     }
 
-    /// Starts the bursts of sessions left `pending` (their message was stored
-    /// but the process stopped before the burst was claimed). Called once at
-    /// startup.
+    /// Starts the burst `ContinueSession` confirmed: the recovery plan is
+    /// re-stored but neither re-noticed nor held again.
+    pub fn start_confirmed(&self, session: SessionId) {
+        self.spawn_pending(session, Mode::Confirmed);
+    }
+
+    /// Starts the bursts of sessions left `pending` (their message was
+    /// stored but the process stopped before the burst was claimed). Called
+    /// once at startup; later, the reaper picks up pending sessions older
+    /// than the lease TTL.
     pub async fn start_pending(&self) {
         if self.agent.is_none() {
             return;
@@ -101,12 +98,6 @@ impl Runner {
         }
     }
 
-    /// Starts the burst `ContinueSession` confirmed: the recovery plan is
-    /// re-stored but neither re-noticed nor held again.
-    pub fn start_confirmed(&self, session: SessionId) {
-        self.spawn(session, true);
-    }
-
     /// How a tool affects the world, for recovery plans: from the agent's
     /// tool catalog; every tool is mutating when no agent is configured.
     pub fn side_effect(&self, tool: &str) -> SideEffect {
@@ -115,55 +106,194 @@ impl Runner {
             .map_or(SideEffect::Mutating, |a| a.side_effect(tool))
     }
 
-    fn spawn(&self, session: SessionId, confirmed: bool) {
-        let Some(agent) = self.agent.clone() else {
-            return;
-        };
-        if self.shutdown.is_cancelled() || self.tasks.is_closed() {
+    /// Every `reap_interval` until shutdown: claims orphans and stale
+    /// pending sessions and runs their bursts here. A replica without an
+    /// agent claims nothing (it could not run them).
+    pub async fn run_reaper(self) {
+        if self.agent.is_none() {
             return;
         }
-        let this = self.clone();
-        self.tasks
-            .spawn(async move { this.run(agent, session, confirmed).await });
+        let mut tick = tokio::time::interval(self.lease.reap_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            self.reap_once().await;
+        }
     }
 
-    async fn run(self, agent: Arc<Agent>, session: SessionId, confirmed: bool) {
-        let cancel = match self.log.claim_burst(session).await {
-            Ok(Some(token)) => token,
-            // Claimed elsewhere, or cancelled before it started.
-            Ok(None) => return,
+    /// One reaper pass. Returns how many bursts it started.
+    pub async fn reap_once(&self) -> usize {
+        if self.agent.is_none() || self.shutdown.is_cancelled() {
+            return 0;
+        }
+        let store = self.log.store();
+        let mut started = 0;
+        match store.claim_orphans(REAP_BATCH).await {
+            Ok(leases) => {
+                for lease in leases {
+                    tracing::warn!(session = %lease.session(), epoch = lease.epoch(), "claimed an orphaned session; recovering it");
+                    self.spawn_claimed(lease, Mode::Recovered);
+                    started += 1;
+                }
+            }
             Err(e) => {
-                tracing::error!(%session, error = %chain(&e), "cannot claim the burst");
+                tracing::warn!(error = %chain(&e), "reaper cannot look for orphaned sessions")
+            }
+        }
+        match store.claim_stale_pending(REAP_BATCH).await {
+            Ok(leases) => {
+                for lease in leases {
+                    tracing::info!(session = %lease.session(), "claimed a session left pending; starting its burst");
+                    self.spawn_claimed(lease, Mode::Fresh);
+                    started += 1;
+                }
+            }
+            Err(e) => tracing::warn!(error = %chain(&e), "reaper cannot look for pending sessions"),
+        }
+        started
+    }
+
+    /// The lazy claim: when a call touches a session whose worker is gone
+    /// (`running` with an expired lease), claim and recover it now rather
+    /// than at the next reaper pass. Returns whether this call claimed it.
+    pub async fn recover_if_orphaned(&self, row: &SessionRow) -> bool {
+        if self.agent.is_none() || !row.is_orphaned(OffsetDateTime::now_utc()) {
+            return false;
+        }
+        match self.log.store().claim_orphan(row.id).await {
+            Ok(Some(lease)) => {
+                tracing::warn!(session = %row.id, epoch = lease.epoch(), "claimed an orphaned session on access; recovering it");
+                self.spawn_claimed(lease, Mode::Recovered);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(session = %row.id, error = %chain(&e), "cannot claim an orphaned session");
+                false
+            }
+        }
+    }
+
+    fn accepting(&self) -> Option<Arc<Agent>> {
+        if self.shutdown.is_cancelled() || self.tasks.is_closed() {
+            return None;
+        }
+        self.agent.clone()
+    }
+
+    fn spawn_pending(&self, session: SessionId, mode: Mode) {
+        let Some(agent) = self.accepting() else {
+            return;
+        };
+        let this = self.clone();
+        self.tasks.spawn(async move {
+            let (burst, cancel) = match this.log.claim_burst(session).await {
+                Ok(Some(claimed)) => claimed,
+                // Claimed elsewhere, or cancelled before it started.
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::error!(%session, error = %chain(&e), "cannot claim the burst");
+                    return;
+                }
+            };
+            this.drive(agent, burst, cancel, mode).await;
+        });
+    }
+
+    fn spawn_claimed(&self, lease: Lease, mode: Mode) {
+        let Some(agent) = self.accepting() else {
+            // Claimed while shutting down: hand it straight back.
+            let store = self.log.store().clone();
+            self.tasks.spawn(async move {
+                if let Err(e) = store.release_lease(&lease).await {
+                    tracing::warn!(session = %lease.session(), error = %chain(&e), "cannot release a claimed lease");
+                }
+            });
+            return;
+        };
+        let (burst, cancel) = self.log.adopt(lease);
+        let this = self.clone();
+        self.tasks
+            .spawn(async move { this.drive(agent, burst, cancel, mode).await });
+    }
+
+    /// Runs a claimed burst to its end, with the lease keeper beside it.
+    async fn drive(
+        &self,
+        agent: Arc<Agent>,
+        burst: BurstLog,
+        cancel: CancellationToken,
+        mode: Mode,
+    ) {
+        let session = burst.session();
+        let lost = CancellationToken::new();
+        let keeper = keep_lease(
+            self.log.store().clone(),
+            burst.lease().clone(),
+            self.lease.renew_interval(),
+            self.lease.ttl,
+            lost.clone(),
+            cancel.clone(),
+        );
+        let work = async {
+            let classes = |tool: &str| agent.side_effect(tool);
+            let turns = match resume::prepare(&burst, &classes, mode).await {
+                Prepared::Run(turns) => turns,
+                Prepared::Stopped => return None,
+                Prepared::StoreFailed => {
+                    let reason = ExitReason::StoreFailed;
+                    if let Err(e) = burst.close(reason.session_status(), reason.as_str()).await {
+                        tracing::error!(%session, error = %chain(&e), "cannot record the burst's end");
+                    }
+                    return None;
+                }
+            };
+            let stop = Stop {
+                cancel,
+                shutdown: self.shutdown.clone(),
+                lease_lost: lost.clone(),
+            };
+            Some(agent.run_burst(&burst, session, turns, &stop).await)
+        };
+        let report = tokio::select! {
+            report = work => report,
+            never = keeper => match never {},
+        };
+        if let Some(report) = report {
+            self.finish(&burst, report).await;
+        } else if lost.is_cancelled() {
+            burst.abandon();
+        }
+    }
+
+    /// Lands the burst: report and status (fenced), a hand-over at
+    /// shutdown, nothing at all once the lease is lost.
+    async fn finish(&self, burst: &BurstLog, report: BurstReport) {
+        let session = burst.session();
+        let exit = report.exit_reason;
+        match exit {
+            ExitReason::LeaseLost => {
+                tracing::warn!(%session, "lease lost: another replica runs this session now; this burst writes nothing more");
+                burst.abandon();
                 return;
             }
-        };
-        let classes = |tool: &str| agent.side_effect(tool);
-        let turns = match resume::prepare(&self.log, &classes, session, confirmed).await {
-            Prepared::Run(turns) => turns,
-            Prepared::Stopped => return,
-            Prepared::StoreFailed => {
-                let reason = inquest_core::ExitReason::StoreFailed;
-                if let Err(e) = self
-                    .log
-                    .close(session, reason.session_status(), reason.as_str())
-                    .await
-                {
-                    tracing::error!(%session, error = %chain(&e), "cannot record the burst's end");
+            ExitReason::Interrupted => {
+                match burst.hand_over().await {
+                    Ok(true) => {
+                        tracing::info!(%session, "shutting down: burst handed over to the other replicas")
+                    }
+                    Ok(false) => tracing::info!(%session, "shutting down: burst no longer ours"),
+                    Err(e) => {
+                        tracing::error!(%session, error = %chain(&e), "cannot hand the burst over; its lease will expire instead")
+                    }
                 }
                 return;
             }
-        };
-        let stop = Stop {
-            cancel,
-            shutdown: self.shutdown.clone(),
-        };
-        let report = agent.run_burst(&self.log, session, turns, &stop).await;
-        self.finish(session, report).await;
-    }
-
-    /// Saves the report, then ends the burst (watchers end, status set).
-    async fn finish(&self, session: SessionId, report: BurstReport) {
-        let exit = report.exit_reason;
+            _ => {}
+        }
         let counters = serde_json::json!({
             "tool_calls": report.audit.tool_calls,
             "input_tokens": report.audit.input_tokens,
@@ -172,11 +302,11 @@ impl Runner {
             "skills_used": report.skills_used,
             "servers_used": report.servers_used,
         });
-        if let Err(e) = self
+        match self
             .log
             .store()
             .save_report(
-                session,
+                burst.lease(),
                 report.burst,
                 exit,
                 report.summary,
@@ -185,14 +315,62 @@ impl Runner {
             )
             .await
         {
-            tracing::error!(%session, error = %chain(&e), "cannot save the burst's report");
+            Ok(_) => {}
+            Err(e @ inquest_store::StoreError::LeaseLost { .. }) => {
+                tracing::warn!(%session, error = %chain(&e), "lease lost before the report landed; leaving the session to its new owner");
+                burst.abandon();
+                return;
+            }
+            Err(e) => {
+                tracing::error!(%session, error = %chain(&e), "cannot save the burst's report")
+            }
         }
-        if let Err(e) = self
-            .log
-            .close(session, exit.session_status(), exit.as_str())
-            .await
-        {
+        if let Err(e) = burst.close(exit.session_status(), exit.as_str()).await {
             tracing::error!(%session, error = %chain(&e), "cannot record the burst's end");
+        }
+    }
+}
+
+/// Renews `lease` every `every` for as long as it is polled (the burst's
+/// lifetime). Never returns: when the lease is lost (another replica
+/// claimed the session, or no renewal succeeded for a whole `ttl`), it
+/// fires `lost` and waits to be dropped. A renewal that finds the session
+/// cancelled (by another replica) fires `cancel`.
+async fn keep_lease(
+    store: Store,
+    lease: Lease,
+    every: Duration,
+    ttl: Duration,
+    lost: CancellationToken,
+    cancel: CancellationToken,
+) -> std::convert::Infallible {
+    let session = lease.session();
+    let mut renewed = Instant::now();
+    loop {
+        tokio::time::sleep(every).await;
+        failpoints::hit(failpoints::LEASE_RENEW).await;
+        let outcome = tokio::time::timeout(every, store.renew_lease(&lease)).await;
+        match outcome {
+            Ok(Ok(Renewal::Held(status))) => {
+                renewed = Instant::now();
+                if status == SessionStatus::Cancelled {
+                    cancel.cancel();
+                }
+            }
+            Ok(Ok(Renewal::Lost)) => {
+                tracing::warn!(%session, epoch = lease.epoch(), "lease lost: another replica claimed the session");
+                lost.cancel();
+                return std::future::pending().await;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(%session, error = %chain(&e), "lease renewal failed");
+            }
+            Err(_) => tracing::warn!(%session, "lease renewal timed out"),
+        }
+        if renewed.elapsed() >= ttl {
+            tracing::warn!(%session, "no lease renewal succeeded within the lease TTL; abandoning the burst");
+            lost.cancel();
+            return std::future::pending().await;
         }
     }
 }

@@ -103,7 +103,11 @@ impl Investigations for InvestigationsService {
         request: Request<pb::GetSessionRequest>,
     ) -> Result<Response<pb::Session>, Status> {
         let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
-        let session = self.store.get_session(id).await.map_err(ApiError::from)?;
+        let mut session = self.store.get_session(id).await.map_err(ApiError::from)?;
+        if self.runner.recover_if_orphaned(&session).await {
+            // Show the claim just made (new owner and epoch).
+            session = self.store.get_session(id).await.map_err(ApiError::from)?;
+        }
         Ok(Response::new(convert::session(session)))
     }
 
@@ -191,11 +195,22 @@ impl Investigations for InvestigationsService {
                  last_recovery_plan); confirm with ContinueSession or cancel it"
             ))
             .into()),
-            SendOutcome::Busy { status } => Err(ApiError::FailedPrecondition(format!(
-                "session {id} is already running (status {status}); wait for its burst to \
-                 end or cancel it"
-            ))
-            .into()),
+            SendOutcome::Busy { status } => {
+                let recovering = match self.store.get_session(id).await {
+                    Ok(row) => self.runner.recover_if_orphaned(&row).await,
+                    Err(_) => false,
+                };
+                let detail = if recovering {
+                    "; its worker was gone, so this replica claimed it and is recovering it"
+                } else {
+                    ""
+                };
+                Err(ApiError::FailedPrecondition(format!(
+                    "session {id} is already running (status {status}){detail}; wait for its \
+                     burst to end or cancel it"
+                ))
+                .into())
+            }
             SendOutcome::Ended {
                 status,
                 exit_reason,
@@ -218,6 +233,10 @@ impl Investigations for InvestigationsService {
         let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
         let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
         let stream = self.watches.start(id, after).await?;
+        // Watching an orphan claims it, so the watcher sees it recovered.
+        if let Ok(row) = self.store.get_session(id).await {
+            self.runner.recover_if_orphaned(&row).await;
+        }
         Ok(Response::new(stream))
     }
 
@@ -267,9 +286,11 @@ impl Investigations for InvestigationsService {
             ))
             .into());
         }
-        resume::request(&row, turns).validate().map_err(|e| {
-            ApiError::FailedPrecondition(format!("session {id} cannot be resumed: {e}"))
-        })?;
+        resume::request(&row, turns)
+            .validate_history()
+            .map_err(|e| {
+                ApiError::FailedPrecondition(format!("session {id} cannot be resumed: {e}"))
+            })?;
         match self.log.confirm(id).await.map_err(ApiError::from)? {
             Transition::Changed(row) => {
                 tracing::info!("recovery confirmed; burst starting");

@@ -1,7 +1,14 @@
 //! Building and running the server. `main` and the tests start the very
 //! same [`Application`].
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use anyhow::Context;
 use inquest_broadcast::TurnBroadcaster;
@@ -10,6 +17,8 @@ use inquest_proto::v1::investigations_server::InvestigationsServer;
 use inquest_store::{
     Store,
     embedded::{EmbeddedOptions, EmbeddedPostgres},
+    listen::{ListenEvent, ListenerConfig, run_listener},
+    notify::Notification,
 };
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
@@ -17,7 +26,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
     agent_config::{BuiltAgent, build_agent},
-    config::{Config, WatchSection},
+    config::{Config, LeaseSection, WatchSection},
     health::DbHealth,
     runner::Runner,
     service::InvestigationsService,
@@ -33,6 +42,9 @@ pub struct Application {
     /// (and the agent loop) write turns exactly as the server does.
     log: TurnLog,
     watch: WatchSection,
+    lease: LeaseSection,
+    /// The database, for the dedicated LISTEN connection.
+    database_url: String,
     metrics: Arc<WatchMetrics>,
     limits: Limits,
     grace: Duration,
@@ -60,6 +72,8 @@ impl Application {
             store,
             log,
             watch: config.watch.clone(),
+            lease: config.lease.clone(),
+            database_url: database_url.to_owned(),
             metrics: Arc::default(),
             limits: config.limits(),
             grace: config.shutdown.grace,
@@ -120,9 +134,37 @@ impl Application {
             self.log.clone(),
             tasks.clone(),
             shutdown.clone(),
+            self.lease.clone(),
         );
+        let serving = Arc::new(AtomicBool::new(false));
+        let listening = spawn_cross_replica_feed(
+            &self.database_url,
+            &self.log,
+            &tasks,
+            &shutdown,
+            Arc::clone(&serving),
+        );
+        // Serve only once other replicas' announcements are heard, so no
+        // watcher starts in a window the feed does not cover. A database
+        // that will not take the LISTEN does not stop the server: the feed
+        // keeps trying, and watchers are made to reconnect when it is up.
+        if tokio::time::timeout(LISTEN_WAIT, listening.notified())
+            .await
+            .is_err()
+        {
+            tracing::warn!(wait = ?LISTEN_WAIT, "cross-replica feed not listening yet; serving anyway");
+        }
+        serving.store(true, Ordering::SeqCst);
         let pickup = runner.clone();
-        tasks.spawn(async move { pickup.start_pending().await });
+        tasks.spawn(async move {
+            pickup.start_pending().await;
+            pickup.run_reaper().await;
+        });
+        tracing::info!(
+            replica_id = %self.store.replica_id(),
+            lease_ttl = ?self.lease.ttl,
+            "replica ready"
+        );
         let investigations =
             InvestigationsServer::new(InvestigationsService::new(watches, self.limits, runner));
         let addr = self.listener.local_addr()?;
@@ -159,6 +201,65 @@ impl Application {
         tracing::info!("shutdown complete");
         Ok(())
     }
+}
+
+/// How long startup waits for the cross-replica feed to be listening.
+const LISTEN_WAIT: Duration = Duration::from_secs(5);
+
+/// Feeds what other replicas announce into this replica's turn log: one
+/// dedicated, reconnecting LISTEN connection, and one task applying its
+/// notifications in order (fetching turns too large to travel inline).
+/// Whenever the connection is lost or comes back, every watcher here is
+/// told to reconnect from its last seq, so none is left with a silent gap.
+/// The returned `Notify` fires (a permit is stored) at the first LISTEN.
+fn spawn_cross_replica_feed(
+    database_url: &str,
+    log: &TurnLog,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+    serving: Arc<AtomicBool>,
+) -> Arc<tokio::sync::Notify> {
+    let first_listen = Arc::new(tokio::sync::Notify::new());
+    let signal = Arc::clone(&first_listen);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ListenEvent>();
+    let mut config = ListenerConfig::new(database_url, inquest_store::notify::CHANNEL);
+    config.application_name = format!("inquest-listen {}", log.store().replica_id());
+    tasks.spawn(run_listener(config, shutdown.clone(), move |event| {
+        // The receiver lives as long as the listener (same shutdown).
+        let _ = tx.send(event);
+    }));
+    let log = log.clone();
+    tasks.spawn(async move {
+        let mut first = true;
+        while let Some(event) = rx.recv().await {
+            if first && event == ListenEvent::Listening {
+                first = false;
+                signal.notify_one();
+                if !serving.load(Ordering::SeqCst) {
+                    // Startup waited for this: no watcher exists yet.
+                    continue;
+                }
+            }
+            first = false;
+            match event {
+                ListenEvent::Notification(payload) => match Notification::parse(&payload) {
+                    Ok(n) => log.apply_remote(n).await,
+                    Err(e) => tracing::warn!(error = %e, "ignoring an undecodable notification"),
+                },
+                ListenEvent::Listening | ListenEvent::Lost => {
+                    let lagged = log.lag_all_watchers();
+                    if lagged > 0 {
+                        tracing::warn!(
+                            watchers = lagged,
+                            ?event,
+                            "cross-replica feed interrupted; watchers reconnect from their last seq"
+                        );
+                    }
+                }
+            }
+        }
+    });
+    first_listen
 }
 
 /// `inquest serve`: runs against `config.database_url`, or, without one,

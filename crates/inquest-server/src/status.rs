@@ -74,6 +74,8 @@ impl From<ApiError> for Status {
 fn store_status(e: StoreError) -> Status {
     match e {
         StoreError::NotFound { .. } => Status::not_found(e.to_string()),
+        // Another replica took the session over; the caller's view is stale.
+        StoreError::LeaseLost { .. } => Status::aborted(e.to_string()),
         StoreError::Unavailable(_) | StoreError::Timeout { .. } | StoreError::ShuttingDown => {
             tracing::warn!(error = %chain(&e), "database unavailable");
             Status::new(Code::Unavailable, "database unavailable; retry later")

@@ -17,14 +17,19 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
+use inquest_agent::{BoxFuture, SinkError, TurnSink, failpoints};
 use inquest_broadcast::{Event, ToolCallStart, TurnBroadcaster};
 use inquest_core::{
-    IdempotencyKey, IncidentId, NewTurn, SessionId, SessionStatus, Turn, UserMessage,
+    IdempotencyKey, IncidentId, NewTurn, Seq, SessionId, SessionStatus, ToolCall, Turn, UserMessage,
 };
 use inquest_store::{
-    ACTIVE, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,
+    ACTIVE, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,
+    notify::Notification,
 };
+use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
+
+use crate::status::chain;
 
 /// Statuses `CancelSession` ends: a burst waiting or running, or a
 /// follow-up waiting for confirmation (declining it).
@@ -108,8 +113,8 @@ impl TurnLog {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Appends `turn` and, once committed, publishes it. A tool result
-    /// settles its running call.
+    /// Appends `turn` (unfenced: for writes outside a burst) and, once
+    /// committed, publishes it. A tool result settles its running call.
     pub async fn append(
         &self,
         session: SessionId,
@@ -120,6 +125,7 @@ impl TurnLog {
             .append_turn(session, turn)
             .await
             .map_err(TurnLogError::NotPersisted)?;
+        failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
         Ok(self.publish_committed(stored))
     }
 
@@ -140,7 +146,34 @@ impl TurnLog {
         turn
     }
 
-    /// Announces a tool call about to run. Not persisted; remembered until
+    /// Announces a tool call about to run, here and to other replicas.
+    /// Waits for the announcement to go out, so it precedes the call's
+    /// result everywhere; a failure is logged (watchers elsewhere will see
+    /// the result without a start, which they handle).
+    pub async fn announce_tool_call_start(&self, start: ToolCallStart) {
+        self.publish_tool_call_start(start.clone());
+        if let Err(e) = self
+            .store
+            .notify_tool_call_start(
+                start.session_id,
+                start.assistant_seq,
+                &start.call_id,
+                &start.tool_name,
+                start.started_at,
+            )
+            .await
+        {
+            tracing::warn!(session = %start.session_id, call_id = %start.call_id, error = %chain(&e), "cannot announce a tool call to other replicas");
+        }
+    }
+
+    /// Makes every watcher on this replica reconnect from its last seq
+    /// (the cross-replica feed may have missed something).
+    pub fn lag_all_watchers(&self) -> usize {
+        self.broadcaster.lag_all_sessions()
+    }
+
+    /// Publishes a tool call start locally. Not persisted; remembered until
     /// its result turn is appended or the burst ends.
     pub fn publish_tool_call_start(&self, start: ToolCallStart) {
         let session = start.session_id;
@@ -197,31 +230,35 @@ impl TurnLog {
         Ok(outcome)
     }
 
-    /// Claims a `pending` session's burst: status becomes `running`, and the
-    /// returned token fires when the session is cancelled. `None` when the
-    /// session is not pending (someone else claimed it, or it was cancelled).
+    /// Claims a `pending` session's burst under a fresh lease (status
+    /// `running`, epoch + 1). The token fires when the session is
+    /// cancelled. `None` when the session is not pending (someone else
+    /// claimed it, or it was cancelled).
     pub async fn claim_burst(
         &self,
         session: SessionId,
-    ) -> Result<Option<CancellationToken>, TurnLogError> {
-        let transition = self
+    ) -> Result<Option<(BurstLog, CancellationToken)>, TurnLogError> {
+        let lease = self
             .store
-            .transition(
-                session,
-                &[SessionStatus::Pending],
-                SessionStatus::Running,
-                None,
-            )
+            .claim_pending(session)
             .await
             .map_err(TurnLogError::ClaimFailed)?;
-        match transition {
-            Transition::Changed(_) => {
-                let token = CancellationToken::new();
-                self.lock().bursts.insert(session, token.clone());
-                Ok(Some(token))
-            }
-            Transition::Unchanged(_) => Ok(None),
-        }
+        Ok(lease.map(|lease| self.adopt(lease)))
+    }
+
+    /// Takes charge of a burst whose lease this replica holds (a claimed
+    /// orphan): its writes go through the returned [`BurstLog`], and the
+    /// token fires when the session is cancelled.
+    pub fn adopt(&self, lease: Lease) -> (BurstLog, CancellationToken) {
+        let token = CancellationToken::new();
+        self.lock().bursts.insert(lease.session(), token.clone());
+        (
+            BurstLog {
+                log: self.clone(),
+                lease,
+            },
+            token,
+        )
     }
 
     /// Ends a burst: every watcher's stream ends, running calls are
@@ -296,6 +333,80 @@ impl TurnLog {
         self.lock().bursts.contains_key(&session)
     }
 
+    /// Applies what another replica announced (see
+    /// [`inquest_store::notify`]): its committed turns and tool-call starts
+    /// reach this replica's watchers, its status changes close or reopen
+    /// them, and a cancel made there stops a burst running here. Our own
+    /// announcements are skipped: they were published locally already.
+    pub async fn apply_remote(&self, notification: Notification) {
+        if notification.origin() == self.store.replica_id().as_str() {
+            return;
+        }
+        match notification {
+            Notification::Turn {
+                turn: Some(turn), ..
+            } => {
+                self.publish_committed(turn);
+            }
+            Notification::Turn {
+                session,
+                seq,
+                turn: None,
+                ..
+            } => {
+                // Too large to travel inline: fetch it, but only when
+                // someone here follows the session.
+                let wanted = self.broadcaster.subscriber_count(session) > 0
+                    || self.lock().running_calls.contains_key(&session);
+                if !wanted {
+                    return;
+                }
+                match self.store.get_turn(session, seq).await {
+                    Ok(Some(turn)) => {
+                        self.publish_committed(turn);
+                    }
+                    Ok(None) => {
+                        tracing::warn!(%session, %seq, "announced turn not found");
+                    }
+                    Err(e) => {
+                        // Watchers would miss it: make them reconnect, the
+                        // drain reads it from the table.
+                        tracing::warn!(%session, %seq, error = %chain(&e), "cannot fetch an announced turn; lagging its watchers");
+                        self.broadcaster.lag_session(session);
+                    }
+                }
+            }
+            Notification::ToolCallStart {
+                session,
+                assistant_seq,
+                call_id,
+                tool_name,
+                started_at,
+                ..
+            } => self.publish_tool_call_start(ToolCallStart {
+                session_id: session,
+                assistant_seq,
+                call_id,
+                tool_name,
+                started_at,
+            }),
+            Notification::Status {
+                session, status, ..
+            } => match status {
+                SessionStatus::Pending => self.broadcaster.reopen(session),
+                SessionStatus::Running => {}
+                _ => {
+                    if let Some(token) = self.forget(session)
+                        && status == SessionStatus::Cancelled
+                    {
+                        token.cancel();
+                    }
+                    self.broadcaster.close(session);
+                }
+            },
+        }
+    }
+
     /// Drops the session's live memory; returns its burst token, if any.
     fn forget(&self, session: SessionId) -> Option<CancellationToken> {
         let mut state = self.lock();
@@ -306,5 +417,105 @@ impl TurnLog {
     /// The session row, for callers that only hold a `TurnLog`.
     pub async fn session(&self, session: SessionId) -> Result<SessionRow, StoreError> {
         self.store.get_session(session).await
+    }
+}
+
+/// The persist-then-publish path of one burst, fenced by its lease: every
+/// turn, the report and the closing status check the lease epoch in the
+/// statement that writes them, so once another replica claimed the session
+/// nothing more from this burst lands. Made only by [`TurnLog::claim_burst`]
+/// and [`TurnLog::adopt`].
+#[derive(Clone)]
+pub struct BurstLog {
+    log: TurnLog,
+    lease: Lease,
+}
+
+impl BurstLog {
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    pub fn session(&self) -> SessionId {
+        self.lease.session()
+    }
+
+    pub fn log(&self) -> &TurnLog {
+        &self.log
+    }
+
+    /// Appends `turn` under the lease and, once committed, publishes it.
+    pub async fn append(&self, turn: NewTurn) -> Result<Arc<Turn>, TurnLogError> {
+        let stored = self
+            .log
+            .store
+            .append_turn_leased(&self.lease, turn)
+            .await
+            .map_err(TurnLogError::NotPersisted)?;
+        failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
+        Ok(self.log.publish_committed(stored))
+    }
+
+    /// Ends the burst (see [`TurnLog::close`]) if the lease is still ours.
+    pub async fn close(
+        &self,
+        status: SessionStatus,
+        exit_reason: &str,
+    ) -> Result<Transition, TurnLogError> {
+        let session = self.session();
+        self.log.forget(session);
+        self.log.broadcaster.close(session);
+        self.log
+            .store
+            .transition_leased(&self.lease, &ACTIVE, status, Some(exit_reason.to_owned()))
+            .await
+            .map_err(TurnLogError::CloseNotRecorded)
+    }
+
+    /// Hands the burst over at shutdown: the session stays `running` with
+    /// its lease expired, so another replica's reaper continues it at once.
+    pub async fn hand_over(&self) -> Result<bool, StoreError> {
+        self.log.forget(self.session());
+        self.log.store.release_lease(&self.lease).await
+    }
+
+    /// Forgets the burst without writing anything (its lease was lost).
+    pub fn abandon(&self) {
+        self.log.forget(self.session());
+    }
+}
+
+/// The agent's door to the turn log: the loop persists and publishes
+/// through exactly the path every other writer uses, fenced by its lease.
+impl TurnSink for BurstLog {
+    fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>> {
+        Box::pin(async move {
+            debug_assert_eq!(session, self.session());
+            BurstLog::append(self, turn)
+                .await
+                .map(|t| (*t).clone())
+                .map_err(|e| {
+                    if matches!(e.store_error(), StoreError::LeaseLost { .. }) {
+                        SinkError::LeaseLost(Box::new(e))
+                    } else {
+                        SinkError::NotPersisted(Box::new(e))
+                    }
+                })
+        })
+    }
+
+    fn tool_call_started<'a>(
+        &'a self,
+        session: SessionId,
+        assistant_seq: Seq,
+        call: &'a ToolCall,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(self.log.announce_tool_call_start(ToolCallStart {
+            session_id: session,
+            assistant_seq,
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            started_at: OffsetDateTime::now_utc(),
+        }))
     }
 }

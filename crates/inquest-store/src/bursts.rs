@@ -8,7 +8,8 @@
 use inquest_core::{IdempotencyKey, NewTurn, SessionId, SessionStatus, Turn, UserMessage};
 
 use crate::{
-    Store, StoreError,
+    Lease, ReplicaId, Store, StoreError,
+    notify::{CHANNEL, status_payload_sql},
     rows::{TURN_COLUMNS, turn_from_row},
     sessions::{SESSION_COLUMNS, SessionRow, not_found_session, session_from_row},
     turns::insert_turn,
@@ -61,7 +62,7 @@ impl Store {
         self.detached(async move {
             store
                 .run_with_timeout("send_message", limit, async |c| {
-                    send_message_tx(c, session, message, key.as_ref()).await
+                    send_message_tx(c, &store.replica, session, message, key.as_ref()).await
                 })
                 .await
         })
@@ -71,6 +72,10 @@ impl Store {
     /// Sets `to` (and `exit_reason`, when given) if the session's status is
     /// one of `from`. Detached with the turn-write timeout: finishing or
     /// cancelling a burst must land even when its caller is gone.
+    ///
+    /// Leaving `running` clears the lease (owner and expiry; the epoch
+    /// stays, so a cancelled burst still records what it already did), and
+    /// every change is announced to other replicas in the same statement.
     pub async fn transition(
         &self,
         session: SessionId,
@@ -78,14 +83,45 @@ impl Store {
         to: SessionStatus,
         exit_reason: Option<String>,
     ) -> Result<Transition, StoreError> {
+        self.transition_fenced(session, None, from, to, exit_reason)
+            .await
+    }
+
+    /// [`Store::transition`] for the burst holding `lease`: it only
+    /// applies while the lease's epoch is the session's, so a worker that
+    /// lost its lease cannot close the session its successor runs.
+    pub async fn transition_leased(
+        &self,
+        lease: &Lease,
+        from: &[SessionStatus],
+        to: SessionStatus,
+        exit_reason: Option<String>,
+    ) -> Result<Transition, StoreError> {
+        self.transition_fenced(lease.session(), Some(lease.epoch()), from, to, exit_reason)
+            .await
+    }
+
+    async fn transition_fenced(
+        &self,
+        session: SessionId,
+        epoch: Option<i64>,
+        from: &[SessionStatus],
+        to: SessionStatus,
+        exit_reason: Option<String>,
+    ) -> Result<Transition, StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
         let from: Vec<String> = from.iter().map(|s| s.as_str().to_owned()).collect();
+        let origin = self.replica.as_str().to_owned();
         self.detached(async move {
             let update = format!(
                 "UPDATE sessions SET status = $3, exit_reason = COALESCE($4, exit_reason), \
-                 updated_at = now() WHERE id = $1 AND status = ANY($2) \
-                 RETURNING {SESSION_COLUMNS}"
+                 lease_owner = CASE WHEN $3 = 'running' THEN lease_owner END, \
+                 lease_expires_at = CASE WHEN $3 = 'running' THEN lease_expires_at END, \
+                 updated_at = now() \
+                 WHERE id = $1 AND status = ANY($2) AND ($5::bigint IS NULL OR lease_epoch = $5) \
+                 RETURNING {SESSION_COLUMNS}, pg_notify('{CHANNEL}', {})",
+                status_payload_sql("$6::text", "id", "status")
             );
             let select = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
             store
@@ -93,7 +129,14 @@ impl Store {
                     let changed = c
                         .query_opt(
                             &update,
-                            &[session.as_uuid(), &from, &to.as_str(), &exit_reason],
+                            &[
+                                session.as_uuid(),
+                                &from,
+                                &to.as_str(),
+                                &exit_reason,
+                                &epoch,
+                                &origin,
+                            ],
                         )
                         .await?;
                     if let Some(row) = changed {
@@ -113,6 +156,7 @@ impl Store {
 
 async fn send_message_tx(
     client: &mut deadpool_postgres::Client,
+    origin: &ReplicaId,
     session: SessionId,
     message: UserMessage,
     key: Option<&IdempotencyKey>,
@@ -130,9 +174,13 @@ async fn send_message_tx(
     }
     let opened = tx
         .query_opt(
-            "UPDATE sessions SET status = 'pending', updated_at = now() \
-             WHERE id = $1 AND status IN ('idle', 'completed') RETURNING id",
-            &[session.as_uuid()],
+            &format!(
+                "UPDATE sessions SET status = 'pending', updated_at = now() \
+                 WHERE id = $1 AND status IN ('idle', 'completed') \
+                 RETURNING id, pg_notify('{CHANNEL}', {})",
+                status_payload_sql("$2::text", "id", "status")
+            ),
+            &[session.as_uuid(), &origin.as_str()],
         )
         .await?;
     if opened.is_none() {
@@ -170,7 +218,7 @@ async fn send_message_tx(
             _ => SendOutcome::Busy { status },
         });
     }
-    let turn = insert_turn(&tx, session, &NewTurn::User(message)).await?;
+    let turn = insert_turn(&tx, origin, session, None, &NewTurn::User(message)).await?;
     if let Some(key) = key {
         let claimed = tx
             .execute(

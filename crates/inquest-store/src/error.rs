@@ -23,6 +23,14 @@ pub enum StoreError {
     Migration(#[source] refinery::Error),
     #[error("the store is shutting down and takes no new writes")]
     ShuttingDown,
+    /// A fenced write found a newer lease epoch: another replica claimed
+    /// the session, and this worker may not write to it any more.
+    #[error("lease of session {session} lost: epoch {held} was replaced by {current}")]
+    LeaseLost {
+        session: String,
+        held: i64,
+        current: i64,
+    },
     #[error("internal store error: {0}")]
     Internal(String),
 }

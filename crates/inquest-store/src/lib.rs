@@ -14,7 +14,10 @@ mod bursts;
 pub mod embedded;
 mod error;
 mod incidents;
+mod lease;
+pub mod listen;
 mod migrate;
+pub mod notify;
 mod reports;
 mod rows;
 mod sessions;
@@ -30,6 +33,8 @@ use tracing::Instrument;
 pub use bursts::{ACTIVE, REOPENABLE, SendOutcome, Transition};
 pub use error::StoreError;
 pub use incidents::Incident;
+pub use lease::{Lease, Renewal, ReplicaId};
+pub use listen::{ListenEvent, ListenerConfig, run_listener};
 pub use reports::ReportRow;
 pub use sessions::{SessionPage, SessionRow, StartedSession};
 pub use turns::TurnPage;
@@ -47,6 +52,11 @@ pub struct StoreConfig {
     /// Bound on waiting for or opening a pooled connection. A database that
     /// is down is reported after this long.
     pub connect_timeout: Duration,
+    /// This process: owner of the leases it takes, origin of the
+    /// notifications it sends.
+    pub replica_id: ReplicaId,
+    /// How long a lease claim or renewal holds.
+    pub lease_ttl: Duration,
 }
 
 impl StoreConfig {
@@ -57,6 +67,8 @@ impl StoreConfig {
             op_timeout: Duration::from_secs(10),
             turn_write_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(3),
+            replica_id: ReplicaId::generate(),
+            lease_ttl: Duration::from_secs(30),
         }
     }
 }
@@ -72,6 +84,8 @@ pub struct Store {
     writes: TaskTracker,
     op_timeout: Duration,
     turn_write_timeout: Duration,
+    replica: ReplicaId,
+    lease_ttl: Duration,
 }
 
 impl Store {
@@ -104,6 +118,8 @@ impl Store {
             writes: TaskTracker::new(),
             op_timeout: config.op_timeout,
             turn_write_timeout: config.turn_write_timeout,
+            replica: config.replica_id.clone(),
+            lease_ttl: config.lease_ttl,
         })
     }
 

@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 
 use crate::{
-    Store, StoreError,
+    Lease, Store, StoreError,
     rows::{count, get},
 };
 
@@ -50,19 +50,25 @@ impl Store {
     /// burst reported again (a recovered burst) keeps the newer report.
     pub async fn save_report(
         &self,
-        session: SessionId,
+        lease: &Lease,
         burst: u32,
         exit_reason: ExitReason,
         summary: String,
         counters: Value,
         active_ms: u64,
     ) -> Result<ReportRow, StoreError> {
+        let session = lease.session();
+        let epoch = lease.epoch();
         let store = self.clone();
         let limit = self.turn_write_timeout;
         self.detached(async move {
+            // Fenced like every write of a burst: the lease row is locked
+            // (FOR SHARE) and its epoch checked in the same statement.
             let sql = format!(
-                "INSERT INTO reports (session_id, burst, exit_reason, summary, counters, active_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6) \
+                "WITH fence AS (SELECT id FROM sessions WHERE id = $1 AND lease_epoch = $7 \
+                                FOR SHARE) \
+                 INSERT INTO reports (session_id, burst, exit_reason, summary, counters, active_ms) \
+                 SELECT $1, $2, $3, $4, $5, $6 FROM fence \
                  ON CONFLICT (session_id, burst) DO UPDATE SET exit_reason = EXCLUDED.exit_reason, \
                    summary = EXCLUDED.summary, counters = EXCLUDED.counters, \
                    active_ms = EXCLUDED.active_ms, created_at = now() \
@@ -70,7 +76,7 @@ impl Store {
             );
             let row = store
                 .run_with_timeout("save_report", limit, async |c| {
-                    Ok(c.query_one(
+                    let row = c.query_opt(
                         &sql,
                         &[
                             session.as_uuid(),
@@ -79,9 +85,14 @@ impl Store {
                             &summary,
                             &counters,
                             &i64::try_from(active_ms).unwrap_or(i64::MAX),
+                            &epoch,
                         ],
                     )
-                    .await?)
+                    .await?;
+                    match row {
+                        Some(row) => Ok(row),
+                        None => Err(crate::turns::no_row(&*c, session, Some(epoch)).await),
+                    }
                 })
                 .await?;
             report_from_row(&row)

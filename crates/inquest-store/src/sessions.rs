@@ -27,10 +27,26 @@ pub struct SessionRow {
     /// The serde form of the last recovery plan a resume acted on
     /// (`inquest_core::RecoveryPlan`); `None` until a follow-up resumed.
     pub last_recovery_plan: Option<serde_json::Value>,
+    /// The replica running the burst, while one does.
+    pub lease_owner: Option<String>,
+    /// Until when that replica's lease holds (it renews it); a `running`
+    /// session past this is an orphan any replica may claim.
+    pub lease_expires_at: Option<OffsetDateTime>,
+    /// Bumped by every claim; fences the burst's writes.
+    pub lease_epoch: i64,
+}
+
+impl SessionRow {
+    /// `running`, but its lease expired (or it never had one) as of `now`:
+    /// its worker is gone and any replica may claim it.
+    pub fn is_orphaned(&self, now: OffsetDateTime) -> bool {
+        self.status == SessionStatus::Running && self.lease_expires_at.is_none_or(|t| t <= now)
+    }
 }
 
 pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, head_seq, turn_count, \
-     tool_calls, input_tokens, output_tokens, created_at, updated_at, last_recovery_plan";
+     tool_calls, input_tokens, output_tokens, created_at, updated_at, last_recovery_plan, \
+     lease_owner, lease_expires_at, lease_epoch";
 
 pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
     let status: &str = get(row, 2)?;
@@ -49,6 +65,9 @@ pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
         created_at: get(row, 9)?,
         updated_at: get(row, 10)?,
         last_recovery_plan: get(row, 11)?,
+        lease_owner: get(row, 12)?,
+        lease_expires_at: get(row, 13)?,
+        lease_epoch: get(row, 14)?,
     })
 }
 

@@ -1,7 +1,7 @@
 use inquest_core::{AfterSeq, NewTurn, Seq, SessionId, Turn};
 
 use crate::{
-    Store, StoreError,
+    Lease, ReplicaId, Store, StoreError,
     rows::{TURN_COLUMNS, turn_from_row},
 };
 
@@ -15,13 +15,19 @@ pub struct TurnPage {
     pub more: bool,
 }
 
-/// Appends a turn and bumps the session's counters in ONE statement.
+/// Appends a turn, bumps the session's counters and announces the turn, in
+/// ONE statement.
 ///
 /// The `UPDATE` takes the session row's lock, so concurrent appends to one
 /// session queue on it and each reads the previous writer's `head_seq`:
 /// seqs come out 1..N with no gap and no duplicate, and a failed insert
-/// rolls the bump back with it. (The lease epoch check of the replication
-/// work belongs in this same `WHERE`.)
+/// rolls the bump back with it. A burst's write is fenced: `$11` is its
+/// lease epoch, checked by the same `UPDATE`, so a worker whose lease was
+/// taken over matches no row and writes nothing (API writes pass NULL).
+///
+/// `pg_notify` runs in the same statement, so other replicas hear of the
+/// turn exactly when it commits (the whole turn when it fits in a
+/// notification, else its seq; see [`crate::notify`]).
 ///
 /// Only `seq` and `created_at` come back: the rest of the row is what the
 /// caller sent, so it is not shipped back and decoded again.
@@ -29,17 +35,29 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
              UPDATE sessions SET head_seq = head_seq + 1, turn_count = turn_count + 1, \
                  tool_calls = tool_calls + $8, input_tokens = input_tokens + $9, \
                  output_tokens = output_tokens + $10, updated_at = now() \
-             WHERE id = $1 RETURNING head_seq) \
-         INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, tool_name, \
-                            is_error, input_tokens, output_tokens) \
-         SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10 FROM bumped \
-         RETURNING seq, created_at";
+             WHERE id = $1 AND ($11::bigint IS NULL OR lease_epoch = $11) RETURNING head_seq), \
+         ins AS ( \
+             INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
+                                tool_name, is_error, input_tokens, output_tokens) \
+             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10 FROM bumped \
+             RETURNING seq, created_at) \
+         SELECT ins.seq, ins.created_at, pg_notify('inquest_events', \
+                    CASE WHEN octet_length(p.whole) <= 7900 THEN p.whole ELSE p.brief END) \
+         FROM ins, LATERAL (SELECT \
+             json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, 'q', ins.seq, \
+                 'turn', json_build_object('r', $2, 'c', $3, 'tc', $4, 'ci', $5, 'tn', $6, \
+                     'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at))::text AS whole, \
+             json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, \
+                 'q', ins.seq)::text AS brief) p";
 
 /// Inserts `turn` as the session's next seq on `client` (a pooled
-/// connection or an open transaction). Unknown session: NotFound.
+/// connection or an open transaction), fenced by `epoch` when given.
+/// Unknown session: NotFound; a newer epoch: LeaseLost.
 pub(crate) async fn insert_turn(
     client: &impl deadpool_postgres::GenericClient,
+    origin: &ReplicaId,
     session: SessionId,
+    epoch: Option<i64>,
     turn: &NewTurn,
 ) -> Result<Turn, StoreError> {
     let (call_id, tool_name, is_error) = match turn.tool_result_of() {
@@ -64,13 +82,14 @@ pub(crate) async fn insert_turn(
                 &to_i64(turn.tool_call_count() as u64),
                 &to_i64(usage.input_tokens),
                 &to_i64(usage.output_tokens),
+                &epoch,
+                &origin.as_str(),
             ],
         )
-        .await?
-        .ok_or_else(|| StoreError::NotFound {
-            what: "session",
-            id: session.to_string(),
-        })?;
+        .await?;
+    let Some(row) = row else {
+        return Err(no_row(client, session, epoch).await);
+    };
     Ok(Turn {
         session_id: session,
         seq: crate::rows::seq(crate::rows::get(&row, 0)?)?,
@@ -85,6 +104,42 @@ pub(crate) async fn insert_turn(
     })
 }
 
+/// Why a fenced write matched no session row: the session does not exist,
+/// or its epoch moved on.
+pub(crate) async fn no_row(
+    client: &impl deadpool_postgres::GenericClient,
+    session: SessionId,
+    epoch: Option<i64>,
+) -> StoreError {
+    let current = match client
+        .query_opt(
+            "SELECT lease_epoch FROM sessions WHERE id = $1",
+            &[session.as_uuid()],
+        )
+        .await
+    {
+        Ok(row) => row,
+        Err(e) => return e.into(),
+    };
+    match (current, epoch) {
+        (Some(row), Some(held)) => match crate::rows::get::<i64>(&row, 0) {
+            Ok(current) => StoreError::LeaseLost {
+                session: session.to_string(),
+                held,
+                current,
+            },
+            Err(e) => e,
+        },
+        (Some(_), None) => StoreError::Internal(format!(
+            "append to session {session} matched no row without a fence"
+        )),
+        (None, _) => StoreError::NotFound {
+            what: "session",
+            id: session.to_string(),
+        },
+    }
+}
+
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -97,16 +152,78 @@ impl Store {
     /// request or burst) does not cancel the write, so what already happened
     /// is still recorded. Shutdown waits for writes in flight.
     pub async fn append_turn(&self, session: SessionId, turn: NewTurn) -> Result<Turn, StoreError> {
+        self.append(session, None, turn).await
+    }
+
+    /// [`Store::append_turn`] for a burst: fenced by its lease, so the
+    /// write fails with [`StoreError::LeaseLost`] once another replica
+    /// claimed the session.
+    pub async fn append_turn_leased(
+        &self,
+        lease: &Lease,
+        turn: NewTurn,
+    ) -> Result<Turn, StoreError> {
+        self.append(lease.session(), Some(lease.epoch()), turn)
+            .await
+    }
+
+    async fn append(
+        &self,
+        session: SessionId,
+        epoch: Option<i64>,
+        turn: NewTurn,
+    ) -> Result<Turn, StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
         self.detached(async move {
             store
                 .run_with_timeout("append_turn", limit, async |c| {
-                    insert_turn(&*c, session, &turn).await
+                    insert_turn(&*c, &store.replica, session, epoch, &turn).await
                 })
                 .await
         })
         .await
+    }
+
+    /// Announces to other replicas that a tool call is about to run. Not
+    /// persisted; an error means the announcement did not go out.
+    pub async fn notify_tool_call_start(
+        &self,
+        session: SessionId,
+        assistant_seq: Seq,
+        call_id: &str,
+        tool_name: &str,
+        started_at: time::OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let payload = crate::notify::tool_call_start_payload(
+            self.replica.as_str(),
+            session,
+            assistant_seq,
+            call_id,
+            tool_name,
+            started_at,
+        );
+        self.run("notify_tool_call_start", async |c| {
+            c.execute(
+                "SELECT pg_notify($1, $2)",
+                &[&crate::notify::CHANNEL, &payload],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// One committed turn by seq (for notifications too large to carry it).
+    pub async fn get_turn(&self, session: SessionId, seq: Seq) -> Result<Option<Turn>, StoreError> {
+        let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq = $2");
+        let row = self
+            .run("get_turn", async |c| {
+                Ok(c.query_opt(&sql, &[session.as_uuid(), &seq.as_i64()])
+                    .await?)
+            })
+            .await?;
+        row.as_ref().map(turn_from_row).transpose()
     }
 
     /// Committed turns with seq after `after`, oldest first, at most

@@ -289,9 +289,15 @@ async fn loop_phase(
                     }
                     events
                 });
+                // Claimed under a lease like the runner does: every write
+                // of the burst is fenced.
+                let (burst, _cancel) = log
+                    .claim_burst(session)
+                    .await?
+                    .context("a fresh session is pending")?;
                 let stored = store.all_turns(session).await?;
                 let report = agent
-                    .run_burst(&log, session, stored, &Stop::default())
+                    .run_burst(&burst, session, stored, &Stop::default())
                     .await;
                 log.broadcaster().close(session);
                 let events = drain.await.context("drain task")?;

@@ -59,6 +59,30 @@ impl ResumeRequest {
     /// check: they are system records (a recovery notice may land between
     /// the user turn and the resume) and never reach the model.
     pub fn validate(&self) -> Result<SessionId, ResumeError> {
+        let session_id = self.validate_history()?;
+        let last = self
+            .turns
+            .iter()
+            .rev()
+            .find(|t| t.role != Role::Notice)
+            .or(self.turns.last());
+        if let Some(last) = last {
+            let empty = last.content.trim().is_empty();
+            if last.role != Role::User || empty {
+                return Err(ResumeError::LastTurnNotUserMessage {
+                    seq: last.seq,
+                    role: last.role,
+                    empty,
+                });
+            }
+        }
+        Ok(session_id)
+    }
+
+    /// The checks of [`ResumeRequest::validate`] except the last: what a
+    /// crash recovery needs, whose tail is wherever the worker died (an
+    /// assistant turn, a tool result, a user message).
+    pub fn validate_history(&self) -> Result<SessionId, ResumeError> {
         let session_id = self.session_id.ok_or(ResumeError::MissingSessionId)?;
         if self.session_incident_id != self.incident_id {
             return Err(ResumeError::WrongIncident {
@@ -83,22 +107,6 @@ impl ResumeRequest {
                 return Err(ResumeError::SeqNotIncreasing {
                     seq: b.seq,
                     previous: a.seq,
-                });
-            }
-        }
-        let last = self
-            .turns
-            .iter()
-            .rev()
-            .find(|t| t.role != Role::Notice)
-            .or(self.turns.last());
-        if let Some(last) = last {
-            let empty = last.content.trim().is_empty();
-            if last.role != Role::User || empty {
-                return Err(ResumeError::LastTurnNotUserMessage {
-                    seq: last.seq,
-                    role: last.role,
-                    empty,
                 });
             }
         }

@@ -1,0 +1,304 @@
+//! Leases: which replica runs a session's burst, until when, and the
+//! fencing epoch.
+//!
+//! A burst runs only under a [`Lease`], and a `Lease` is only ever made
+//! here, by a statement that took it in the database: claiming a `pending`
+//! session ([`Store::claim_pending`]) or an orphan, a `running` session
+//! whose lease expired ([`Store::claim_orphans`], [`Store::claim_orphan`]).
+//! Every claim bumps `lease_epoch`. The burst's turn inserts, its report
+//! and its closing status all check that epoch in the same statement that
+//! writes ([`Store::append_turn_leased`]), so a worker that stalled past its
+//! expiry and was replaced cannot write another row: the statement finds a
+//! newer epoch and reports [`StoreError::LeaseLost`].
+//!
+//! The holder renews the expiry on a timer ([`Store::renew_lease`]); a
+//! replica shutting down hands its bursts over ([`Store::release_lease`])
+//! so another replica's reaper continues them at once.
+
+use std::{fmt, time::Duration};
+
+use inquest_core::{SessionId, SessionStatus};
+
+use crate::{Store, StoreError, rows::get};
+
+/// Names one replica (process) in lease rows and notifications.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReplicaId(String);
+
+impl ReplicaId {
+    /// At most 128 characters of `[A-Za-z0-9._:-]`, not empty (a pod name
+    /// or a hostname fits).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let ok = !text.is_empty()
+            && text.len() <= 128
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+        if ok {
+            Ok(Self(text.to_owned()))
+        } else {
+            Err(format!(
+                "replica id {text:?} must be 1 to 128 characters of letters, digits, '.', '_', \
+                 ':' or '-'"
+            ))
+        }
+    }
+
+    /// A fresh id for a process that was not given one: host name (when
+    /// known), process id and a random suffix, so two processes never share
+    /// an id.
+    pub fn generate() -> Self {
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .filter(|h| Self::parse(h).is_ok() && h.len() <= 64)
+            .unwrap_or_else(|| "inquest".to_owned());
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        Self(format!(
+            "{host}-{}-{}",
+            std::process::id(),
+            suffix.get(..8).unwrap_or("0")
+        ))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ReplicaId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A lease this replica took on a session. Only the store makes one, from
+/// a claim that committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    session: SessionId,
+    epoch: i64,
+}
+
+impl Lease {
+    pub fn session(&self) -> SessionId {
+        self.session
+    }
+
+    /// The fencing epoch every write of the burst checks.
+    pub fn epoch(&self) -> i64 {
+        self.epoch
+    }
+}
+
+/// What a renewal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    /// Still ours, expiry pushed out; the session's current status (a
+    /// `cancelled` here means another replica cancelled it).
+    Held(SessionStatus),
+    /// Another replica claimed the session (a newer epoch): stop writing.
+    Lost,
+}
+
+/// The interval expression `now() + ttl` for the lease TTL in `$n` (ms).
+fn expiry(param: usize) -> String {
+    format!("now() + ${param}::bigint * interval '1 millisecond'")
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// This replica's id (lease owner, notification origin).
+    pub fn replica_id(&self) -> &ReplicaId {
+        &self.replica
+    }
+
+    /// How long a claim or renewal holds a lease.
+    pub fn lease_ttl(&self) -> Duration {
+        self.lease_ttl
+    }
+
+    /// Claims a `pending` session's burst: `running`, this replica's lease,
+    /// epoch + 1. `None` when it is not pending (claimed elsewhere, or
+    /// cancelled).
+    pub async fn claim_pending(&self, session: SessionId) -> Result<Option<Lease>, StoreError> {
+        let sql = format!(
+            "UPDATE sessions SET status = 'running', lease_owner = $2, \
+             lease_epoch = lease_epoch + 1, lease_expires_at = {}, updated_at = now() \
+             WHERE id = $1 AND status = 'pending' RETURNING lease_epoch",
+            expiry(3)
+        );
+        let owner = self.replica.as_str().to_owned();
+        let ttl = millis(self.lease_ttl);
+        let row = {
+            let store = self.clone();
+            let limit = self.turn_write_timeout;
+            self.detached(async move {
+                store
+                    .run_with_timeout("claim_pending", limit, async |c| {
+                        Ok(c.query_opt(&sql, &[session.as_uuid(), &owner, &ttl])
+                            .await?)
+                    })
+                    .await
+            })
+            .await?
+        };
+        row.map(|r| {
+            Ok(Lease {
+                session,
+                epoch: get(&r, 0)?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Claims up to `limit` orphans: sessions `running` whose lease expired
+    /// (or that never had one). Rows another replica is claiming right now
+    /// are skipped, not waited for.
+    pub async fn claim_orphans(&self, limit: u32) -> Result<Vec<Lease>, StoreError> {
+        self.claim_expired(None, limit).await
+    }
+
+    /// Claims `session` if it is an orphan; `None` when it is not (its lease
+    /// is live, it is not running, or another replica is claiming it).
+    pub async fn claim_orphan(&self, session: SessionId) -> Result<Option<Lease>, StoreError> {
+        Ok(self.claim_expired(Some(session), 1).await?.pop())
+    }
+
+    async fn claim_expired(
+        &self,
+        only: Option<SessionId>,
+        limit: u32,
+    ) -> Result<Vec<Lease>, StoreError> {
+        let sql = format!(
+            "UPDATE sessions s SET lease_owner = $1, lease_epoch = s.lease_epoch + 1, \
+             lease_expires_at = {}, updated_at = now() \
+             FROM (SELECT id FROM sessions WHERE status = 'running' \
+                     AND (lease_expires_at IS NULL OR lease_expires_at <= now()) \
+                     AND ($3::uuid IS NULL OR id = $3) \
+                   ORDER BY lease_expires_at NULLS FIRST LIMIT $4 \
+                   FOR UPDATE SKIP LOCKED) orphan \
+             WHERE s.id = orphan.id RETURNING s.id, s.lease_epoch",
+            expiry(2)
+        );
+        let owner = self.replica.as_str().to_owned();
+        let ttl = millis(self.lease_ttl);
+        let only = only.map(|s| *s.as_uuid());
+        let max = i64::from(limit);
+        let rows = {
+            let store = self.clone();
+            let limit = self.turn_write_timeout;
+            self.detached(async move {
+                store
+                    .run_with_timeout("claim_orphans", limit, async |c| {
+                        Ok(c.query(&sql, &[&owner, &ttl, &only, &max]).await?)
+                    })
+                    .await
+            })
+            .await?
+        };
+        rows.iter()
+            .map(|r| {
+                Ok(Lease {
+                    session: SessionId::from_uuid(get(r, 0)?),
+                    epoch: get(r, 1)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Claims up to `limit` sessions left `pending` for longer than the
+    /// lease TTL (their message was stored by a replica that died before
+    /// claiming the burst).
+    pub async fn claim_stale_pending(&self, limit: u32) -> Result<Vec<Lease>, StoreError> {
+        let sql = format!(
+            "UPDATE sessions s SET status = 'running', lease_owner = $1, \
+             lease_epoch = s.lease_epoch + 1, lease_expires_at = {}, updated_at = now() \
+             FROM (SELECT id FROM sessions WHERE status = 'pending' \
+                     AND updated_at <= now() - $2::bigint * interval '1 millisecond' \
+                   ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED) stale \
+             WHERE s.id = stale.id RETURNING s.id, s.lease_epoch",
+            expiry(2)
+        );
+        let owner = self.replica.as_str().to_owned();
+        let ttl = millis(self.lease_ttl);
+        let max = i64::from(limit);
+        let rows = {
+            let store = self.clone();
+            let limit = self.turn_write_timeout;
+            self.detached(async move {
+                store
+                    .run_with_timeout("claim_stale_pending", limit, async |c| {
+                        Ok(c.query(&sql, &[&owner, &ttl, &max]).await?)
+                    })
+                    .await
+            })
+            .await?
+        };
+        rows.iter()
+            .map(|r| {
+                Ok(Lease {
+                    session: SessionId::from_uuid(get(r, 0)?),
+                    epoch: get(r, 1)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Pushes the lease's expiry out by the TTL if the epoch is still
+    /// ours.
+    pub async fn renew_lease(&self, lease: &Lease) -> Result<Renewal, StoreError> {
+        let sql = format!(
+            "UPDATE sessions SET lease_expires_at = {} \
+             WHERE id = $1 AND lease_epoch = $2 RETURNING status",
+            expiry(3)
+        );
+        let session = lease.session;
+        let epoch = lease.epoch;
+        let ttl = millis(self.lease_ttl);
+        let row = self
+            .run("renew_lease", async |c| {
+                Ok(c.query_opt(&sql, &[session.as_uuid(), &epoch, &ttl])
+                    .await?)
+            })
+            .await?;
+        match row {
+            None => Ok(Renewal::Lost),
+            Some(row) => {
+                let status: &str = get(&row, 0)?;
+                let status = SessionStatus::parse(status)
+                    .ok_or_else(|| StoreError::Corrupt(format!("session status {status:?}")))?;
+                Ok(Renewal::Held(status))
+            }
+        }
+    }
+
+    /// Hands a running burst over: the session stays `running` but its
+    /// lease expires now, so any replica's reaper claims and continues it.
+    /// Used at shutdown. `false` when the lease was no longer ours.
+    pub async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
+        let session = lease.session;
+        let epoch = lease.epoch;
+        let n = {
+            let store = self.clone();
+            let limit = self.turn_write_timeout;
+            self.detached(async move {
+                store
+                    .run_with_timeout("release_lease", limit, async |c| {
+                        Ok(c.execute(
+                            "UPDATE sessions SET lease_owner = NULL, lease_expires_at = now(), \
+                     updated_at = now() \
+                     WHERE id = $1 AND lease_epoch = $2 AND status = 'running'",
+                            &[session.as_uuid(), &epoch],
+                        )
+                        .await?)
+                    })
+                    .await
+            })
+            .await?
+        };
+        Ok(n == 1)
+    }
+}

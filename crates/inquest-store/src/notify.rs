@@ -1,0 +1,244 @@
+//! What replicas tell each other through PostgreSQL `NOTIFY`.
+//!
+//! Every committed turn, every status change and every tool-call start is
+//! announced on one channel, [`CHANNEL`]. Turns and status changes are
+//! announced by the very statement that writes them, so the notification
+//! is delivered exactly when (and only if) the write commits, and in
+//! commit order. A turn too large for a notification (PostgreSQL caps a
+//! payload at 8000 bytes) is announced by seq only; the receiver fetches
+//! it. Each payload names its origin replica, which skips its own (it
+//! published them locally already).
+//!
+//! The payload is compact JSON, versioned by `"v"`:
+//!
+//! | `k` | fields |
+//! |---|---|
+//! | `turn` | `s` session, `q` seq, `turn` (absent when too large): `r` role, `c` content, `tc` tool calls, `ci` call id, `tn` tool name, `e` is_error, `it`/`ot` tokens, `at` created at |
+//! | `status` | `s` session, `st` the new status |
+//! | `tool_call_start` | `s` session, `a` assistant seq, `id` call id, `n` tool name, `at` started at |
+
+use inquest_core::{Role, Seq, SessionId, SessionStatus, TokenUsage, Turn};
+use serde::Deserialize;
+use serde_json::Value;
+use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+
+/// The one channel every replica listens on.
+pub const CHANNEL: &str = "inquest_events";
+
+/// Payloads at most this long carry the whole turn (PostgreSQL refuses
+/// payloads of 8000 bytes or more).
+pub const MAX_INLINE_PAYLOAD: i32 = 7900;
+
+/// One decoded notification.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notification {
+    /// A turn committed. `turn` is `None` when it was too large to inline:
+    /// fetch it by `seq`.
+    Turn {
+        origin: String,
+        session: SessionId,
+        seq: Seq,
+        turn: Option<Turn>,
+    },
+    /// A session's status changed (committed).
+    Status {
+        origin: String,
+        session: SessionId,
+        status: SessionStatus,
+    },
+    /// A tool call is about to run (not persisted).
+    ToolCallStart {
+        origin: String,
+        session: SessionId,
+        assistant_seq: Seq,
+        call_id: String,
+        tool_name: String,
+        started_at: OffsetDateTime,
+    },
+}
+
+impl Notification {
+    /// The replica whose write this announces.
+    pub fn origin(&self) -> &str {
+        match self {
+            Notification::Turn { origin, .. }
+            | Notification::Status { origin, .. }
+            | Notification::ToolCallStart { origin, .. } => origin,
+        }
+    }
+
+    pub fn session(&self) -> SessionId {
+        match self {
+            Notification::Turn { session, .. }
+            | Notification::Status { session, .. }
+            | Notification::ToolCallStart { session, .. } => *session,
+        }
+    }
+
+    /// Decodes a payload. An error names what was wrong; the payload came
+    /// from the database, so it is reported, never trusted.
+    pub fn parse(payload: &str) -> Result<Self, String> {
+        let raw: Raw = serde_json::from_str(payload).map_err(|e| format!("not JSON: {e}"))?;
+        if raw.v != 1 {
+            return Err(format!("unknown payload version {}", raw.v));
+        }
+        let session = SessionId::from_uuid(raw.s);
+        let seq = |n: Option<i64>, what: &str| {
+            n.and_then(Seq::from_stored)
+                .ok_or_else(|| format!("{what} missing or not a seq"))
+        };
+        match raw.k.as_str() {
+            "turn" => {
+                let seq = seq(raw.q, "q")?;
+                let turn = raw.turn.map(|t| t.into_turn(session, seq)).transpose()?;
+                Ok(Notification::Turn {
+                    origin: raw.o,
+                    session,
+                    seq,
+                    turn,
+                })
+            }
+            "status" => {
+                let text = raw.st.ok_or("st missing")?;
+                let status = SessionStatus::parse(&text)
+                    .ok_or_else(|| format!("unknown status {text:?}"))?;
+                Ok(Notification::Status {
+                    origin: raw.o,
+                    session,
+                    status,
+                })
+            }
+            "tool_call_start" => Ok(Notification::ToolCallStart {
+                origin: raw.o,
+                session,
+                assistant_seq: seq(raw.a, "a")?,
+                call_id: raw.id.ok_or("id missing")?,
+                tool_name: raw.n.ok_or("n missing")?,
+                started_at: parse_time(raw.at.as_deref().ok_or("at missing")?)?,
+            }),
+            other => Err(format!("unknown kind {other:?}")),
+        }
+    }
+}
+
+/// The payload announcing a tool call start.
+pub(crate) fn tool_call_start_payload(
+    origin: &str,
+    session: SessionId,
+    assistant_seq: Seq,
+    call_id: &str,
+    tool_name: &str,
+    started_at: OffsetDateTime,
+) -> String {
+    serde_json::json!({
+        "v": 1,
+        "o": origin,
+        "k": "tool_call_start",
+        "s": session.as_uuid(),
+        "a": assistant_seq.as_i64(),
+        "id": call_id,
+        "n": tool_name,
+        "at": started_at.format(&Rfc3339).unwrap_or_default(),
+    })
+    .to_string()
+}
+
+/// SQL for the payload announcing a status change, given the SQL
+/// expressions of the origin, the session id and the new status.
+pub(crate) fn status_payload_sql(origin: &str, session: &str, status: &str) -> String {
+    format!(
+        "json_build_object('v', 1, 'o', {origin}, 'k', 'status', 's', {session}, \
+         'st', {status})::text"
+    )
+}
+
+fn parse_time(text: &str) -> Result<OffsetDateTime, String> {
+    OffsetDateTime::parse(text, &Rfc3339).map_err(|e| format!("bad time {text:?}: {e}"))
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    v: u32,
+    o: String,
+    k: String,
+    s: uuid::Uuid,
+    q: Option<i64>,
+    st: Option<String>,
+    a: Option<i64>,
+    id: Option<String>,
+    n: Option<String>,
+    at: Option<String>,
+    turn: Option<RawTurn>,
+}
+
+#[derive(Deserialize)]
+struct RawTurn {
+    r: String,
+    c: String,
+    tc: Value,
+    ci: Option<String>,
+    tn: Option<String>,
+    e: bool,
+    it: i64,
+    ot: i64,
+    at: String,
+}
+
+impl RawTurn {
+    fn into_turn(self, session: SessionId, seq: Seq) -> Result<Turn, String> {
+        Ok(Turn {
+            session_id: session,
+            seq,
+            role: Role::parse(&self.r).ok_or_else(|| format!("unknown role {:?}", self.r))?,
+            content: self.c,
+            tool_calls_raw: self.tc,
+            tool_call_id: self.ci,
+            tool_name: self.tn,
+            is_error: self.e,
+            usage: TokenUsage {
+                input_tokens: u64::try_from(self.it).unwrap_or(0),
+                output_tokens: u64::try_from(self.ot).unwrap_or(0),
+            },
+            created_at: parse_time(&self.at)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_call_start_round_trips() {
+        let session = SessionId::new();
+        let at = OffsetDateTime::from_unix_timestamp(1_700_000_000).unwrap();
+        let seq = Seq::from_stored(7).unwrap();
+        let payload = tool_call_start_payload("r1", session, seq, "call_1", "read_log", at);
+        assert_eq!(
+            Notification::parse(&payload).unwrap(),
+            Notification::ToolCallStart {
+                origin: "r1".into(),
+                session,
+                assistant_seq: seq,
+                call_id: "call_1".into(),
+                tool_name: "read_log".into(),
+                started_at: at,
+            }
+        );
+    }
+
+    #[test]
+    fn bad_payloads_are_errors_not_panics() {
+        for bad in [
+            "",
+            "{}",
+            "[1]",
+            r#"{"v":2,"o":"r","k":"turn","s":"00000000-0000-0000-0000-000000000000","q":1}"#,
+            r#"{"v":1,"o":"r","k":"turn","s":"00000000-0000-0000-0000-000000000000","q":0}"#,
+            r#"{"v":1,"o":"r","k":"status","s":"00000000-0000-0000-0000-000000000000","st":"nope"}"#,
+            r#"{"v":1,"o":"r","k":"what","s":"00000000-0000-0000-0000-000000000000"}"#,
+        ] {
+            assert!(Notification::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
