@@ -49,6 +49,29 @@ def restart_service(service: str) -> str:
     return f"restarted {service} (execution {executions})"
 
 
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False))
+async def slow_restart(service: str, seconds: float) -> str:
+    """Restarts a service slowly: counts the execution in
+    $INQUEST_MCP_COUNT_FILE when it starts, then takes `seconds`."""
+    import anyio
+
+    path = os.environ.get("INQUEST_MCP_COUNT_FILE")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(service + "\n")
+    await anyio.sleep(seconds)
+    return f"restarted {service} slowly"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def slow_read(service: str, seconds: float) -> str:
+    """Reads a service's status slowly (read-only)."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return f"{service}: healthy"
+
+
 @server.tool()
 def page_oncall(message: str) -> str:
     """Pages the on-call engineer. No annotations at all."""

@@ -5,8 +5,10 @@
 #![allow(dead_code)] // each test binary uses its own part of this
 
 use std::{
+    io::{BufRead, BufReader},
     net::{TcpListener, TcpStream},
     process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
@@ -26,6 +28,10 @@ pub fn free_port() -> u16 {
 pub struct Server {
     child: Child,
     pub port: u16,
+    /// Every stderr line so far (also echoed to the test's stderr, prefixed
+    /// with the server's name).
+    lines: Arc<Mutex<Vec<String>>>,
+    pub name: String,
 }
 
 impl Server {
@@ -33,26 +39,98 @@ impl Server {
     /// once it accepts connections. The suite's `DATABASE_URL` is not passed
     /// on: a server meant to use its embedded default must not see it.
     pub async fn start(args: &[&str]) -> Server {
+        Self::start_with("server", args, &[]).await
+    }
+
+    /// [`Server::start`] with a name (its replica id, and the prefix of its
+    /// echoed log lines) and extra environment (e.g. `INQUEST_FAILPOINTS`).
+    pub async fn start_with(name: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
         let port = free_port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_inquest"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_inquest"));
+        command
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(args)
             .env_remove("DATABASE_URL")
             .env_remove("INQUEST_DATABASE_URL")
+            .env_remove("INQUEST_FAILPOINTS")
+            .env("INQUEST_REPLICA_ID", name)
+            .env("NO_COLOR", "1")
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = Arc::clone(&lines);
+        let prefix = name.to_owned();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[{prefix}] {line}");
+                sink.lock().unwrap().push(line);
+            }
+        });
         for _ in 0..1200 {
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Server { child, port };
+                return Server {
+                    child,
+                    port,
+                    lines,
+                    name: name.to_owned(),
+                };
             }
             if let Some(status) = child.try_wait().unwrap() {
-                panic!("server exited before listening: {status}");
+                panic!("server {name} exited before listening: {status}");
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("server never listened on {port}");
+        panic!("server {name} never listened on {port}");
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether some stderr line so far contains `needle`.
+    pub fn logged(&self, needle: &str) -> bool {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains(needle))
+    }
+
+    /// Waits (up to a minute) for a stderr line containing `needle`, e.g.
+    /// `failpoint before-tool-run reached`.
+    pub async fn wait_for_log(&self, needle: &str) {
+        for _ in 0..6000 {
+            if self.logged(needle) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("server {} never logged {needle:?}", self.name);
+    }
+
+    /// Sends `signal` (e.g. "KILL", "STOP", "CONT") to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// `kill -9`, then reaps the process.
+    pub async fn kill9(self) {
+        self.signal("KILL");
+        let mut child = self.child;
+        tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .unwrap()
+            .unwrap();
     }
 
     pub async fn client(&self) -> Client {
@@ -120,4 +198,72 @@ pub async fn settled(c: &mut Client, id: &str) -> pb::Session {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("session {id} never settled");
+}
+
+/// Lease timing of the replica tests: short, so a dead replica is replaced
+/// quickly.
+pub const TEST_LEASE_TTL: Duration = Duration::from_secs(2);
+
+/// A config directory for replicas: `inquest.toml` with short leases, the
+/// given provider block, and (with `python`) the incident-tools MCP server
+/// counting its mutating executions in `count_file`.
+pub struct ReplicaConfig {
+    pub dir: tempfile::TempDir,
+    pub config: std::path::PathBuf,
+    pub count_file: std::path::PathBuf,
+}
+
+impl ReplicaConfig {
+    /// `providers` is TOML for one or more `[[providers]]` tables, e.g.
+    /// from [`fake_provider_toml`].
+    pub fn new(providers: &str, python: Option<&str>) -> ReplicaConfig {
+        let dir = tempfile::Builder::new()
+            .prefix("inquest-replicas-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let count_file = dir.path().join("executions.txt");
+        let mut toml = format!(
+            "[lease]\nttl = \"{}ms\"\nrenew_interval = \"500ms\"\nreap_interval = \"200ms\"\n\n\
+             [store]\nmax_connections = 4\n\n[shutdown]\ngrace = \"5s\"\n\n{providers}\n",
+            TEST_LEASE_TTL.as_millis()
+        );
+        if let Some(python) = python {
+            let servers = serde_json::json!({"mcpServers": {"incident": {
+                "command": python,
+                "args": [inquest_agent::mcp::testing::incident_tools_script().display().to_string()],
+                "env": {"INQUEST_MCP_COUNT_FILE": count_file.display().to_string()},
+            }}});
+            let mcp = dir.path().join("mcp.json");
+            std::fs::write(&mcp, servers.to_string()).unwrap();
+            toml.push_str(&format!("\n[mcp]\nconfig = \"{}\"\n", mcp.display()));
+        }
+        let config = dir.path().join("inquest.toml");
+        std::fs::write(&config, toml).unwrap();
+        ReplicaConfig {
+            dir,
+            config,
+            count_file,
+        }
+    }
+
+    pub fn path(&self) -> &str {
+        self.config.to_str().unwrap()
+    }
+
+    /// How many times a counting tool (`restart_service`, `slow_restart`)
+    /// started.
+    pub fn executions(&self) -> usize {
+        std::fs::read_to_string(&self.count_file)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+}
+
+/// A `[[providers]]` table for the in-test fake (OpenAI flavour), no
+/// retries.
+pub fn fake_provider_toml(base_url: &str) -> String {
+    format!(
+        "[[providers]]\nkind = \"openai\"\nname = \"fake\"\nmodel = \"fake-model\"\n\
+         base_url = \"{base_url}\"\nmax_retries = 0\ntimeout = \"60s\"\n"
+    )
 }
