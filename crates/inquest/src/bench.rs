@@ -75,6 +75,30 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 256)]
         payload: usize,
     },
+    /// Replicas: cross-replica watch latency against same-replica, kill -9
+    /// to recovery notice against the lease TTL, and sessions/s of three
+    /// replica processes against one (see `bench_replicas.rs`).
+    Replicas {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Turns written for the latency measurement.
+        #[arg(long, default_value_t = 2000)]
+        turns: usize,
+        /// Replicas killed for the recovery measurement.
+        #[arg(long, default_value_t = 5)]
+        kills: usize,
+        /// Lease TTL of the recovery measurement, in milliseconds.
+        #[arg(long, default_value_t = 2000)]
+        ttl_ms: u64,
+        /// Seconds per throughput slice.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Concurrent clients of the throughput measurement.
+        #[arg(long, default_value_t = 6)]
+        concurrency: usize,
+    },
     /// Resume: `rebuild_messages` at 1k/10k/100k turns (pure), and a whole
     /// SendMessage resume of a long session up to the first provider
     /// request (see `bench_resume.rs`).
@@ -172,6 +196,27 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 span: Duration::from_secs(seconds),
                 calls_per_burst,
                 payload,
+            })
+            .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Replicas {
+            database_url,
+            turns,
+            kills,
+            ttl_ms,
+            seconds,
+            concurrency,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_replicas::run(crate::bench_replicas::ReplicasBench {
+                url,
+                turns,
+                kills,
+                ttl: Duration::from_millis(ttl_ms),
+                seconds,
+                concurrency,
             })
             .await;
             release(embedded).await?;
