@@ -57,6 +57,9 @@ pub enum SessionCommand {
     List { incident_id: String },
     /// Stop a pending or running session (exit reason "cancelled").
     Cancel { session_id: String },
+    /// Confirm the recovery plan of a session awaiting confirmation (its
+    /// interrupted tool calls may have run): the burst continues.
+    Continue { session_id: String },
 }
 
 #[derive(Args)]
@@ -119,6 +122,28 @@ fn print_session(s: &pb::Session) {
         s.input_tokens,
         s.output_tokens,
     );
+    if !s.lease_owner.is_empty() || s.lease_epoch > 0 {
+        println!(
+            "  lease: owner {}  epoch {}",
+            if s.lease_owner.is_empty() {
+                "none"
+            } else {
+                &s.lease_owner
+            },
+            s.lease_epoch
+        );
+    }
+    if let Some(plan) = &s.last_recovery_plan {
+        println!(
+            "  last recovery plan: {}{}",
+            plan.kind,
+            if s.status == pb::SessionStatus::AwaitingConfirmation as i32 {
+                "  (confirm with ContinueSession, or cancel)"
+            } else {
+                ""
+            }
+        );
+    }
 }
 
 pub async fn session(target: Target, command: SessionCommand) -> anyhow::Result<()> {
@@ -148,6 +173,14 @@ pub async fn session(target: Target, command: SessionCommand) -> anyhow::Result<
         SessionCommand::Get { session_id } => {
             let s = client
                 .get_session(pb::GetSessionRequest { session_id })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            print_session(&s);
+        }
+        SessionCommand::Continue { session_id } => {
+            let s = client
+                .continue_session(pb::ContinueSessionRequest { session_id })
                 .await
                 .map_err(status_error)?
                 .into_inner();
