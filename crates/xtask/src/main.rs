@@ -6,6 +6,9 @@
 //! - `cargo xtask test`: installs PostgreSQL if missing, checks formatting
 //!   and clippy, starts one throwaway cluster for the run, runs the whole
 //!   test suite against it with `DATABASE_URL`, and removes the cluster.
+//! - `cargo xtask replicas`: three replicas on one throwaway cluster; the
+//!   replica running an investigation is killed with `kill -9` mid-burst
+//!   and another one recovers it while a watcher on a third follows.
 
 use std::{
     net::TcpStream,
@@ -23,9 +26,10 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("demo") => demo(&args[1..]),
+        Some("replicas") => replicas(),
         _ => {
             eprintln!(
-                "usage: cargo xtask test [cargo test args...]\n       cargo xtask demo [--keep] [--listen ADDR]"
+                "usage: cargo xtask test [cargo test args...]\n       cargo xtask demo [--keep] [--listen ADDR]\n       cargo xtask replicas"
             );
             return ExitCode::from(2);
         }
@@ -288,5 +292,158 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
         step("stopping the server (SIGTERM; it stops its embedded PostgreSQL)");
     }
     drop(server);
+    Ok(())
+}
+
+/// Three replicas on one throwaway cluster; replica 1 runs a session and is
+/// armed to hang before its first tool call; it is `kill -9`ed there while
+/// `inquest watch` follows the session on replica 2; replica 3's reaper (or
+/// replica 2's) claims the orphan after the lease TTL and finishes it.
+fn replicas() -> anyhow::Result<()> {
+    ensure_postgres()?;
+    let mut build = cargo();
+    build.args(["build", "--package", "inquest"]);
+    run("building inquest", build)?;
+    let bin = target_dir().join("debug/inquest");
+
+    let dir = std::env::temp_dir().join(format!("inquest-replicas-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    step("starting a throwaway PostgreSQL cluster shared by three replicas");
+    let mut options = EmbeddedOptions::new(dir.join("pg"));
+    options.database = "inquest".into();
+    let pg = EmbeddedPostgres::start(&options).context("starting the cluster")?;
+    let url = pg.url();
+    let result = replicas_on(&bin, &dir, &url);
+    step("stopping the replicas' cluster");
+    if let Err(e) = pg.stop() {
+        eprintln!("warning: stopping the cluster: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn replicas_on(bin: &Path, dir: &Path, url: &str) -> anyhow::Result<()> {
+    let example = workspace_root().join("examples/checkout-latency");
+    let config = dir.join("inquest.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[lease]\nttl = \"3s\"\nreap_interval = \"500ms\"\n\n\
+             [[providers]]\nkind = \"script\"\nname = \"demo-script\"\nscript = \"{}\"\n\n\
+             [tools]\nfiles_root = \"{}\"\nfiles_server = \"evidence\"\n",
+            example.join("script.json").display(),
+            example.join("evidence").display()
+        ),
+    )?;
+    let start = |n: u16, failpoints: Option<&str>| -> anyhow::Result<ServerGuard> {
+        let listen = format!("127.0.0.1:{}", 50060 + n);
+        let mut cmd = Command::new(bin);
+        cmd.args([
+            "serve",
+            "--listen",
+            &listen,
+            "--database-url",
+            url,
+            "--config",
+        ])
+        .arg(&config)
+        .env("INQUEST_REPLICA_ID", format!("replica-{n}"))
+        .env("RUST_LOG", "warn");
+        if let Some(f) = failpoints {
+            cmd.env("INQUEST_FAILPOINTS", f);
+        }
+        let mut server = ServerGuard(cmd.spawn().context("starting a replica")?);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(&listen).is_err() {
+            if let Ok(Some(status)) = server.0.try_wait() {
+                bail!("replica {n} exited early ({status})");
+            }
+            if Instant::now() > deadline {
+                bail!("replica {n} did not listen on {listen}");
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        Ok(server)
+    };
+    step(
+        "starting replica-1 (armed: it hangs before its first tool call), replica-2, replica-3; lease TTL 3 s",
+    );
+    let mut one = start(1, Some("before-tool-run=1*return(hang)"))?;
+    let two = start(2, None)?;
+    let three = start(3, None)?;
+    let cli = |server: u16, args: &[&str]| -> anyhow::Result<String> {
+        let out = Command::new(bin)
+            .args(args)
+            .env(
+                "INQUEST_SERVER",
+                format!("http://127.0.0.1:{}", 50060 + server),
+            )
+            .output()
+            .context("running the inquest CLI")?;
+        if !out.status.success() {
+            bail!(
+                "inquest {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let incident = cli(
+        1,
+        &[
+            "incident",
+            "new",
+            "checkout-api: p99 above 2 s since 14:05",
+            "--id-only",
+        ],
+    )?;
+    let session = cli(
+        1,
+        &[
+            "session",
+            "start",
+            &incident,
+            "Why did checkout latency jump?",
+            "--id-only",
+        ],
+    )?;
+    step(&format!(
+        "session {session} runs on replica-1; `inquest watch` follows it on replica-2"
+    ));
+    let mut watch = ServerGuard(
+        Command::new(bin)
+            .args(["watch", &session])
+            .env("INQUEST_SERVER", "http://127.0.0.1:50062")
+            .spawn()
+            .context("starting inquest watch")?,
+    );
+    thread::sleep(Duration::from_secs(2));
+    step("kill -9 replica-1 in the middle of its burst");
+    Command::new("kill")
+        .args(["-KILL", &one.0.id().to_string()])
+        .status()?;
+    let _ = one.0.wait();
+    eprintln!("{}", cli(3, &["session", "get", &session])?);
+    step(
+        "waiting for another replica to claim the orphan (lease TTL + reap interval) and finish it",
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let shown = cli(3, &["session", "get", &session])?;
+        if !shown.contains("status running") && !shown.contains("status pending") {
+            eprintln!("{shown}");
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("the session was not recovered within 60 s:\n{shown}");
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+    let _ = watch.0.wait();
+    step("the report, written by the replica that recovered the session");
+    eprintln!("{}", cli(3, &["report", &session])?);
+    drop(watch);
+    drop(two);
+    drop(three);
     Ok(())
 }
