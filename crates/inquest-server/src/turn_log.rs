@@ -261,30 +261,6 @@ impl TurnLog {
         )
     }
 
-    /// Ends a burst: every watcher's stream ends, running calls are
-    /// forgotten, and `status` + `exit_reason` are recorded if the session
-    /// is still pending or running (a cancel that won stays).
-    ///
-    /// The broadcaster is closed *before* the status is written. The other
-    /// order has a race: once the status says `idle`, a follow-up
-    /// `SendMessage` may commit and reopen the latch, and a late `close`
-    /// would then end the new burst's watchers. This order never hangs a
-    /// watcher either: one that subscribes after the close gets an ended
-    /// subscription, one that subscribed before is ended by it.
-    pub async fn close(
-        &self,
-        session: SessionId,
-        status: SessionStatus,
-        exit_reason: &str,
-    ) -> Result<Transition, TurnLogError> {
-        self.forget(session);
-        self.broadcaster.close(session);
-        self.store
-            .transition(session, &ACTIVE, status, Some(exit_reason.to_owned()))
-            .await
-            .map_err(TurnLogError::CloseNotRecorded)
-    }
-
     /// `ContinueSession`: a session `awaiting_confirmation` becomes
     /// `pending` (atomically: of two concurrent confirmations one wins) and
     /// the broadcaster latch is lifted, so a watch started after this
@@ -456,7 +432,17 @@ impl BurstLog {
         Ok(self.log.publish_committed(stored))
     }
 
-    /// Ends the burst (see [`TurnLog::close`]) if the lease is still ours.
+    /// Ends the burst if the lease is still ours: every watcher's stream
+    /// ends, running calls are forgotten, and `status` + `exit_reason` are
+    /// recorded if the session is still pending or running (a cancel that
+    /// won stays).
+    ///
+    /// The broadcaster is closed *before* the status is written. The other
+    /// order has a race: once the status says `idle`, a follow-up
+    /// `SendMessage` may commit and reopen the latch, and a late `close`
+    /// would then end the new burst's watchers. This order never hangs a
+    /// watcher either: one that subscribes after the close gets an ended
+    /// subscription, one that subscribed before is ended by it.
     pub async fn close(
         &self,
         status: SessionStatus,

@@ -23,7 +23,7 @@ use inquest_core::{IncidentText, Limits, NewTurn, SessionId, TokenUsage, UserMes
 use inquest_proto::v1::{
     self as pb, investigations_client::InvestigationsClient, watch_event::Event,
 };
-use inquest_server::{Application, Config, TurnLog};
+use inquest_server::{Application, Config, TurnLog, turn_log::BurstLog};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
@@ -58,7 +58,7 @@ pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
 }
 
 /// A session whose burst is claimed (running), so watchers stay live.
-async fn running_session(log: &TurnLog) -> anyhow::Result<SessionId> {
+async fn running_session(log: &TurnLog) -> anyhow::Result<(SessionId, BurstLog)> {
     let limits = Limits::default();
     let incident = log
         .store()
@@ -76,10 +76,11 @@ async fn running_session(log: &TurnLog) -> anyhow::Result<SessionId> {
         )
         .await?;
     let id = started.session.id;
-    log.claim_burst(id)
+    let (burst, _cancel) = log
+        .claim_burst(id)
         .await?
         .context("fresh session was not pending")?;
-    Ok(id)
+    Ok((id, burst))
 }
 
 async fn connections(endpoint: &str, streams: usize) -> anyhow::Result<Vec<Channel>> {
@@ -105,7 +106,7 @@ fn ms(d: Duration) -> f64 {
 type Seen = (Vec<(i64, Instant)>, bool);
 
 async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Result<()> {
-    let session = running_session(log).await?;
+    let (session, burst) = running_session(log).await?;
     let content = "x".repeat(bench.payload);
     println!(
         "live watch fan-out ({} turns of {} bytes per phase, one session, real gRPC)",
@@ -126,8 +127,7 @@ async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Re
     // Warm the pool, the prepared statements and the table's pages so the
     // 0-watcher baseline is not measured cold.
     for _ in 0..bench.turns / 4 {
-        log.append(
-            session,
+        burst.append(
             NewTurn::Assistant {
                 text: content.clone(),
                 tool_calls: Vec::new(),
@@ -189,8 +189,7 @@ async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Re
         let began = Instant::now();
         for _ in 0..bench.turns {
             let t0 = Instant::now();
-            log.append(
-                session,
+            burst.append(
                 NewTurn::Assistant {
                     text: content.clone(),
                     tool_calls: Vec::new(),
@@ -252,7 +251,7 @@ async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Re
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-    log.close(session, inquest_core::SessionStatus::Idle, "bench_done")
+    burst.close(inquest_core::SessionStatus::Idle, "bench_done")
         .await?;
     Ok(())
 }
@@ -293,7 +292,7 @@ async fn idle_memory(bench: &WatchBench) -> anyhow::Result<()> {
         // A running session, made through the store (status lives there).
         let store = inquest_store::Store::connect(&inquest_store::StoreConfig::new(&bench.url))?;
         let log = TurnLog::new(store, inquest_broadcast::TurnBroadcaster::default());
-        let session = running_session(&log).await?;
+        let (session, burst) = running_session(&log).await?;
         let channels = connections(&endpoint, bench.idle_watchers).await?;
         for ch in &channels {
             // One round trip per connection so it is fully set up.
@@ -331,7 +330,7 @@ async fn idle_memory(bench: &WatchBench) -> anyhow::Result<()> {
             per
         );
         drop(streams);
-        log.close(session, inquest_core::SessionStatus::Idle, "bench_done")
+        burst.close(inquest_core::SessionStatus::Idle, "bench_done")
             .await?;
         Ok(())
     }
