@@ -11,6 +11,7 @@ use std::sync::Arc;
 use inquest_core::{ExitReason, Message, NewTurn, SessionId, ToolCall, Turn};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::{
     ChainCursor, CompletionRequest, ProviderChain, ToolSpec, failpoints,
@@ -148,32 +149,37 @@ impl Agent {
             burst = state.burst,
             exit_reason = tracing::field::Empty
         );
-        let _enter = span.enter();
-        let mut burst = state.begin_burst();
-        let skills_loaded = report::loaded_skills(&self.skills, &state.tool_servers);
-        let system =
-            report::system_prompt(&self.config.system_prompt, &self.skills, &skills_loaded);
-        let specs = self.tools.specs();
-        let exit = self
-            .work(sink, &mut state, &mut burst, &system, &specs, stop)
-            .await;
-        let (exit, summary, author_usage) = self.author(&mut state, exit, stop).await;
-        let report = report::build(
-            &state,
-            exit,
-            summary,
-            author_usage,
-            &self.skills,
-            skills_loaded,
-        );
-        span.record("exit_reason", exit.as_str());
-        tracing::info!(
-            exit_reason = exit.as_str(),
-            model_calls = burst.model_calls,
-            turns = burst.turns,
-            "burst finished"
-        );
-        report
+        // Attached to the future, not entered across awaits: an entered
+        // guard would stay on the thread while the burst is suspended and
+        // tag other tasks' log lines with this session.
+        let run = async {
+            let mut burst = state.begin_burst();
+            let skills_loaded = report::loaded_skills(&self.skills, &state.tool_servers);
+            let system =
+                report::system_prompt(&self.config.system_prompt, &self.skills, &skills_loaded);
+            let specs = self.tools.specs();
+            let exit = self
+                .work(sink, &mut state, &mut burst, &system, &specs, stop)
+                .await;
+            let (exit, summary, author_usage) = self.author(&mut state, exit, stop).await;
+            let report = report::build(
+                &state,
+                exit,
+                summary,
+                author_usage,
+                &self.skills,
+                skills_loaded,
+            );
+            tracing::Span::current().record("exit_reason", exit.as_str());
+            tracing::info!(
+                exit_reason = exit.as_str(),
+                model_calls = burst.model_calls,
+                turns = burst.turns,
+                "burst finished"
+            );
+            report
+        };
+        run.instrument(span).await
     }
 
     async fn work(
