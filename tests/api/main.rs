@@ -8,6 +8,7 @@ mod agent_support;
 mod agent_watch;
 mod errors;
 mod health;
+mod leases;
 mod messages;
 mod resume;
 mod sessions;

@@ -203,8 +203,11 @@ impl Application {
     }
 }
 
-/// How long startup waits for the cross-replica feed to be listening.
-const LISTEN_WAIT: Duration = Duration::from_secs(5);
+/// How long startup waits for the cross-replica feed to be listening. The
+/// database just answered the migrations, so this is normally one connect;
+/// generous because a feed that starts after serving must lag every
+/// watcher already connected.
+const LISTEN_WAIT: Duration = Duration::from_secs(30);
 
 /// Feeds what other replicas announce into this replica's turn log: one
 /// dedicated, reconnecting LISTEN connection, and one task applying its

@@ -89,6 +89,11 @@ impl Watches {
         after: AfterSeq,
     ) -> Result<WatchStream, ApiError> {
         let subscription = self.log.broadcaster().subscribe(session);
+        // Other replicas announce this session's turns only to replicas
+        // that registered a watcher; registering after subscribing and
+        // before the drain reads means every turn arrives one way or the
+        // other.
+        self.log.store().register_watcher(session).await?;
         let row = self.log.session(session).await?;
         let head = row.head_seq.map_or(0, |h| h.get());
         if after.get() > head {

@@ -118,6 +118,8 @@ impl Store {
                 "UPDATE sessions SET status = $3, exit_reason = COALESCE($4, exit_reason), \
                  lease_owner = CASE WHEN $3 = 'running' THEN lease_owner END, \
                  lease_expires_at = CASE WHEN $3 = 'running' THEN lease_expires_at END, \
+                 watch_replicas = CASE WHEN $3 IN ('pending', 'running') THEN watch_replicas \
+                                  ELSE '{{}}' END, \
                  updated_at = now() \
                  WHERE id = $1 AND status = ANY($2) AND ($5::bigint IS NULL OR lease_epoch = $5) \
                  RETURNING {SESSION_COLUMNS}, pg_notify('{CHANNEL}', {})",

@@ -27,7 +27,12 @@ pub struct TurnPage {
 ///
 /// `pg_notify` runs in the same statement, so other replicas hear of the
 /// turn exactly when it commits (the whole turn when it fits in a
-/// notification, else its seq; see [`crate::notify`]).
+/// notification, else its seq; see [`crate::notify`]) — but only when a
+/// replica other than this one registered a watcher on the session
+/// (`watch_replicas`, migration V6): notifying commits serialise on
+/// PostgreSQL's notify-queue lock, so unwatched sessions must not pay it.
+/// The column is read from the row version the `UPDATE` locked, which is
+/// what makes the decision race-free against a registration.
 ///
 /// Only `seq` and `created_at` come back: the rest of the row is what the
 /// caller sent, so it is not shipped back and decoded again.
@@ -35,15 +40,18 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
              UPDATE sessions SET head_seq = head_seq + 1, turn_count = turn_count + 1, \
                  tool_calls = tool_calls + $8, input_tokens = input_tokens + $9, \
                  output_tokens = output_tokens + $10, updated_at = now() \
-             WHERE id = $1 AND ($11::bigint IS NULL OR lease_epoch = $11) RETURNING head_seq), \
+             WHERE id = $1 AND ($11::bigint IS NULL OR lease_epoch = $11) \
+             RETURNING head_seq, \
+                 cardinality(array_remove(watch_replicas, $12::text)) > 0 AS watched), \
          ins AS ( \
              INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
                                 tool_name, is_error, input_tokens, output_tokens) \
              SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10 FROM bumped \
              RETURNING seq, created_at) \
-         SELECT ins.seq, ins.created_at, pg_notify('inquest_events', \
-                    CASE WHEN octet_length(p.whole) <= 7900 THEN p.whole ELSE p.brief END) \
-         FROM ins, LATERAL (SELECT \
+         SELECT ins.seq, ins.created_at, \
+             CASE WHEN bumped.watched THEN pg_notify('inquest_events', \
+                 CASE WHEN octet_length(p.whole) <= 7900 THEN p.whole ELSE p.brief END) END \
+         FROM ins, bumped, LATERAL (SELECT \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, 'q', ins.seq, \
                  'turn', json_build_object('r', $2, 'c', $3, 'tc', $4, 'ci', $5, 'tn', $6, \
                      'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at))::text AS whole, \
@@ -203,10 +211,39 @@ impl Store {
             tool_name,
             started_at,
         );
+        let origin = self.replica.as_str().to_owned();
+        // Only when another replica watches the session (see APPEND_SQL).
         self.run("notify_tool_call_start", async |c| {
             c.execute(
-                "SELECT pg_notify($1, $2)",
-                &[&crate::notify::CHANNEL, &payload],
+                "SELECT pg_notify($1, $2) FROM sessions WHERE id = $3 \
+                 AND cardinality(array_remove(watch_replicas, $4::text)) > 0",
+                &[
+                    &crate::notify::CHANNEL,
+                    &payload,
+                    session.as_uuid(),
+                    &origin,
+                ],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Registers this replica as watching `session`, so the session's
+    /// turns and tool-call starts are announced to it (see `APPEND_SQL`).
+    /// Call it after subscribing locally and before reading stored turns:
+    /// every turn then reaches the watcher through one or the other.
+    /// Nothing to do for a session that is not pending or running, or that
+    /// this replica already registered.
+    pub async fn register_watcher(&self, session: SessionId) -> Result<(), StoreError> {
+        let replica = self.replica.as_str().to_owned();
+        self.run("register_watcher", async |c| {
+            c.execute(
+                "UPDATE sessions SET watch_replicas = array_append(watch_replicas, $2::text) \
+                 WHERE id = $1 AND status IN ('pending', 'running') \
+                 AND NOT ($2::text = ANY (watch_replicas))",
+                &[session.as_uuid(), &replica],
             )
             .await?;
             Ok(())

@@ -1,0 +1,12 @@
+-- Replicas with a watcher on a session (issue 6 benchmark follow-up).
+--
+-- A notifying transaction commits under PostgreSQL's global notify-queue
+-- lock, held through the WAL flush, so notifying every turn serialises all
+-- appends of the cluster and defeats group commit. A turn is therefore
+-- announced only when a replica other than the writer has registered a
+-- watcher here. The append's UPDATE returns this column from the row version
+-- it locked, and a registration updates the same row, so the two serialise
+-- on the row lock: either the append sees the registration and notifies, or
+-- it committed before the registration and the watcher's drain reads it.
+-- Cleared when the session leaves pending/running (watch streams end then).
+ALTER TABLE sessions ADD COLUMN watch_replicas text[] NOT NULL DEFAULT '{}';
