@@ -127,14 +127,13 @@ async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Re
     // Warm the pool, the prepared statements and the table's pages so the
     // 0-watcher baseline is not measured cold.
     for _ in 0..bench.turns / 4 {
-        burst.append(
-            NewTurn::Assistant {
+        burst
+            .append(NewTurn::Assistant {
                 text: content.clone(),
                 tool_calls: Vec::new(),
                 usage: TokenUsage::default(),
-            },
-        )
-        .await?;
+            })
+            .await?;
     }
     let mut baseline = None;
     for &n in std::iter::once(&0).chain(bench.watchers.iter()) {
@@ -189,14 +188,13 @@ async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Re
         let began = Instant::now();
         for _ in 0..bench.turns {
             let t0 = Instant::now();
-            burst.append(
-                NewTurn::Assistant {
+            burst
+                .append(NewTurn::Assistant {
                     text: content.clone(),
                     tool_calls: Vec::new(),
                     usage: TokenUsage::default(),
-                },
-            )
-            .await?;
+                })
+                .await?;
             started_at.push(t0);
             committed_at.push(Instant::now());
         }
@@ -251,7 +249,8 @@ async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Re
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-    burst.close(inquest_core::SessionStatus::Idle, "bench_done")
+    burst
+        .close(inquest_core::SessionStatus::Idle, "bench_done")
         .await?;
     Ok(())
 }
