@@ -230,6 +230,20 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
         other => panic!("expected one turn announcement, got {other:?}"),
     }
 
+    // Too large for a notification: announced by seq, fetched by it.
+    let big = a
+        .append_turn_leased(&lease, says(&"x".repeat(10_000)))
+        .await
+        .unwrap();
+    marker(&app.db_url, "m2b").await;
+    let seen = until_marker(&mut rx, "m2b").await;
+    assert!(
+        matches!(seen.as_slice(), [Notification::Turn { seq, turn: None, .. }] if *seq == big.seq),
+        "{seen:?}"
+    );
+    let fetched = b.get_turn(session, big.seq).await.unwrap().unwrap();
+    assert_eq!(fetched.content.len(), 10_000);
+
     // Ending the burst announces the status and forgets the watchers.
     a.transition_leased(
         &lease,
