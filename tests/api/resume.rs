@@ -388,3 +388,51 @@ async fn every_burst_starts_on_the_first_provider() {
     let last = first.requests().pop().unwrap();
     assert!(last.body.to_string().contains("and then?"));
 }
+
+#[tokio::test]
+async fn a_confirmation_whose_replica_died_before_claiming_runs_as_confirmed_elsewhere() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    let app = inquest_tests::spawn_app_with(|c| {
+        c.providers = vec![fake_provider(&fake, "fake")];
+        tool_classes(c, &classes());
+    })
+    .await;
+    let mut client = app.client().await;
+    let session = cut_off_session(&app, &mut client, "restart_service").await;
+    send(&mut client, session, "did the restart happen?")
+        .await
+        .unwrap();
+    let held = settled(&mut client, session).await;
+    assert_eq!(held.status(), pb::SessionStatus::AwaitingConfirmation);
+    // The confirmation lands, but its replica stops before claiming the
+    // burst (ContinueSession's own start is what this skips).
+    assert!(matches!(
+        app.turn_log.confirm(session).await.unwrap(),
+        inquest_store::Transition::Changed(_)
+    ));
+    let mut config = app.config.clone();
+    let db_url = app.db_url.clone();
+    drop(client);
+    app.stop().await.unwrap();
+
+    // The next replica picks the pending session up at start: it runs it
+    // as confirmed (no second hold, no second notice).
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let next = inquest_server::Application::build(&config, &db_url)
+        .await
+        .unwrap();
+    let addr = next.local_addr().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(next.run(stop.clone()));
+    let mut client =
+        pb::investigations_client::InvestigationsClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+    let done = settled(&mut client, session).await;
+    assert_eq!(done.status(), pb::SessionStatus::Idle, "{done:?}");
+    assert_eq!(done.exit_reason, "awaiting_user");
+    assert_synthetic_result(&fake.requests()[0].body, "did the restart happen?");
+    assert_eq!(notices(&turns(&mut client, session).await).len(), 1);
+    stop.cancel();
+    server.await.unwrap().unwrap();
+}

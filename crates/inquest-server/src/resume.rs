@@ -84,6 +84,16 @@ pub(crate) async fn prepare(burst: &BurstLog, classes: &impl ToolClasses, mode: 
             return Prepared::StoreFailed;
         }
     };
+    // A pending session whose last exit was `awaiting_confirmation` can only
+    // have been released by `ContinueSession` (SendMessage does not reopen
+    // it): run it as confirmed, whoever claimed it (the confirming
+    // replica, or a reaper after that replica died) — never hold it again.
+    let mode =
+        if mode == Mode::Fresh && row.exit_reason.as_deref() == Some(EXIT_AWAITING_CONFIRMATION) {
+            Mode::Confirmed
+        } else {
+            mode
+        };
     let request = request(&row, turns);
     // A follow-up's tail is the user message that reopened the session; a
     // recovered or confirmed burst's is wherever the last worker stopped.
