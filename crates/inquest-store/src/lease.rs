@@ -100,6 +100,18 @@ pub enum Renewal {
     Lost,
 }
 
+/// Leases from claim rows of `(id, lease_epoch)`.
+fn leases(rows: &[tokio_postgres::Row]) -> Result<Vec<Lease>, StoreError> {
+    rows.iter()
+        .map(|r| {
+            Ok(Lease {
+                session: SessionId::from_uuid(get(r, 0)?),
+                epoch: get(r, 1)?,
+            })
+        })
+        .collect()
+}
+
 /// The interval expression `now() + ttl` for the lease TTL in `$n` (ms).
 fn expiry(param: usize) -> String {
     format!("now() + ${param}::bigint * interval '1 millisecond'")
@@ -199,14 +211,7 @@ impl Store {
             })
             .await?
         };
-        rows.iter()
-            .map(|r| {
-                Ok(Lease {
-                    session: SessionId::from_uuid(get(r, 0)?),
-                    epoch: get(r, 1)?,
-                })
-            })
-            .collect()
+        leases(&rows)
     }
 
     /// Claims up to `limit` sessions left `pending` for longer than the
@@ -237,14 +242,7 @@ impl Store {
             })
             .await?
         };
-        rows.iter()
-            .map(|r| {
-                Ok(Lease {
-                    session: SessionId::from_uuid(get(r, 0)?),
-                    epoch: get(r, 1)?,
-                })
-            })
-            .collect()
+        leases(&rows)
     }
 
     /// Pushes the lease's expiry out by the TTL if the epoch is still

@@ -21,9 +21,9 @@ use std::{
 };
 
 use anyhow::Context;
-use inquest_core::{IncidentText, Limits, NewTurn, SessionId, TokenUsage, UserMessage};
+use inquest_core::{NewTurn, SessionId, TokenUsage};
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient, watch_event};
-use inquest_server::{Application, Config, turn_log::BurstLog};
+use inquest_server::{Application, Config};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
@@ -126,27 +126,7 @@ async fn receive(
 async fn latency(bench: &ReplicasBench) -> anyhow::Result<()> {
     let (a_endpoint, a_log, a_stop, a_server) = in_process_replica(&bench.url, "bench-a").await?;
     let (b_endpoint, _b_log, b_stop, b_server) = in_process_replica(&bench.url, "bench-b").await?;
-    let limits = Limits::default();
-    let incident = a_log
-        .store()
-        .create_incident(&IncidentText::parse(
-            "bench".into(),
-            String::new(),
-            &limits,
-        )?)
-        .await?;
-    let started = a_log
-        .start_session(
-            incident.id,
-            UserMessage::parse("bench".into(), &limits)?,
-            None,
-        )
-        .await?;
-    let session = started.session.id;
-    let (burst, _cancel): (BurstLog, _) = a_log
-        .claim_burst(session)
-        .await?
-        .context("fresh session was not pending")?;
+    let (session, burst) = crate::bench_watch::running_session(&a_log).await?;
     let total = bench.turns + 1;
     let (same_ready, same_ready_rx) = tokio::sync::oneshot::channel();
     let (cross_ready, cross_ready_rx) = tokio::sync::oneshot::channel();

@@ -58,7 +58,7 @@ pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
 }
 
 /// A session whose burst is claimed (running), so watchers stay live.
-async fn running_session(log: &TurnLog) -> anyhow::Result<(SessionId, BurstLog)> {
+pub(crate) async fn running_session(log: &TurnLog) -> anyhow::Result<(SessionId, BurstLog)> {
     let limits = Limits::default();
     let incident = log
         .store()

@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use inquest_agent::fake::{Behaviour, FakeProvider, FakeReply, Flavor, Recorded};
 use inquest_proto::v1 as pb;
-use support::{Client, ReplicaConfig, Server, create_incident, fake_provider_toml, start_session};
+use support::{
+    Client, ReplicaConfig, Server, all_turns as turns, create_incident, fake_provider_toml,
+    get_session, start_session,
+};
 
 /// A generous guard so a broken build fails instead of hanging; every wait
 /// is a poll on a condition (the one timed wait lets a tool of known length
@@ -78,37 +81,6 @@ impl World {
         }
         let a = servers.remove(0);
         (a, servers)
-    }
-}
-
-async fn get_session(c: &mut Client, id: &str) -> pb::Session {
-    c.get_session(pb::GetSessionRequest {
-        session_id: id.into(),
-    })
-    .await
-    .unwrap()
-    .into_inner()
-}
-
-/// Every stored turn, in seq order.
-async fn turns(c: &mut Client, id: &str) -> Vec<pb::SessionTurn> {
-    let mut all = Vec::new();
-    let mut after = 0;
-    loop {
-        let page = c
-            .list_turns(pb::ListTurnsRequest {
-                session_id: id.into(),
-                after_seq: after,
-                limit: 0,
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        all.extend(page.turns);
-        if page.next_after_seq == 0 {
-            return all;
-        }
-        after = page.next_after_seq;
     }
 }
 

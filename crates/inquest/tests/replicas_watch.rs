@@ -13,7 +13,10 @@ use std::{collections::HashSet, process::Command, time::Duration};
 use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_proto::v1::{self as pb, watch_event::Event};
 use inquest_tests::watching::{self, collect, turn_seqs, watch};
-use support::{Client, ReplicaConfig, Server, create_incident, fake_provider_toml, start_session};
+use support::{
+    Client, ReplicaConfig, Server, all_turns, create_incident, fake_provider_toml, get_session,
+    start_session,
+};
 
 /// The tests of this file run one at a time: each starts three replicas,
 /// each with its own MCP server whose start is CPU-heavy, and the rolling
@@ -115,37 +118,6 @@ impl Drop for Fleet {
 fn python() -> String {
     inquest_agent::mcp::testing::python()
         .expect("these tests need the MCP Python SDK (set INQUEST_TEST_PYTHON)")
-}
-
-async fn get_session(c: &mut Client, id: &str) -> pb::Session {
-    c.get_session(pb::GetSessionRequest {
-        session_id: id.into(),
-    })
-    .await
-    .unwrap()
-    .into_inner()
-}
-
-/// Every committed turn of a session, through `ListTurns`.
-async fn all_turns(c: &mut Client, id: &str) -> Vec<pb::SessionTurn> {
-    let mut turns = Vec::new();
-    let mut after_seq = 0;
-    loop {
-        let page = c
-            .list_turns(pb::ListTurnsRequest {
-                session_id: id.into(),
-                after_seq,
-                limit: 0,
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        turns.extend(page.turns);
-        if page.next_after_seq == 0 {
-            return turns;
-        }
-        after_seq = page.next_after_seq;
-    }
 }
 
 /// Polls until the session is neither pending nor running (a minute at

@@ -179,6 +179,37 @@ pub async fn start_session(
     .map(tonic::Response::into_inner)
 }
 
+pub async fn get_session(c: &mut Client, id: &str) -> pb::Session {
+    c.get_session(pb::GetSessionRequest {
+        session_id: id.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+/// Every committed turn of a session, in seq order, through `ListTurns`.
+pub async fn all_turns(c: &mut Client, id: &str) -> Vec<pb::SessionTurn> {
+    let mut all = Vec::new();
+    let mut after_seq = 0;
+    loop {
+        let page = c
+            .list_turns(pb::ListTurnsRequest {
+                session_id: id.into(),
+                after_seq,
+                limit: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        all.extend(page.turns);
+        if page.next_after_seq == 0 {
+            return all;
+        }
+        after_seq = page.next_after_seq;
+    }
+}
+
 /// Polls until the session is neither pending nor running.
 pub async fn settled(c: &mut Client, id: &str) -> pb::Session {
     for _ in 0..1000 {
