@@ -213,3 +213,39 @@ async fn cancel_of_an_idle_session_is_refused() {
     assert!(refused.message().contains("idle"), "{}", refused.message());
     app.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_recovery_notice_settles_the_calls_it_repaired() {
+    let app = spawn_app().await;
+    let mut client = app.client().await;
+    let session = new_session(&mut client).await;
+    let id = SessionId::parse(&session).unwrap();
+    let driver = Driver::claim(&app, &session).await;
+    let call = driver.call("c1", "restart_service").await;
+    driver.start(call.seq, "c1", "restart_service");
+    assert_eq!(app.turn_log.running_calls(id).len(), 1);
+    // The worker running c1 died; the claimer's plan repairs c1 and its
+    // notice says so. No result will ever come for c1.
+    let stored = app.store.all_turns(id).await.unwrap();
+    let plan =
+        inquest_core::plan_resume(id, &stored, &|_: &str| inquest_core::SideEffect::Mutating);
+    assert_eq!(plan.repaired_call_ids, ["c1"]);
+    driver
+        .burst
+        .append(inquest_core::NewTurn::Notice(
+            inquest_core::notice_turn_text(&plan),
+        ))
+        .await
+        .unwrap();
+    assert!(app.turn_log.running_calls(id).is_empty());
+    // A watcher starting now is not told c1 is running.
+    let stream = watch(&mut client, &session, 0).await.unwrap();
+    driver.finish().await;
+    let (events, ending) = collect(stream).await;
+    ending.unwrap();
+    assert_eq!(turn_seqs(&events), [1, 2, 3]);
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::ToolCallStart(_))),
+        "{events:?}"
+    );
+}

@@ -20,7 +20,8 @@ use std::{
 use inquest_agent::{BoxFuture, SinkError, TurnSink, failpoints};
 use inquest_broadcast::{Event, ToolCallStart, TurnBroadcaster};
 use inquest_core::{
-    IdempotencyKey, IncidentId, NewTurn, Seq, SessionId, SessionStatus, ToolCall, Turn, UserMessage,
+    IdempotencyKey, IncidentId, NewTurn, Role, Seq, SessionId, SessionStatus, ToolCall, Turn,
+    UserMessage, plan_from_notice,
 };
 use inquest_store::{
     ACTIVE, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,
@@ -132,10 +133,19 @@ impl TurnLog {
     /// Publishes a turn the store has committed.
     fn publish_committed(&self, turn: Turn) -> Arc<Turn> {
         let turn = Arc::new(turn);
-        if let Some(call_id) = &turn.tool_call_id {
+        // A tool result settles its call; a recovery notice settles every
+        // call it repaired (its worker died: no result will come).
+        let settled: Vec<String> = match (&turn.tool_call_id, turn.role) {
+            (Some(call_id), _) => vec![call_id.clone()],
+            (None, Role::Notice) => plan_from_notice(&turn.content)
+                .map(|plan| plan.repaired_call_ids)
+                .unwrap_or_default(),
+            (None, _) => Vec::new(),
+        };
+        if !settled.is_empty() {
             let mut state = self.lock();
             if let Some(calls) = state.running_calls.get_mut(&turn.session_id) {
-                calls.retain(|c| &c.call_id != call_id);
+                calls.retain(|c| !settled.contains(&c.call_id));
                 if calls.is_empty() {
                     state.running_calls.remove(&turn.session_id);
                 }
