@@ -1,11 +1,13 @@
 //! Persist, then publish: the one path every turn takes.
 //!
-//! [`TurnLog`] is what `StartSession`, `SendMessage` and (with the agent
-//! issue) the agent loop write through. A turn is appended to the store (a
-//! detached write with its own timeout, so a cancelled caller still records
-//! what happened) and only after the commit is it published to the
-//! broadcaster. A failed write publishes nothing and comes back as
-//! [`TurnLogError::NotPersisted`].
+//! [`TurnLog`] is what `StartSession` and `SendMessage` write through, and
+//! [`BurstLog`] (one per claimed burst, fenced by its lease) is what the
+//! agent loop and the resume notices write through. A turn is appended to
+//! the store (a detached write with its own timeout, so a cancelled caller
+//! still records what happened) and only after the commit is it published
+//! to the broadcaster; other replicas hear of it from the store's
+//! `NOTIFY` and [`TurnLog::apply_remote`]. A failed write publishes nothing
+//! and comes back as [`TurnLogError::NotPersisted`].
 //!
 //! It also keeps the two pieces of per-session memory the live view needs
 //! and the database does not: which tool calls are running right now (so a
@@ -112,22 +114,6 @@ impl TurnLog {
         // Every critical section leaves the maps consistent; a panic
         // elsewhere must not wedge the live view.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Appends `turn` (unfenced: for writes outside a burst) and, once
-    /// committed, publishes it. A tool result settles its running call.
-    pub async fn append(
-        &self,
-        session: SessionId,
-        turn: NewTurn,
-    ) -> Result<Arc<Turn>, TurnLogError> {
-        let stored = self
-            .store
-            .append_turn(session, turn)
-            .await
-            .map_err(TurnLogError::NotPersisted)?;
-        failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
-        Ok(self.publish_committed(stored))
     }
 
     /// Publishes a turn the store has committed.
