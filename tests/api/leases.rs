@@ -269,3 +269,184 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
     listener.await.unwrap();
     app.stop().await.unwrap();
 }
+
+/// A session left `running` with no lease (its worker died before any
+/// renewal): turns are `(seq, role, content)`, timestamps a minute ago.
+async fn orphan(
+    app: &inquest_tests::TestApp,
+    client: &mut inquest_tests::resume::Client,
+    turns: &[(i64, inquest_core::Role, &str)],
+) -> SessionId {
+    use inquest_tests::resume::{incident, insert_session, insert_turn};
+    let db = inquest_tests::connect(&app.db_url).await;
+    let incident = incident(client).await;
+    let session = SessionId::new();
+    let at = time::OffsetDateTime::now_utc() - time::Duration::seconds(60);
+    let turns: Vec<inquest_core::Turn> = turns
+        .iter()
+        .map(|(seq, role, content)| inquest_core::Turn {
+            session_id: session,
+            seq: inquest_core::Seq::from_stored(*seq).unwrap(),
+            role: *role,
+            content: (*content).into(),
+            tool_calls_raw: serde_json::json!([]),
+            tool_call_id: None,
+            tool_name: None,
+            is_error: false,
+            usage: TokenUsage::default(),
+            created_at: at,
+        })
+        .collect();
+    // Stored whole before it becomes running: a reaper must not claim a
+    // half-written history.
+    insert_session(&db, incident, session, "idle", &turns).await;
+    for t in &turns {
+        insert_turn(&db, t).await.unwrap();
+    }
+    db.execute(
+        "UPDATE sessions SET status = 'running' WHERE id = $1",
+        &[session.as_uuid()],
+    )
+    .await
+    .unwrap();
+    session
+}
+
+fn get(id: SessionId) -> inquest_proto::v1::GetSessionRequest {
+    inquest_proto::v1::GetSessionRequest {
+        session_id: id.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn get_watch_and_send_claim_an_orphan_on_the_spot() {
+    use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
+    use inquest_core::Role;
+    use inquest_proto::v1 as pb;
+    use inquest_tests::{resume::settled, watching::collect};
+
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    // Three recoveries may run at once and share the fake's queue: every
+    // reply (answer or report) is the same text.
+    for _ in 0..6 {
+        fake.reply(FakeReply::text("The pool is exhausted."));
+    }
+    let app = inquest_tests::spawn_app_with(|c| {
+        c.providers = vec![inquest_tests::resume::fake_provider(&fake, "fake")];
+        // Only the calls below can claim these orphans: the reaper's next
+        // pass is an hour away (its first ran at startup, before them).
+        c.lease.reap_interval = Duration::from_secs(3600);
+    })
+    .await;
+    let mut client = app.client().await;
+    let asked = [(1, Role::User, "why is checkout slow?")];
+    let by_get = orphan(&app, &mut client, &asked).await;
+    let by_watch = orphan(&app, &mut client, &asked).await;
+    let by_send = orphan(&app, &mut client, &asked).await;
+    // Nobody has claimed them yet (so the claims below are the calls').
+    let db = inquest_tests::connect(&app.db_url).await;
+    for id in [by_get, by_watch, by_send] {
+        let row = db
+            .query_one(
+                "SELECT lease_epoch FROM sessions WHERE id = $1",
+                &[id.as_uuid()],
+            )
+            .await
+            .unwrap();
+        assert_eq!(row.get::<_, i64>(0), 0);
+    }
+
+    // GetSession answers with the claim it just made.
+    let claimed = client.get_session(get(by_get)).await.unwrap().into_inner();
+    assert_eq!(claimed.lease_epoch, 1, "{claimed:?}");
+    assert!(
+        !claimed.lease_owner.is_empty() || claimed.status() != pb::SessionStatus::Running,
+        "{claimed:?}"
+    );
+
+    // WatchSession claims it and follows the recovery to its end.
+    let stream = inquest_tests::watching::watch(&mut client, &by_watch.to_string(), 0)
+        .await
+        .unwrap();
+    let (events, ending) = collect(stream).await;
+    ending.unwrap();
+    let turns: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            pb::watch_event::Event::Turn(t) => Some((t.role(), t.content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(turns.len(), 3, "{turns:?}");
+    assert_eq!(turns[1].0, pb::TurnRole::Notice);
+    assert!(
+        turns[1].1.starts_with("Recovery: interrupted_prompt."),
+        "{turns:?}"
+    );
+    assert_eq!(
+        turns[2],
+        (pb::TurnRole::Assistant, "The pool is exhausted.".into())
+    );
+
+    // SendMessage is refused (the session is running) but claims it.
+    let refused = inquest_tests::resume::send(&mut client, by_send, "hello?")
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("recovering"),
+        "{}",
+        refused.message()
+    );
+
+    for id in [by_get, by_watch, by_send] {
+        let done = settled(&mut client, id).await;
+        assert_eq!(done.status(), pb::SessionStatus::Completed, "{done:?}");
+        assert_eq!(done.lease_epoch, 1);
+    }
+    app.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_degraded_orphan_is_never_continued() {
+    use inquest_agent::fake::{FakeProvider, Flavor};
+    use inquest_core::Role;
+    use inquest_proto::v1 as pb;
+    use inquest_tests::resume::settled;
+
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    let app = inquest_tests::spawn_app_with(|c| {
+        c.providers = vec![inquest_tests::resume::fake_provider(&fake, "fake")];
+        c.lease.reap_interval = Duration::from_millis(50);
+    })
+    .await;
+    let mut client = app.client().await;
+    // A gap (no seq 2) and an unanswered question: needs a human.
+    let owes = orphan(
+        &app,
+        &mut client,
+        &[(1, Role::User, "why?"), (3, Role::User, "and now?")],
+    )
+    .await;
+    // A gap and a final answer: nothing owed, still never continued.
+    let answered = orphan(
+        &app,
+        &mut client,
+        &[(1, Role::User, "why?"), (3, Role::Assistant, "the pool")],
+    )
+    .await;
+    let held = settled(&mut client, owes).await;
+    assert_eq!(
+        held.status(),
+        pb::SessionStatus::AwaitingConfirmation,
+        "{held:?}"
+    );
+    assert_eq!(held.last_recovery_plan.unwrap().kind, "degraded_history");
+    let idle = settled(&mut client, answered).await;
+    assert_eq!(idle.status(), pb::SessionStatus::Idle, "{idle:?}");
+    assert_eq!(idle.exit_reason, "degraded_history");
+    assert_eq!(idle.last_recovery_plan.unwrap().kind, "degraded_history");
+    assert_eq!(fake.request_count(), 0, "nothing was sent to the model");
+    let _ = client.get_session(get(owes)).await.unwrap();
+    app.stop().await.unwrap();
+}
