@@ -484,5 +484,39 @@ mod example_file {
         );
         assert_eq!(parsed.store.max_connections, defaults.store.max_connections);
         assert_eq!(parsed.shutdown.grace, defaults.shutdown.grace);
+        assert_eq!(parsed.lease.ttl, defaults.lease.ttl);
+        assert_eq!(parsed.lease.reap_interval, defaults.lease.reap_interval);
+        assert_eq!(
+            parsed.lease.renew_interval(),
+            defaults.lease.renew_interval()
+        );
+    }
+
+    #[test]
+    fn lease_settings_and_replica_id_are_checked() {
+        let c = Config::from_toml("[lease]\nttl = \"2s\"\n").unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.lease.renew_interval(),
+            std::time::Duration::from_secs(2) / 3
+        );
+        for bad in [
+            "[lease]\nttl = \"50ms\"\n",
+            "[lease]\nttl = \"2s\"\nrenew_interval = \"2s\"\n",
+            "[lease]\nreap_interval = \"0ms\"\n",
+            "replica_id = \"has space\"\n",
+            "replica_id = \"\"\n",
+        ] {
+            let c = Config::from_toml(bad).unwrap();
+            assert!(c.validate().is_err(), "{bad}");
+        }
+        let mut c = Config::default();
+        c.apply_env(|name| (name == "INQUEST_REPLICA_ID").then(|| "pod-7".to_owned()))
+            .unwrap();
+        assert_eq!(c.replica_id.as_deref(), Some("pod-7"));
+        assert_eq!(
+            c.store_config("postgres://x/y").replica_id.as_str(),
+            "pod-7"
+        );
     }
 }
