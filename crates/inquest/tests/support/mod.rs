@@ -4,6 +4,9 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this
 
+pub mod crash;
+pub mod fleet;
+
 use std::{
     io::{BufRead, BufReader},
     net::{TcpListener, TcpStream},
@@ -210,25 +213,25 @@ pub async fn all_turns(c: &mut Client, id: &str) -> Vec<pb::SessionTurn> {
     }
 }
 
-/// Polls until the session is neither pending nor running.
+/// Polls until the session is neither pending nor running; panics after a
+/// minute (a hang guard, not a timing assertion: replica tests outlive
+/// lease TTLs and tool sleeps).
 pub async fn settled(c: &mut Client, id: &str) -> pb::Session {
-    for _ in 0..1000 {
-        let s = c
-            .get_session(pb::GetSessionRequest {
-                session_id: id.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = get_session(c, id).await;
         if !matches!(
             s.status(),
             pb::SessionStatus::Pending | pb::SessionStatus::Running
         ) {
             return s;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "session {id} never settled: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("session {id} never settled");
 }
 
 /// Lease timing of the replica tests: short, so a dead replica is replaced
