@@ -19,6 +19,8 @@ use std::{fmt, time::Duration};
 
 use inquest_core::{SessionId, SessionStatus};
 
+use tokio_postgres::{Row, types::ToSql};
+
 use crate::{Store, StoreError, rows::get};
 
 /// Names one replica (process) in lease rows and notifications.
@@ -101,7 +103,7 @@ pub enum Renewal {
 }
 
 /// Leases from claim rows of `(id, lease_epoch)`.
-fn leases(rows: &[tokio_postgres::Row]) -> Result<Vec<Lease>, StoreError> {
+fn leases(rows: &[Row]) -> Result<Vec<Lease>, StoreError> {
     rows.iter()
         .map(|r| {
             Ok(Lease {
@@ -142,28 +144,25 @@ impl Store {
              WHERE id = $1 AND status = 'pending' RETURNING lease_epoch",
             expiry(3)
         );
-        let owner = self.replica.as_str().to_owned();
-        let ttl = millis(self.lease_ttl);
-        let row = {
-            let store = self.clone();
-            let limit = self.turn_write_timeout;
-            self.detached(async move {
-                store
-                    .run_with_timeout("claim_pending", limit, async |c| {
-                        Ok(c.query_opt(&sql, &[session.as_uuid(), &owner, &ttl])
-                            .await?)
-                    })
-                    .await
+        let rows = self
+            .lease_write(
+                "claim_pending",
+                sql,
+                vec![
+                    Box::new(*session.as_uuid()),
+                    Box::new(self.replica.as_str().to_owned()),
+                    Box::new(millis(self.lease_ttl)),
+                ],
+            )
+            .await?;
+        rows.first()
+            .map(|r| {
+                Ok(Lease {
+                    session,
+                    epoch: get(r, 0)?,
+                })
             })
-            .await?
-        };
-        row.map(|r| {
-            Ok(Lease {
-                session,
-                epoch: get(&r, 0)?,
-            })
-        })
-        .transpose()
+            .transpose()
     }
 
     /// Claims up to `limit` orphans: sessions `running` whose lease expired
@@ -195,22 +194,18 @@ impl Store {
              WHERE s.id = orphan.id RETURNING s.id, s.lease_epoch",
             expiry(2)
         );
-        let owner = self.replica.as_str().to_owned();
-        let ttl = millis(self.lease_ttl);
-        let only = only.map(|s| *s.as_uuid());
-        let max = i64::from(limit);
-        let rows = {
-            let store = self.clone();
-            let limit = self.turn_write_timeout;
-            self.detached(async move {
-                store
-                    .run_with_timeout("claim_orphans", limit, async |c| {
-                        Ok(c.query(&sql, &[&owner, &ttl, &only, &max]).await?)
-                    })
-                    .await
-            })
-            .await?
-        };
+        let rows = self
+            .lease_write(
+                "claim_orphans",
+                sql,
+                vec![
+                    Box::new(self.replica.as_str().to_owned()),
+                    Box::new(millis(self.lease_ttl)),
+                    Box::new(only.map(|s| *s.as_uuid())),
+                    Box::new(i64::from(limit)),
+                ],
+            )
+            .await?;
         leases(&rows)
     }
 
@@ -227,21 +222,17 @@ impl Store {
              WHERE s.id = stale.id RETURNING s.id, s.lease_epoch",
             expiry(2)
         );
-        let owner = self.replica.as_str().to_owned();
-        let ttl = millis(self.lease_ttl);
-        let max = i64::from(limit);
-        let rows = {
-            let store = self.clone();
-            let limit = self.turn_write_timeout;
-            self.detached(async move {
-                store
-                    .run_with_timeout("claim_stale_pending", limit, async |c| {
-                        Ok(c.query(&sql, &[&owner, &ttl, &max]).await?)
-                    })
-                    .await
-            })
-            .await?
-        };
+        let rows = self
+            .lease_write(
+                "claim_stale_pending",
+                sql,
+                vec![
+                    Box::new(self.replica.as_str().to_owned()),
+                    Box::new(millis(self.lease_ttl)),
+                    Box::new(i64::from(limit)),
+                ],
+            )
+            .await?;
         leases(&rows)
     }
 
@@ -277,26 +268,41 @@ impl Store {
     /// lease expires now, so any replica's reaper claims and continues it.
     /// Used at shutdown. `false` when the lease was no longer ours.
     pub async fn release_lease(&self, lease: &Lease) -> Result<bool, StoreError> {
-        let session = lease.session;
-        let epoch = lease.epoch;
-        let n = {
-            let store = self.clone();
-            let limit = self.turn_write_timeout;
-            self.detached(async move {
-                store
-                    .run_with_timeout("release_lease", limit, async |c| {
-                        Ok(c.execute(
-                            "UPDATE sessions SET lease_owner = NULL, lease_expires_at = now(), \
-                     updated_at = now() \
-                     WHERE id = $1 AND lease_epoch = $2 AND status = 'running'",
-                            &[session.as_uuid(), &epoch],
-                        )
-                        .await?)
-                    })
-                    .await
-            })
-            .await?
-        };
-        Ok(n == 1)
+        let rows = self
+            .lease_write(
+                "release_lease",
+                "UPDATE sessions SET lease_owner = NULL, lease_expires_at = now(), \
+                 updated_at = now() \
+                 WHERE id = $1 AND lease_epoch = $2 AND status = 'running' RETURNING id"
+                    .to_owned(),
+                vec![Box::new(*lease.session.as_uuid()), Box::new(lease.epoch)],
+            )
+            .await?;
+        Ok(rows.len() == 1)
+    }
+
+    /// Runs one lease write detached, with the turn-write timeout: a claim
+    /// or hand-over whose caller went away still lands (or fails) whole,
+    /// like every write that changes who owns a session.
+    async fn lease_write(
+        &self,
+        op: &'static str,
+        sql: String,
+        params: Vec<Box<dyn ToSql + Send + Sync>>,
+    ) -> Result<Vec<Row>, StoreError> {
+        let store = self.clone();
+        let limit = self.turn_write_timeout;
+        self.detached(async move {
+            store
+                .run_with_timeout(op, limit, async |c| {
+                    let refs: Vec<&(dyn ToSql + Sync)> = params
+                        .iter()
+                        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                        .collect();
+                    Ok(c.query(&sql, &refs).await?)
+                })
+                .await
+        })
+        .await
     }
 }
