@@ -232,11 +232,9 @@ impl Investigations for InvestigationsService {
         let req = request.into_inner();
         let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
         let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
-        let stream = self.watches.start(id, after).await?;
+        let (stream, row) = self.watches.start(id, after).await?;
         // Watching an orphan claims it, so the watcher sees it recovered.
-        if let Ok(row) = self.store.get_session(id).await {
-            self.runner.recover_if_orphaned(&row).await;
-        }
+        self.runner.recover_if_orphaned(&row).await;
         Ok(Response::new(stream))
     }
 

@@ -35,7 +35,7 @@ use std::{
 use inquest_broadcast::{Event, Subscription, SubscriptionItem, ToolCallStart};
 use inquest_core::{AfterSeq, SessionId, Turn};
 use inquest_proto::v1::{self as pb, watch_event::Event as WireEvent};
-use inquest_store::ACTIVE;
+use inquest_store::{ACTIVE, SessionRow};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -82,12 +82,13 @@ pub type WatchStream = ReceiverStream<Result<pb::WatchEvent, Status>>;
 
 impl Watches {
     /// Runs steps 1 and 2 in the caller (so NOT_FOUND / OUT_OF_RANGE come
-    /// back as the call's status) and the rest in a tracked task.
+    /// back as the call's status) and the rest in a tracked task. Returns
+    /// the session row it read too (the caller checks it for an orphan).
     pub async fn start(
         &self,
         session: SessionId,
         after: AfterSeq,
-    ) -> Result<WatchStream, ApiError> {
+    ) -> Result<(WatchStream, SessionRow), ApiError> {
         let subscription = self.log.broadcaster().subscribe(session);
         // Other replicas announce this session's turns only to replicas
         // that registered a watcher; registering after subscribing and
@@ -123,7 +124,7 @@ impl Watches {
             answered: RecentIds::new(self.channel_capacity),
         };
         self.tasks.spawn(watcher.run());
-        Ok(ReceiverStream::new(rx))
+        Ok((ReceiverStream::new(rx), row))
     }
 }
 
