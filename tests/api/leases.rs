@@ -52,19 +52,14 @@ fn says(text: &str) -> NewTurn {
 
 /// Expires the session's lease, as if its holder stopped renewing.
 async fn expire(url: &str, session: SessionId) {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+    inquest_tests::connect(url)
         .await
-        .unwrap();
-    let driver = tokio::spawn(connection);
-    client
         .execute(
             "UPDATE sessions SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
             &[session.as_uuid()],
         )
         .await
         .unwrap();
-    drop(client);
-    let _ = driver.await;
 }
 
 #[tokio::test]
@@ -160,16 +155,11 @@ async fn until_marker(
 
 /// A plain NOTIFY of `text` on the channel, from its own connection.
 async fn marker(url: &str, text: &str) {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+    inquest_tests::connect(url)
         .await
-        .unwrap();
-    let driver = tokio::spawn(connection);
-    client
         .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &text])
         .await
         .unwrap();
-    drop(client);
-    let _ = driver.await;
 }
 
 #[tokio::test]
