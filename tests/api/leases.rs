@@ -8,7 +8,7 @@ use inquest_core::{
     ExitReason, IncidentText, Limits, NewTurn, SessionId, SessionStatus, TokenUsage, UserMessage,
 };
 use inquest_store::{
-    Lease, ReplicaId, Store, StoreConfig, StoreError, Transition,
+    Lease, NewReport, ReplicaId, Store, StoreConfig, StoreError, Transition, WriteId,
     listen::{ListenEvent, ListenerConfig, run_listener},
     notify::{CHANNEL, Notification},
 };
@@ -69,7 +69,7 @@ async fn a_replaced_worker_cannot_append_report_or_close() {
     let b = store_as(&app.db_url, "replica-b");
     let session = pending_session(&a).await;
     let stale: Lease = a.claim_pending(session).await.unwrap().expect("pending");
-    a.append_turn_leased(&stale, says("before the takeover"))
+    a.append_turn_leased(&stale, WriteId::new(), says("before the takeover"))
         .await
         .unwrap();
     // A live lease is not an orphan.
@@ -81,7 +81,7 @@ async fn a_replaced_worker_cannot_append_report_or_close() {
     assert_eq!(a.claim_orphan(session).await.unwrap(), None);
 
     let refused = a
-        .append_turn_leased(&stale, says("after the takeover"))
+        .append_turn_leased(&stale, WriteId::new(), says("after the takeover"))
         .await
         .unwrap_err();
     assert!(
@@ -91,24 +91,18 @@ async fn a_replaced_worker_cannot_append_report_or_close() {
     let report = a
         .save_report(
             &stale,
-            1,
-            ExitReason::Completed,
-            "stale".into(),
-            serde_json::json!({}),
-            0,
+            NewReport {
+                burst: 1,
+                exit_reason: ExitReason::Completed,
+                summary: "stale".into(),
+                counters: serde_json::json!({}),
+                active_ms: 0,
+            },
         )
         .await
         .unwrap_err();
     assert!(matches!(report, StoreError::LeaseLost { .. }), "{report:?}");
-    let closed = a
-        .transition_leased(
-            &stale,
-            &[SessionStatus::Running],
-            SessionStatus::Completed,
-            Some("completed".into()),
-        )
-        .await
-        .unwrap();
+    let closed = a.close_burst(&stale, ExitReason::Completed).await.unwrap();
     assert!(
         matches!(closed, Transition::Unchanged(ref row) if row.status == SessionStatus::Running)
     );
@@ -119,7 +113,7 @@ async fn a_replaced_worker_cannot_append_report_or_close() {
 
     // The new holder writes on; the stale write left no trace.
     let turn = b
-        .append_turn_leased(&fresh, says("recovered"))
+        .append_turn_leased(&fresh, WriteId::new(), says("recovered"))
         .await
         .unwrap();
     assert_eq!(turn.seq.as_i64(), 3);
@@ -181,12 +175,12 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
     let session = pending_session(&a).await;
     let lease = a.claim_pending(session).await.unwrap().unwrap();
     // Nobody watches: no announcement (commits stay off the notify lock).
-    a.append_turn_leased(&lease, says("unwatched"))
+    a.append_turn_leased(&lease, WriteId::new(), says("unwatched"))
         .await
         .unwrap();
     // The writer's own watcher does not count either.
     a.register_watcher(session).await.unwrap();
-    a.append_turn_leased(&lease, says("watched by the writer only"))
+    a.append_turn_leased(&lease, WriteId::new(), says("watched by the writer only"))
         .await
         .unwrap();
     marker(&app.db_url, "m1").await;
@@ -199,7 +193,10 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
     // Another replica watches: every turn is announced, whole, by the writer.
     b.register_watcher(session).await.unwrap();
     b.register_watcher(session).await.unwrap(); // idempotent
-    let turn = a.append_turn_leased(&lease, says("watched")).await.unwrap();
+    let turn = a
+        .append_turn_leased(&lease, WriteId::new(), says("watched"))
+        .await
+        .unwrap();
     marker(&app.db_url, "m2").await;
     let seen = until_marker(&mut rx, "m2").await;
     match seen.as_slice() {
@@ -222,7 +219,7 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
 
     // Too large for a notification: announced by seq, fetched by it.
     let big = a
-        .append_turn_leased(&lease, says(&"x".repeat(10_000)))
+        .append_turn_leased(&lease, WriteId::new(), says(&"x".repeat(10_000)))
         .await
         .unwrap();
     marker(&app.db_url, "m2b").await;
@@ -235,14 +232,9 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
     assert_eq!(fetched.content.len(), 10_000);
 
     // Ending the burst announces the status and forgets the watchers.
-    a.transition_leased(
-        &lease,
-        &[SessionStatus::Running],
-        SessionStatus::Idle,
-        Some("awaiting_user".into()),
-    )
-    .await
-    .unwrap();
+    a.close_burst(&lease, ExitReason::AwaitingUser)
+        .await
+        .unwrap();
     marker(&app.db_url, "m3").await;
     let seen = until_marker(&mut rx, "m3").await;
     assert!(

@@ -90,22 +90,35 @@ async fn send_message_to_a_running_session_is_refused() {
         .unwrap_err();
     assert_eq!(unknown.code(), Code::NotFound);
 
-    // A failed session says why.
+    // A failed session is not a dead end: a follow-up reopens it.
     driver
-        .finish_as(SessionStatus::Failed, "turn_write_failed")
+        .finish_as(inquest_core::ExitReason::StoreFailed)
         .await;
-    let failed = client
+    let reopened = client
         .send_message(send(&session, "retry", ""))
         .await
+        .expect("a follow-up reopens a failed session");
+    assert_eq!(reopened.into_inner().seq, 2);
+    assert_eq!(app.count("turns").await, 2);
+
+    // A cancelled one is final, and says why.
+    client
+        .cancel_session(pb::CancelSessionRequest {
+            session_id: session.clone(),
+        })
+        .await
+        .expect("cancel");
+    let cancelled = client
+        .send_message(send(&session, "again", ""))
+        .await
         .unwrap_err();
-    assert_eq!(failed.code(), Code::FailedPrecondition);
-    assert!(failed.message().contains("failed"), "{}", failed.message());
+    assert_eq!(cancelled.code(), Code::FailedPrecondition);
     assert!(
-        failed.message().contains("turn_write_failed"),
+        cancelled.message().contains("cancelled"),
         "{}",
-        failed.message()
+        cancelled.message()
     );
-    assert_eq!(app.count("turns").await, 1);
+    assert_eq!(app.count("turns").await, 2);
     app.stop().await.unwrap();
 }
 

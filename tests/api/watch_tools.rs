@@ -165,7 +165,7 @@ async fn cancel_session_mid_tool() {
     // What the tool did after the cancel is still recorded; the late close
     // of the burst does not undo the cancel.
     driver.result("c-1", "restart_pod", "restarted").await;
-    driver.finish_as(SessionStatus::Idle, "awaiting_user").await;
+    driver.finish().await;
     let row = app.store.get_session(id).await.unwrap();
     assert_eq!(row.status, SessionStatus::Cancelled);
     assert_eq!(row.exit_reason.as_deref(), Some("cancelled"));

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use inquest_broadcast::ToolCallStart;
 use inquest_core::{
-    NewTurn, Seq, SessionId, SessionStatus, TokenUsage, ToolArguments, ToolCall, Turn,
+    ExitReason, NewTurn, Seq, SessionId, TokenUsage, ToolArguments, ToolCall, Turn,
 };
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
-use inquest_server::turn_log::BurstLog;
+use inquest_server::burst_log::BurstLog;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
@@ -107,14 +107,12 @@ impl Driver {
 
     /// Ends the burst as `idle` with exit reason `awaiting_user`.
     pub async fn finish(self) {
-        self.finish_as(SessionStatus::Idle, "awaiting_user").await;
+        self.finish_as(ExitReason::AwaitingUser).await;
     }
 
-    pub async fn finish_as(self, status: SessionStatus, exit_reason: &str) {
-        self.burst
-            .close(status, exit_reason)
-            .await
-            .expect("closing the burst");
+    /// Ends the burst with `reason` (the status its ending names).
+    pub async fn finish_as(self, reason: ExitReason) {
+        self.burst.close(reason).await.expect("closing the burst");
     }
 }
 

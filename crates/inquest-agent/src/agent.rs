@@ -73,8 +73,15 @@ impl AgentConfig {
 pub struct Stop {
     /// `CancelSession`: ends with `cancelled`.
     pub cancel: CancellationToken,
-    /// Server shutdown: ends with `interrupted` (resumable).
+    /// Server shutdown: no new model call or tool starts; a model call in
+    /// flight is dropped (it has no side effect); a running tool is left
+    /// to finish and its real result is stored. Ends with `interrupted`
+    /// (handed over).
     pub shutdown: CancellationToken,
+    /// The shutdown grace ran out: a tool still running is dropped and
+    /// its call left without a result, so the next replica's recovery plan
+    /// sees it dangling (and holds a mutating one for confirmation).
+    pub abandon: CancellationToken,
     /// The worker's lease was lost (renewal found another owner): ends
     /// with `lease_lost`, writing nothing more.
     pub lease_lost: CancellationToken,
@@ -99,6 +106,17 @@ impl Stop {
             () = self.lease_lost.cancelled() => ExitReason::LeaseLost,
             () = self.cancel.cancelled() => ExitReason::Cancelled,
             () = self.shutdown.cancelled() => ExitReason::Interrupted,
+        }
+    }
+
+    /// What cuts a running tool short: a lost lease, a cancel, or the end
+    /// of the shutdown grace (not the shutdown itself).
+    async fn tool_cut(&self) -> ExitReason {
+        tokio::select! {
+            biased;
+            () = self.lease_lost.cancelled() => ExitReason::LeaseLost,
+            () = self.cancel.cancelled() => ExitReason::Cancelled,
+            () = self.abandon.cancelled() => ExitReason::Interrupted,
         }
     }
 }
@@ -270,17 +288,38 @@ impl Agent {
                     ExitReason::Completed
                 };
             }
-            for call in &calls {
-                sink.tool_call_started(state.session_id, stored.seq, call)
-                    .await;
+            for (index, call) in calls.iter().enumerate() {
+                if let Some(reason) = stop.reason() {
+                    if reason != ExitReason::Interrupted {
+                        // Cancelled (final) or no longer ours: nothing more
+                        // to record.
+                        return reason;
+                    }
+                    // Shutting down: these calls were not started and now
+                    // never will be in this burst. Say so in their results,
+                    // so the next replica's plan knows they did not run (an
+                    // honest result, not a guess).
+                    return self
+                        .record_not_run(sink, state, burst, &calls[index..])
+                        .await;
+                }
+                if let Err(e) = sink
+                    .tool_call_started(state.session_id, stored.seq, call)
+                    .await
+                {
+                    tracing::warn!(error = %crate::report::chain(&e), call_id = %call.id, "tool not started: the lease may expire before it could finish");
+                    return ExitReason::LeaseLost;
+                }
                 failpoints::hit(failpoints::BEFORE_TOOL_RUN).await;
                 let (outcome, stopped) = self.run_tool(state.session_id, call, stop).await;
                 failpoints::hit(failpoints::AFTER_TOOL_RUN).await;
-                if stopped == Some(ExitReason::LeaseLost) {
-                    // Not ours to record any more: the new owner's recovery
-                    // plan answers this call.
-                    return ExitReason::LeaseLost;
-                }
+                let Some(outcome) = outcome else {
+                    // Cut off mid-run by a lost lease or the end of the
+                    // shutdown grace: the call is left without a result.
+                    // It may have run; the next claimer's recovery plan
+                    // classifies it (a mutating one waits for a human).
+                    return stopped.unwrap_or(ExitReason::Interrupted);
+                };
                 if !outcome.reached_server && outcome.is_error {
                     burst.bad_tool_strikes += 1;
                 }
@@ -315,32 +354,68 @@ impl Agent {
         }
     }
 
-    /// Runs one tool call unless the burst is stopped first; a call cut off
-    /// mid-run is recorded as an error result that says it may have run.
+    /// Runs one tool call to its end. A shutdown lets it finish (its real
+    /// result is stored). A cancel cuts it off with an error result that
+    /// says it may have partly run (the session ends for good, so no plan
+    /// will classify it). A lost lease or the end of the shutdown grace
+    /// cuts it off with no outcome at all: no result is written, and the
+    /// call stays dangling for the next claimer's recovery plan.
     async fn run_tool(
         &self,
         session: SessionId,
         call: &ToolCall,
         stop: &Stop,
-    ) -> (ToolOutcome, Option<ExitReason>) {
+    ) -> (Option<ToolOutcome>, Option<ExitReason>) {
         tokio::select! {
             biased;
-            reason = stop.stopped() => {
-                let why = match reason {
-                    ExitReason::Cancelled => "the session was cancelled",
-                    ExitReason::LeaseLost => "this worker lost the session's lease",
-                    _ => "the server shut down",
-                };
+            reason = stop.tool_cut() => {
+                if reason != ExitReason::Cancelled {
+                    return (None, Some(reason));
+                }
                 let outcome = ToolOutcome {
-                    content: format!("{why} while this tool was running; it may have partly run"),
+                    content: "the session was cancelled while this tool was running; it may have \
+                              partly run"
+                        .to_owned(),
                     is_error: true,
                     server: None,
                     reached_server: true,
                 };
-                (outcome, Some(reason))
+                (Some(outcome), Some(reason))
             }
-            outcome = self.tools.call(session, call) => (outcome, None),
+            outcome = self.tools.call(session, call) => (Some(outcome), None),
         }
+    }
+
+    /// Stores an error result for each call in `calls` that was never
+    /// started because the server is shutting down. These calls provably did not
+    /// run, so the result says so and nothing is left dangling.
+    async fn record_not_run(
+        &self,
+        sink: &dyn TurnSink,
+        state: &mut SessionState,
+        burst: &mut BurstState,
+        calls: &[ToolCall],
+    ) -> ExitReason {
+        for call in calls {
+            let content =
+                "not run: the server was shutting down before this tool call started".to_owned();
+            let result = NewTurn::Tool {
+                call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                content: content.clone(),
+                is_error: true,
+            };
+            if let Err(reason) = persist(sink, state, burst, result).await {
+                return reason;
+            }
+            state.transcript.push(Message::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content,
+                is_error: true,
+            });
+        }
+        ExitReason::Interrupted
     }
 
     /// The author step: one model call, no tools, that writes the summary.
@@ -410,8 +485,12 @@ async fn persist(
             tracing::warn!(error = %crate::report::chain(&e), "lease lost; abandoning the burst");
             Err(ExitReason::LeaseLost)
         }
+        Err(e @ SinkError::Unavailable(_)) => {
+            tracing::warn!(error = %crate::report::chain(&e), "store unavailable past the lease deadline; handing the session over");
+            Err(ExitReason::StoreUnavailable)
+        }
         Err(e @ SinkError::NotPersisted(_)) => {
-            tracing::error!(error = %crate::report::chain(&e), "turn write failed; ending the burst");
+            tracing::error!(error = %crate::report::chain(&e), "turn write refused; ending the burst");
             Err(ExitReason::StoreFailed)
         }
     }

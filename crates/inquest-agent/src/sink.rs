@@ -14,9 +14,15 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// A turn write failed: the transcript cannot go on.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
-    /// The store did not commit the turn (outage, timeout, ...).
+    /// The store refused the turn for a cause a retry cannot fix.
     #[error("turn was not persisted")]
     NotPersisted(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The store stayed unreachable (or its answers did not come) for as
+    /// long as the lease allows; the sink retried the same write until
+    /// then. Whether the last attempt committed is for the next claimer to
+    /// read from the store: the burst hands the session over.
+    #[error("the store stayed unavailable")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The store refused the turn because this worker's lease epoch is no
     /// longer the session's: another replica owns the session now.
     #[error("turn was refused: this worker no longer holds the session's lease")]
@@ -29,16 +35,20 @@ pub trait TurnSink: Send + Sync {
     /// burst's cancellation) and publishes it once committed.
     fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>>;
 
-    /// Announces that `call`, requested by the assistant turn
-    /// `assistant_seq`, is about to run. Not persisted. Resolves once the
+    /// Asks to run `call`, requested by the assistant turn
+    /// `assistant_seq`, and announces it. Not persisted. Resolves once the
     /// announcement went out (to other replicas too), so it is ordered
     /// before the call's result; a failure to announce is the sink's to log.
+    ///
+    /// `Err(SinkError::LeaseLost)` means the call must not run: this
+    /// worker's lease may expire before the call could finish (its renewal
+    /// deadline passed), so another replica may already run the session.
     fn tool_call_started<'a>(
         &'a self,
         session: SessionId,
         assistant_seq: Seq,
         call: &'a ToolCall,
-    ) -> BoxFuture<'a, ()>;
+    ) -> BoxFuture<'a, Result<(), SinkError>>;
 }
 
 /// What a tool call produced. Errors are results (`is_error`), not crashes.

@@ -377,6 +377,12 @@ impl Subscription {
         self.key.is_none()
     }
 
+    /// Whether the stream has ended or will end once its queued events
+    /// are taken (closed, lagged, or latched at start).
+    pub fn is_closed(&self) -> bool {
+        self.ended || self.rx.is_closed()
+    }
+
     /// Whether an event was dropped for this subscriber.
     pub fn is_lagged(&self) -> bool {
         self.stats.lagged.load(Ordering::Acquire)

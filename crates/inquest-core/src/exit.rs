@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::SessionStatus;
+use crate::{SessionStatus, session::Ending};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -28,8 +28,15 @@ pub enum ExitReason {
     ToolServersUnavailable,
     /// `CancelSession` stopped the burst.
     Cancelled,
-    /// A turn could not be written; the transcript cannot go on.
+    /// The store refused a write for a cause a retry cannot fix (not an
+    /// outage: those are `store_unavailable`). A follow-up reopens it.
     StoreFailed,
+    /// The store stayed unreachable past what the lease allows. The burst
+    /// stops starting tools and hands the session over: it stays
+    /// `running` with its lease left to expire, and the next claim (any
+    /// replica's reaper, or a call touching it) recovers it from the stored
+    /// turns. Never `failed`.
+    StoreUnavailable,
     /// The investigation ended well but its report summary could not be
     /// written. Only ever the reason when nothing else went wrong first.
     ReportAuthorFailed,
@@ -40,10 +47,20 @@ pub enum ExitReason {
     /// refuses its writes; the session belongs to the new owner, so this
     /// burst records nothing more: no report, no status.
     LeaseLost,
+    /// A follow-up whose stored transcript failed validation: no burst ran,
+    /// a notice says why, the session is `idle`.
+    ResumeRefused,
+    /// The recovery plan needs a human's go-ahead (`ContinueSession`): a
+    /// dangling call that may have changed something, or a degraded
+    /// history that still owes an answer.
+    AwaitingConfirmation,
+    /// A recovered session whose stored history is degraded and owes the
+    /// model nothing: left `idle` for a human, never continued.
+    DegradedHistory,
 }
 
 impl ExitReason {
-    pub const ALL: [ExitReason; 12] = [
+    pub const ALL: [ExitReason; 16] = [
         ExitReason::Completed,
         ExitReason::AwaitingUser,
         ExitReason::IterationBudgetExhausted,
@@ -56,6 +73,10 @@ impl ExitReason {
         ExitReason::ReportAuthorFailed,
         ExitReason::Interrupted,
         ExitReason::LeaseLost,
+        ExitReason::StoreUnavailable,
+        ExitReason::ResumeRefused,
+        ExitReason::AwaitingConfirmation,
+        ExitReason::DegradedHistory,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -72,6 +93,10 @@ impl ExitReason {
             ExitReason::ReportAuthorFailed => "report_author_failed",
             ExitReason::Interrupted => "interrupted",
             ExitReason::LeaseLost => "lease_lost",
+            ExitReason::StoreUnavailable => "store_unavailable",
+            ExitReason::ResumeRefused => "resume_refused",
+            ExitReason::AwaitingConfirmation => "awaiting_confirmation",
+            ExitReason::DegradedHistory => "degraded_history",
         }
     }
 
@@ -86,28 +111,31 @@ impl ExitReason {
         !matches!(self, ExitReason::AwaitingUser)
     }
 
-    /// The session status a burst ending this way leaves behind.
+    /// What a burst ending this way leaves in the store: the status it
+    /// closes the session with, or a hand-over, or nothing.
     ///
     /// Failures that a later attempt can get past (a provider or tool
-    /// server down, a shutdown, a missing summary) leave the session `idle`:
-    /// resumable by a follow-up, not failed. Only a store failure is
-    /// `failed`, a cancel is `cancelled`, and a lost lease leaves the
-    /// session `running` under its new owner.
-    pub fn session_status(self) -> SessionStatus {
+    /// server down, a missing summary) leave the session `idle`: resumable
+    /// by a follow-up, not failed. A shutdown or a store that stayed
+    /// unreachable hands the session over to recovery (still `running`);
+    /// a lost lease leaves it to its new owner.
+    pub fn ending(self) -> Ending {
         match self {
             ExitReason::Completed
             | ExitReason::IterationBudgetExhausted
-            | ExitReason::BurstLimitReached => SessionStatus::Completed,
+            | ExitReason::BurstLimitReached => Ending::Close(SessionStatus::Completed),
             ExitReason::AwaitingUser
             | ExitReason::NoProgress
             | ExitReason::ProviderFailed
             | ExitReason::ToolServersUnavailable
             | ExitReason::ReportAuthorFailed
-            | ExitReason::Interrupted => SessionStatus::Idle,
-            ExitReason::Cancelled => SessionStatus::Cancelled,
-            ExitReason::StoreFailed => SessionStatus::Failed,
-            // Not this worker's to set: the new lease owner runs it.
-            ExitReason::LeaseLost => SessionStatus::Running,
+            | ExitReason::ResumeRefused
+            | ExitReason::DegradedHistory => Ending::Close(SessionStatus::Idle),
+            ExitReason::AwaitingConfirmation => Ending::Close(SessionStatus::AwaitingConfirmation),
+            ExitReason::Cancelled => Ending::Close(SessionStatus::Cancelled),
+            ExitReason::StoreFailed => Ending::Close(SessionStatus::Failed),
+            ExitReason::Interrupted | ExitReason::StoreUnavailable => Ending::HandOver,
+            ExitReason::LeaseLost => Ending::Abandon,
         }
     }
 }
@@ -135,17 +163,16 @@ mod tests {
         for r in [
             ExitReason::ProviderFailed,
             ExitReason::ToolServersUnavailable,
-            ExitReason::Interrupted,
         ] {
-            assert_eq!(r.session_status(), SessionStatus::Idle);
+            assert_eq!(r.ending(), Ending::Close(SessionStatus::Idle));
+        }
+        for r in [ExitReason::Interrupted, ExitReason::StoreUnavailable] {
+            assert_eq!(r.ending(), Ending::HandOver);
         }
         assert_eq!(
-            ExitReason::StoreFailed.session_status(),
-            SessionStatus::Failed
+            ExitReason::StoreFailed.ending(),
+            Ending::Close(SessionStatus::Failed)
         );
-        assert_eq!(
-            ExitReason::Cancelled.session_status(),
-            SessionStatus::Cancelled
-        );
+        assert_eq!(ExitReason::LeaseLost.ending(), Ending::Abandon);
     }
 }

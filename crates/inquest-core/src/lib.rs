@@ -24,7 +24,7 @@ pub use resume::{
     plan_from_notice, plan_recovery, plan_resume, rebuild_messages, restore,
 };
 pub use seq::{AfterSeq, CursorError, Seq};
-pub use session::SessionStatus;
+pub use session::{Ending, Event, Refused, SessionStatus};
 pub use tools::{
     SideEffect, ToolCatalog, ToolClassOverrides, ToolClasses, ToolInfo, ToolServers,
     tool_idempotency_key,

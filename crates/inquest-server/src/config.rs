@@ -78,6 +78,14 @@ pub struct LeaseSection {
     /// How often the holder renews; a third of `ttl` when absent.
     #[serde(with = "duration_text::option")]
     pub renew_interval: Option<Duration>,
+    /// How long before its lease could expire the holder stops acting for
+    /// it: it counts `ttl` from when each renewal was *sent*, and this much
+    /// earlier it stops starting tools, cancels running ones and retries no
+    /// write, so no two replicas ever run tools for one session. Covers
+    /// clock-rate drift and scheduling delay. A sixth of `ttl` when absent;
+    /// `ttl` must exceed `renew_interval` + this.
+    #[serde(with = "duration_text::option")]
+    pub safety_margin: Option<Duration>,
     /// How often each replica looks for orphaned sessions (running with an
     /// expired lease) and for pending sessions nobody claimed.
     #[serde(with = "duration_text")]
@@ -89,6 +97,7 @@ impl Default for LeaseSection {
         Self {
             ttl: Duration::from_secs(30),
             renew_interval: None,
+            safety_margin: None,
             reap_interval: Duration::from_secs(1),
         }
     }
@@ -97,6 +106,10 @@ impl Default for LeaseSection {
 impl LeaseSection {
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval.unwrap_or(self.ttl / 3)
+    }
+
+    pub fn margin(&self) -> Duration {
+        self.safety_margin.unwrap_or(self.ttl / 6)
     }
 }
 
@@ -336,6 +349,15 @@ impl Config {
                 "lease.renew_interval must be > 0 and shorter than lease.ttl".into(),
             ));
         }
+        if renew + self.lease.margin() >= self.lease.ttl {
+            return Err(ConfigError::Invalid(format!(
+                "lease.ttl ({:?}) must exceed lease.renew_interval ({renew:?}) + \
+                 lease.safety_margin ({:?}): a holder must be able to renew before it stops \
+                 acting for its lease",
+                self.lease.ttl,
+                self.lease.margin()
+            )));
+        }
         for (name, d) in [
             ("lease.reap_interval", self.lease.reap_interval),
             ("store.op_timeout", self.store.op_timeout),
@@ -503,6 +525,7 @@ mod example_file {
         for bad in [
             "[lease]\nttl = \"50ms\"\n",
             "[lease]\nttl = \"2s\"\nrenew_interval = \"2s\"\n",
+            "[lease]\nttl = \"2s\"\nrenew_interval = \"1s\"\nsafety_margin = \"1s\"\n",
             "[lease]\nreap_interval = \"0ms\"\n",
             "replica_id = \"has space\"\n",
             "replica_id = \"\"\n",

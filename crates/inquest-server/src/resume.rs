@@ -12,22 +12,12 @@
 //! rebuilds the transcript from the same turns (`SessionState::restore`).
 
 use inquest_core::{
-    NewTurn, RecoveryKind, RecoveryPlan, ResumeRequest, SessionId, SessionStatus, ToolClasses,
-    Turn, is_follow_up, notice_turn_text, plan_resume,
+    ExitReason, NewTurn, RecoveryKind, RecoveryPlan, ResumeRequest, SessionId, ToolClasses, Turn,
+    is_follow_up, notice_turn_text, plan_resume,
 };
 use inquest_store::{SessionRow, Store, StoreError};
 
-use crate::{status::chain, turn_log::BurstLog};
-
-/// The session exit reason of a follow-up whose stored transcript failed
-/// validation: no burst ran, the session is `idle`, a notice says why.
-pub const EXIT_RESUME_REFUSED: &str = "resume_refused";
-/// The session exit reason while a follow-up waits for `ContinueSession`.
-pub const EXIT_AWAITING_CONFIRMATION: &str = "awaiting_confirmation";
-
-/// The exit reason of a recovered session whose stored history is
-/// degraded and owes the model nothing: left `idle` for a human.
-pub const EXIT_DEGRADED_HISTORY: &str = "degraded_history";
+use crate::{burst_log::BurstLog, status::chain, turn_log::TurnLogError};
 
 /// Why a claimed burst is about to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +38,9 @@ pub(crate) enum Prepared {
     /// No burst: the session was left `idle` (refused) or
     /// `awaiting_confirmation`, with a notice saying why.
     Stopped,
-    /// A store read or write failed; end the burst with `store_failed`.
-    StoreFailed,
+    /// A store read or write failed: the runner decides from the error
+    /// (an outage hands the session over; a refusal is `store_failed`).
+    Failed(TurnLogError),
 }
 
 /// The session row and all its turns.
@@ -79,21 +70,23 @@ pub(crate) async fn prepare(burst: &BurstLog, classes: &impl ToolClasses, mode: 
     let session = burst.session();
     let (row, turns) = match load(burst.log().store(), session).await {
         Ok(loaded) => loaded,
+        Err(e) if e.is_transient() => return Prepared::Failed(TurnLogError::Unavailable(e)),
         Err(e) => {
             tracing::error!(%session, error = %chain(&e), "cannot load the transcript");
-            return Prepared::StoreFailed;
+            return Prepared::Failed(TurnLogError::NotPersisted(e));
         }
     };
     // A pending session whose last exit was `awaiting_confirmation` can only
     // have been released by `ContinueSession` (SendMessage does not reopen
     // it): run it as confirmed, whoever claimed it (the confirming
     // replica, or a reaper after that replica died) — never hold it again.
-    let mode =
-        if mode == Mode::Fresh && row.exit_reason.as_deref() == Some(EXIT_AWAITING_CONFIRMATION) {
-            Mode::Confirmed
-        } else {
-            mode
-        };
+    let mode = if mode == Mode::Fresh
+        && row.exit_reason.as_deref() == Some(ExitReason::AwaitingConfirmation.as_str())
+    {
+        Mode::Confirmed
+    } else {
+        mode
+    };
     let request = request(&row, turns);
     // A follow-up's tail is the user message that reopened the session; a
     // recovered or confirmed burst's is wherever the last worker stopped.
@@ -107,7 +100,7 @@ pub(crate) async fn prepare(burst: &BurstLog, classes: &impl ToolClasses, mode: 
             "Resume refused: {e}. No burst ran and nothing stored was changed; the session is \
              idle and a new message starts a new attempt."
         );
-        return stop(burst, text, SessionStatus::Idle, EXIT_RESUME_REFUSED).await;
+        return stop(burst, text, ExitReason::ResumeRefused).await;
     }
     let mut turns = request.turns;
     if mode == Mode::Fresh && !is_follow_up(session, &turns) {
@@ -123,9 +116,8 @@ pub(crate) async fn prepare(burst: &BurstLog, classes: &impl ToolClasses, mode: 
         ?mode,
         "recovery plan"
     );
-    if let Err(e) = save(burst.log().store(), session, &plan).await {
-        tracing::error!(%session, error = %chain(&e), "cannot store the recovery plan");
-        return Prepared::StoreFailed;
+    if let Err(e) = save(burst, &plan).await {
+        return Prepared::Failed(e);
     }
     if mode == Mode::Confirmed {
         return Prepared::Run(turns);
@@ -133,49 +125,43 @@ pub(crate) async fn prepare(burst: &BurstLog, classes: &impl ToolClasses, mode: 
     if plan.kind != RecoveryKind::Clean {
         match burst.append(NewTurn::Notice(notice_turn_text(&plan))).await {
             Ok(notice) => turns.push((*notice).clone()),
-            Err(e) => {
-                tracing::error!(%session, error = %chain(&e), "cannot write the recovery notice");
-                return Prepared::StoreFailed;
-            }
+            Err(e) => return Prepared::Failed(e),
         }
     }
     if plan.requires_confirmation {
-        close(
-            burst,
-            SessionStatus::AwaitingConfirmation,
-            EXIT_AWAITING_CONFIRMATION,
-        )
-        .await;
-        return Prepared::Stopped;
+        return close(burst, ExitReason::AwaitingConfirmation).await;
     }
     if plan.kind == RecoveryKind::DegradedHistory {
         // Never continued without a human, even when nothing is owed.
-        close(burst, SessionStatus::Idle, EXIT_DEGRADED_HISTORY).await;
-        return Prepared::Stopped;
+        return close(burst, ExitReason::DegradedHistory).await;
     }
     Prepared::Run(turns)
 }
 
 /// Stores `plan` (its serde form, transcript left out) as the session's
-/// last plan.
-async fn save(store: &Store, session: SessionId, plan: &RecoveryPlan) -> Result<(), StoreError> {
-    let value = serde_json::to_value(plan)
-        .map_err(|e| StoreError::Internal(format!("recovery plan does not serialize: {e}")))?;
-    store.save_recovery_plan(session, value).await
+/// last plan, fenced by the burst's lease.
+async fn save(burst: &BurstLog, plan: &RecoveryPlan) -> Result<(), TurnLogError> {
+    let value = serde_json::to_value(plan).map_err(|e| {
+        TurnLogError::NotPersisted(StoreError::Internal(format!(
+            "recovery plan does not serialize: {e}"
+        )))
+    })?;
+    burst.save_recovery_plan(value).await
 }
 
-/// Writes a notice, then ends the claimed burst with `status`.
-async fn stop(burst: &BurstLog, notice: String, status: SessionStatus, reason: &str) -> Prepared {
+/// Writes a notice, then ends the claimed burst with `reason`.
+async fn stop(burst: &BurstLog, notice: String, reason: ExitReason) -> Prepared {
     if let Err(e) = burst.append(NewTurn::Notice(notice)).await {
-        tracing::error!(session = %burst.session(), error = %chain(&e), "cannot write the notice");
+        return Prepared::Failed(e);
     }
-    close(burst, status, reason).await;
-    Prepared::Stopped
+    close(burst, reason).await
 }
 
-async fn close(burst: &BurstLog, status: SessionStatus, reason: &str) {
-    if let Err(e) = burst.close(status, reason).await {
-        tracing::error!(session = %burst.session(), error = %chain(&e), "cannot record the burst's end");
+/// Ends the claimed burst with `reason` (no agent ran).
+async fn close(burst: &BurstLog, reason: ExitReason) -> Prepared {
+    match burst.close(reason).await {
+        Ok(_) => Prepared::Stopped,
+        Err(e) => Prepared::Failed(e),
     }
 }
 

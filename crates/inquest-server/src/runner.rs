@@ -18,17 +18,18 @@
 use std::{sync::Arc, time::Duration};
 
 use inquest_agent::{Agent, BurstReport, Stop, failpoints};
-use inquest_core::{ExitReason, SessionId, SessionStatus, SideEffect};
-use inquest_store::{Lease, Renewal, SessionRow, Store};
+use inquest_core::{Ending, ExitReason, SessionId, SessionStatus, SideEffect};
+use inquest_store::{Lease, NewReport, Renewal, SessionRow, Store};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
+    burst_log::{BurstLog, LeaseClock},
     config::LeaseSection,
     resume::{self, Mode, Prepared},
     status::chain,
-    turn_log::{BurstLog, TurnLog},
+    turn_log::{TurnLog, TurnLogError},
 };
 
 /// Orphans (and stale pending sessions) claimed per reaper pass.
@@ -43,8 +44,12 @@ pub struct Runner {
     log: TurnLog,
     /// Owner of every burst task; shutdown waits for them.
     tasks: TaskTracker,
-    /// Server shutdown: running bursts stop and are handed over.
+    /// Server shutdown: bursts start no new model call or tool, let
+    /// running tools finish, and are handed over.
     shutdown: CancellationToken,
+    /// The shutdown grace ran out: tools still running are dropped and
+    /// left dangling for the next replica's recovery plan.
+    abandon: CancellationToken,
     lease: LeaseSection,
 }
 
@@ -54,6 +59,7 @@ impl Runner {
         log: TurnLog,
         tasks: TaskTracker,
         shutdown: CancellationToken,
+        abandon: CancellationToken,
         lease: LeaseSection,
     ) -> Self {
         Self {
@@ -61,8 +67,24 @@ impl Runner {
             log,
             tasks,
             shutdown,
+            abandon,
             lease,
         }
+    }
+
+    /// Runs `work` to its end in a task this runner's tracker owns, and
+    /// waits for it: a caller that goes away (a client that gives up right
+    /// after its commit) cannot cut the unit short.
+    pub async fn unit<T, F>(&self, work: F) -> Result<T, crate::status::ApiError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, crate::status::ApiError>> + Send + 'static,
+    {
+        self.tasks.spawn(work).await.map_err(|e| {
+            crate::status::ApiError::Store(inquest_store::StoreError::Internal(format!(
+                "request task failed: {e}"
+            )))
+        })?
     }
 
     /// Starts the burst of a `pending` session in the background. Does
@@ -233,8 +255,12 @@ impl Runner {
         let keeper = keep_lease(
             self.log.store().clone(),
             burst.lease().clone(),
-            self.lease.renew_interval(),
-            self.lease.ttl,
+            burst.clock().clone(),
+            KeeperTiming {
+                every: self.lease.renew_interval(),
+                ttl: self.lease.ttl,
+                margin: self.lease.margin(),
+            },
             lost.clone(),
             cancel.clone(),
         );
@@ -243,17 +269,15 @@ impl Runner {
             let turns = match resume::prepare(&burst, &classes, mode).await {
                 Prepared::Run(turns) => turns,
                 Prepared::Stopped => return None,
-                Prepared::StoreFailed => {
-                    let reason = ExitReason::StoreFailed;
-                    if let Err(e) = burst.close(reason.session_status(), reason.as_str()).await {
-                        tracing::error!(%session, error = %chain(&e), "cannot record the burst's end");
-                    }
+                Prepared::Failed(e) => {
+                    self.end_without_burst(&burst, e).await;
                     return None;
                 }
             };
             let stop = Stop {
                 cancel,
                 shutdown: self.shutdown.clone(),
+                abandon: self.abandon.clone(),
                 lease_lost: lost.clone(),
             };
             Some(agent.run_burst(&burst, session, turns, &stop).await)
@@ -269,90 +293,165 @@ impl Runner {
         }
     }
 
+    /// A burst whose preparation could not read or write the store: an
+    /// outage hands it over (recovery retries it), a lost lease leaves it,
+    /// anything else ends it `store_failed`.
+    async fn end_without_burst(&self, burst: &BurstLog, e: TurnLogError) {
+        let session = burst.session();
+        let reason = match &e {
+            TurnLogError::Unavailable(_) => ExitReason::StoreUnavailable,
+            e if matches!(
+                e.store_error(),
+                Some(inquest_store::StoreError::LeaseLost { .. })
+            ) =>
+            {
+                ExitReason::LeaseLost
+            }
+            TurnLogError::DeadlinePassed => ExitReason::LeaseLost,
+            _ => ExitReason::StoreFailed,
+        };
+        tracing::warn!(%session, exit_reason = %reason, error = %chain(&e), "burst could not be prepared");
+        self.land(burst, reason).await;
+    }
+
     /// Lands the burst: report and status (fenced), a hand-over at
     /// shutdown, nothing at all once the lease is lost.
     async fn finish(&self, burst: &BurstLog, report: BurstReport) {
         let session = burst.session();
         let exit = report.exit_reason;
-        match exit {
-            ExitReason::LeaseLost => {
-                tracing::warn!(%session, "lease lost: another replica runs this session now; this burst writes nothing more");
-                burst.abandon();
-                return;
-            }
-            ExitReason::Interrupted => {
-                match burst.hand_over().await {
-                    Ok(true) => {
-                        tracing::info!(%session, "shutting down: burst handed over to the other replicas")
-                    }
-                    Ok(false) => tracing::info!(%session, "shutting down: burst no longer ours"),
-                    Err(e) => {
-                        tracing::error!(%session, error = %chain(&e), "cannot hand the burst over; its lease will expire instead")
-                    }
+        if let Ending::Close(_) = exit.ending() {
+            let counters = serde_json::json!({
+                "tool_calls": report.audit.tool_calls,
+                "input_tokens": report.audit.input_tokens,
+                "output_tokens": report.audit.output_tokens,
+                "skills_loaded": report.skills_loaded,
+                "skills_used": report.skills_used,
+                "servers_used": report.servers_used,
+            });
+            let saved = burst
+                .save_report(NewReport {
+                    burst: report.burst,
+                    exit_reason: exit,
+                    summary: report.summary,
+                    counters,
+                    active_ms: report.active_time_ms,
+                })
+                .await;
+            match saved {
+                Ok(()) => {}
+                Err(TurnLogError::Unavailable(e)) => {
+                    tracing::warn!(%session, error = %chain(&e), "store unavailable before the report landed; handing the session over");
+                    self.land(burst, ExitReason::StoreUnavailable).await;
+                    return;
                 }
-                return;
+                Err(e)
+                    if matches!(
+                        e.store_error(),
+                        Some(inquest_store::StoreError::LeaseLost { .. })
+                    ) =>
+                {
+                    tracing::warn!(%session, error = %chain(&e), "lease lost before the report landed; leaving the session to its new owner");
+                    burst.abandon();
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(%session, error = %chain(&e), "cannot save the burst's report")
+                }
             }
-            _ => {}
         }
-        let counters = serde_json::json!({
-            "tool_calls": report.audit.tool_calls,
-            "input_tokens": report.audit.input_tokens,
-            "output_tokens": report.audit.output_tokens,
-            "skills_loaded": report.skills_loaded,
-            "skills_used": report.skills_used,
-            "servers_used": report.servers_used,
-        });
-        match self
-            .log
-            .store()
-            .save_report(
-                burst.lease(),
-                report.burst,
-                exit,
-                report.summary,
-                counters,
-                report.active_time_ms,
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e @ inquest_store::StoreError::LeaseLost { .. }) => {
-                tracing::warn!(%session, error = %chain(&e), "lease lost before the report landed; leaving the session to its new owner");
+        self.land(burst, exit).await;
+    }
+
+    /// Records how the burst ended, as its exit reason's
+    /// [`ExitReason::ending`] says: a fenced close, a hand-over, or
+    /// nothing. A close the store cannot take in time becomes a hand-over
+    /// (the next claimer finds the final answer and only reports).
+    async fn land(&self, burst: &BurstLog, exit: ExitReason) {
+        let session = burst.session();
+        match exit.ending() {
+            Ending::Abandon => {
+                tracing::warn!(%session, "lease lost or past its deadline: this burst writes nothing more");
                 burst.abandon();
-                return;
             }
-            Err(e) => {
-                tracing::error!(%session, error = %chain(&e), "cannot save the burst's report")
-            }
-        }
-        if let Err(e) = burst.close(exit.session_status(), exit.as_str()).await {
-            tracing::error!(%session, error = %chain(&e), "cannot record the burst's end");
+            Ending::HandOver => match burst.hand_over().await {
+                Ok(true) => {
+                    tracing::info!(%session, exit_reason = %exit, "burst handed over to the other replicas")
+                }
+                Ok(false) => tracing::info!(%session, "burst no longer ours"),
+                Err(e) => {
+                    tracing::warn!(%session, error = %chain(&e), "cannot hand the burst over; its lease will expire instead")
+                }
+            },
+            Ending::Close(_) => match burst.close(exit).await {
+                Ok(_) => {}
+                Err(TurnLogError::Unavailable(e)) => {
+                    tracing::warn!(%session, error = %chain(&e), "store unavailable at the burst's end; its lease will expire and recovery lands it");
+                    burst.abandon();
+                }
+                Err(e) => {
+                    tracing::error!(%session, error = %chain(&e), "cannot record the burst's end");
+                    burst.abandon();
+                }
+            },
         }
     }
 }
 
+/// How the lease keeper paces itself.
+#[derive(Debug, Clone, Copy)]
+struct KeeperTiming {
+    every: Duration,
+    ttl: Duration,
+    margin: Duration,
+}
+
 /// Renews `lease` every `every` for as long as it is polled (the burst's
-/// lifetime). Never returns: when the lease is lost (another replica
-/// claimed the session, or no renewal succeeded for a whole `ttl`), it
-/// fires `lost` and waits to be dropped. A renewal that finds the session
-/// cancelled (by another replica) fires `cancel`.
+/// lifetime), moving `clock`'s deadline to each successful renewal's send
+/// time + ttl − margin. Never returns: when the lease is lost (another
+/// replica claimed the session) or its deadline passes with no renewal
+/// having succeeded in time, it fires `lost` — at the deadline itself, not
+/// after the next attempt — and waits to be dropped. A renewal that finds
+/// the session cancelled (by another replica) fires `cancel`.
 async fn keep_lease(
     store: Store,
     lease: Lease,
-    every: Duration,
-    ttl: Duration,
+    clock: LeaseClock,
+    timing: KeeperTiming,
     lost: CancellationToken,
     cancel: CancellationToken,
 ) -> std::convert::Infallible {
     let session = lease.session();
-    let mut renewed = Instant::now();
+    let mut next = lease.sent_at() + timing.every;
+    let deadline_passed = async |clock: &LeaseClock| loop {
+        let deadline = clock.deadline();
+        tokio::time::sleep_until(deadline).await;
+        if clock.passed() {
+            return;
+        }
+    };
     loop {
-        tokio::time::sleep(every).await;
-        failpoints::hit(failpoints::LEASE_RENEW).await;
-        let outcome = tokio::time::timeout(every, store.renew_lease(&lease)).await;
+        tokio::select! {
+            biased;
+            () = deadline_passed(&clock) => break,
+            () = tokio::time::sleep_until(next) => {}
+        }
+        let renew = async {
+            failpoints::hit(failpoints::LEASE_RENEW).await;
+            let sent = Instant::now();
+            (
+                sent,
+                tokio::time::timeout(timing.every, store.renew_lease(&lease)).await,
+            )
+        };
+        let (sent, outcome) = tokio::select! {
+            biased;
+            () = deadline_passed(&clock) => break,
+            done = renew => done,
+        };
+        next = sent + timing.every;
         match outcome {
             Ok(Ok(Renewal::Held(status))) => {
-                renewed = Instant::now();
+                clock.renewed(sent, timing.ttl, timing.margin);
                 if status == SessionStatus::Cancelled {
                     cancel.cancel();
                 }
@@ -367,10 +466,8 @@ async fn keep_lease(
             }
             Err(_) => tracing::warn!(%session, "lease renewal timed out"),
         }
-        if renewed.elapsed() >= ttl {
-            tracing::warn!(%session, "no lease renewal succeeded within the lease TTL; abandoning the burst");
-            lost.cancel();
-            return std::future::pending().await;
-        }
     }
+    tracing::warn!(%session, epoch = lease.epoch(), "no lease renewal succeeded in time; stopping the burst before the lease can expire");
+    lost.cancel();
+    std::future::pending().await
 }

@@ -82,15 +82,25 @@ impl Investigations for InvestigationsService {
         tracing::Span::current().record("incident_id", tracing::field::display(incident));
         let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
         let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
+        // Commit → publish → start runs as one unit a departing client
+        // cannot cut short; a replay starts the burst too, in case the
+        // first call's unit was cut off (a start of a session that is no
+        // longer pending claims nothing).
+        let (log, runner) = (self.log.clone(), self.runner.clone());
         let started = self
-            .log
-            .start_session(incident, message, key)
-            .await
-            .map_err(ApiError::from)?;
+            .runner
+            .unit(async move {
+                let started = log
+                    .start_session(incident, message, key)
+                    .await
+                    .map_err(ApiError::from)?;
+                runner.start(started.session.id);
+                Ok(started)
+            })
+            .await?;
         tracing::Span::current().record("session_id", tracing::field::display(started.session.id));
         if started.created {
             tracing::info!("session started");
-            self.runner.start(started.session.id);
         } else {
             tracing::info!("session start replayed by idempotency key");
         }
@@ -171,19 +181,27 @@ impl Investigations for InvestigationsService {
         let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
         let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
         let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
+        // Commit → reopen → publish → start as one unit a departing client
+        // cannot cut short. A replay by idempotency key finishes what the
+        // first call may have left undone (the latch, the start); starting
+        // a session that is no longer pending claims nothing.
+        let (log, runner) = (self.log.clone(), self.runner.clone());
         let outcome = self
-            .log
-            .send_message(id, message, key)
-            .await
-            .map_err(ApiError::from)?;
-        // The broadcaster latch is already lifted (TurnLog::send_message);
-        // the burst starts in the background from the stored transcript.
+            .runner
+            .unit(async move {
+                let outcome = log
+                    .send_message(id, message, key)
+                    .await
+                    .map_err(ApiError::from)?;
+                if let SendOutcome::Sent { .. } = &outcome {
+                    runner.start(id);
+                }
+                Ok(outcome)
+            })
+            .await?;
         match outcome {
             SendOutcome::Sent { turn, created } => {
                 tracing::info!(seq = %turn.seq, created, "follow-up message stored");
-                if created {
-                    self.runner.start(id);
-                }
                 Ok(Response::new(pb::SendMessageResponse {
                     seq: turn.seq.as_i64(),
                 }))
@@ -215,7 +233,8 @@ impl Investigations for InvestigationsService {
                 status,
                 exit_reason,
             } => Err(ApiError::FailedPrecondition(format!(
-                "session {id} is {status} (exit reason: {}) and takes no more messages",
+                "session {id} is {status} (exit reason: {}) and takes no more messages; start a \
+                 new session of the incident to go on",
                 exit_reason.as_deref().unwrap_or("none")
             ))
             .into()),
@@ -289,10 +308,20 @@ impl Investigations for InvestigationsService {
             .map_err(|e| {
                 ApiError::FailedPrecondition(format!("session {id} cannot be resumed: {e}"))
             })?;
-        match self.log.confirm(id).await.map_err(ApiError::from)? {
+        let (log, runner) = (self.log.clone(), self.runner.clone());
+        let confirmed = self
+            .runner
+            .unit(async move {
+                let t = log.confirm(id).await.map_err(ApiError::from)?;
+                if let Transition::Changed(_) = &t {
+                    runner.start_confirmed(id);
+                }
+                Ok(t)
+            })
+            .await?;
+        match confirmed {
             Transition::Changed(row) => {
                 tracing::info!("recovery confirmed; burst starting");
-                self.runner.start_confirmed(id);
                 Ok(Response::new(convert::session(row)))
             }
             Transition::Unchanged(row) => Err(ApiError::FailedPrecondition(format!(

@@ -30,6 +30,7 @@ use crate::{
     health::DbHealth,
     runner::Runner,
     service::InvestigationsService,
+    turn_log::LeaseTiming,
     turn_log::TurnLog,
     watch::{WatchMetrics, Watches},
 };
@@ -65,7 +66,11 @@ impl Application {
         let log = TurnLog::new(
             store.clone(),
             TurnBroadcaster::new(config.watch.channel_capacity),
-        );
+        )
+        .with_lease_timing(LeaseTiming {
+            ttl: config.lease.ttl,
+            margin: config.lease.margin(),
+        });
         let agent = build_agent(config).await?;
         Ok(Self {
             listener,
@@ -129,11 +134,15 @@ impl Application {
             metrics: Arc::clone(&self.metrics),
             channel_capacity: self.watch.channel_capacity,
         };
+        // Fires when the shutdown grace runs out: tools still running then
+        // are dropped, left dangling for the next replica's plan.
+        let abandon = CancellationToken::new();
         let runner = Runner::new(
             self.agent.agent.clone(),
             self.log.clone(),
             tasks.clone(),
             shutdown.clone(),
+            abandon.clone(),
             self.lease.clone(),
         );
         let serving = Arc::new(AtomicBool::new(false));
@@ -180,20 +189,35 @@ impl Application {
             });
         tracing::info!(%addr, "serving inquest.v1.Investigations");
         tokio::pin!(server);
-        tokio::select! {
-            result = &mut server => result.context("gRPC server failed")?,
+        let grace_ends = tokio::select! {
+            result = &mut server => {
+                result.context("gRPC server failed")?;
+                tokio::time::Instant::now() + self.grace
+            }
             () = shutdown.cancelled() => {
-                tracing::info!(grace = ?self.grace, "shutting down: no new connections, finishing in-flight calls");
-                match tokio::time::timeout(self.grace, &mut server).await {
+                let grace_ends = tokio::time::Instant::now() + self.grace;
+                tracing::info!(grace = ?self.grace, "shutting down: no new connections, no new model calls or tools; finishing in-flight calls and running tools");
+                match tokio::time::timeout_at(grace_ends, &mut server).await {
                     Ok(result) => result.context("gRPC server failed")?,
                     Err(_) => tracing::warn!("in-flight calls did not finish within the grace period"),
                 }
+                grace_ends
+            }
+        };
+        // Bursts saw the shutdown token: they start nothing new, running
+        // tools finish and their results land, then each burst is handed
+        // over. A tool still running when the grace ends is dropped and
+        // its call left without a result (never a made-up one), so the
+        // next replica's plan holds a mutating call for confirmation.
+        tasks.close();
+        tokio::select! {
+            () = tasks.wait() => {}
+            () = tokio::time::sleep_until(grace_ends) => {
+                tracing::warn!("tools still running at the end of the grace; leaving them to recovery");
+                abandon.cancel();
+                tasks.wait().await;
             }
         }
-        // Bursts see the shutdown token and end `interrupted` (their last
-        // writes still land); then the writes, then the tool servers.
-        tasks.close();
-        tasks.wait().await;
         self.store.drain_writes().await;
         if let Some(mcp) = &self.agent.mcp {
             mcp.close().await;

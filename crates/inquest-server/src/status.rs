@@ -76,6 +76,13 @@ fn store_status(e: StoreError) -> Status {
         StoreError::NotFound { .. } => Status::not_found(e.to_string()),
         // Another replica took the session over; the caller's view is stale.
         StoreError::LeaseLost { .. } => Status::aborted(e.to_string()),
+        StoreError::OutcomeUnknown { .. } => {
+            tracing::warn!(error = %chain(&e), "write outcome unknown");
+            Status::deadline_exceeded(
+                "the write did not answer in time and may have committed; retry with the same \
+                 idempotency key",
+            )
+        }
         StoreError::Unavailable(_) | StoreError::Timeout { .. } | StoreError::ShuttingDown => {
             tracing::warn!(error = %chain(&e), "database unavailable");
             Status::new(Code::Unavailable, "database unavailable; retry later")

@@ -1,8 +1,9 @@
 //! Persist, then publish: the one path every turn takes.
 //!
 //! [`TurnLog`] is what `StartSession` and `SendMessage` write through, and
-//! [`BurstLog`] (one per claimed burst, fenced by its lease) is what the
-//! agent loop and the resume notices write through. A turn is appended to
+//! [`BurstLog`](crate::burst_log::BurstLog) (one per claimed burst, fenced
+//! by its lease, in `burst_log.rs`) is what the agent loop and the resume
+//! notices write through. A turn is appended to
 //! the store (a detached write with its own timeout, so a cancelled caller
 //! still records what happened) and only after the commit is it published
 //! to the broadcaster; other replicas hear of it from the store's
@@ -19,40 +20,35 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
-use inquest_agent::{BoxFuture, SinkError, TurnSink, failpoints};
+use std::time::Duration;
+
 use inquest_broadcast::{Event, ToolCallStart, TurnBroadcaster};
 use inquest_core::{
-    IdempotencyKey, IncidentId, NewTurn, Role, Seq, SessionId, SessionStatus, ToolCall, Turn,
-    UserMessage, plan_from_notice,
+    IdempotencyKey, IncidentId, Role, SessionId, SessionStatus, Turn, UserMessage, plan_from_notice,
 };
 use inquest_store::{
-    ACTIVE, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,
+    CallerEvent, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,
     notify::Notification,
 };
-use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::status::chain;
-
-/// Statuses `CancelSession` ends: a burst waiting or running, or a
-/// follow-up waiting for confirmation (declining it).
-const CANCELLABLE: [SessionStatus; 3] = [
-    SessionStatus::Pending,
-    SessionStatus::Running,
-    SessionStatus::AwaitingConfirmation,
-];
-
-/// The exit reason `CancelSession` records.
-pub const EXIT_CANCELLED: &str = "cancelled";
+use crate::{
+    burst_log::{BurstLog, LeaseClock},
+    status::chain,
+};
 
 /// Why a [`TurnLog`] write failed. Distinct from every other failure so a
 /// burst can end with its own exit reason when its transcript cannot be
 /// written.
 #[derive(Debug, thiserror::Error)]
 pub enum TurnLogError {
-    /// The turn was not committed, and nothing was published.
-    #[error("turn was not persisted; nothing was published")]
+    /// The write was refused (not an outage), and nothing was published.
+    #[error("write was refused; nothing was published")]
     NotPersisted(#[source] StoreError),
+    /// The store stayed unreachable until the lease deadline; the write
+    /// may or may not have committed (the next claimer reads the store).
+    #[error("store unavailable until the lease deadline")]
+    Unavailable(#[source] StoreError),
     /// The burst's final status was not recorded (watchers were still
     /// ended).
     #[error("burst end was not recorded")]
@@ -60,14 +56,37 @@ pub enum TurnLogError {
     /// The burst could not be claimed.
     #[error("burst could not be claimed")]
     ClaimFailed(#[source] StoreError),
+    /// The lease deadline passed: another replica may own the session.
+    #[error("the lease deadline passed; another replica may run this session")]
+    DeadlinePassed,
 }
 
 impl TurnLogError {
-    pub fn store_error(&self) -> &StoreError {
+    pub fn store_error(&self) -> Option<&StoreError> {
         match self {
             TurnLogError::NotPersisted(e)
+            | TurnLogError::Unavailable(e)
             | TurnLogError::CloseNotRecorded(e)
-            | TurnLogError::ClaimFailed(e) => e,
+            | TurnLogError::ClaimFailed(e) => Some(e),
+            TurnLogError::DeadlinePassed => None,
+        }
+    }
+}
+
+/// How long a lease holds and how early before its expiry its holder
+/// stops acting for it (see [`LeaseClock`]).
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTiming {
+    pub ttl: Duration,
+    pub margin: Duration,
+}
+
+impl LeaseTiming {
+    /// The default margin: a sixth of the TTL (5 s of the default 30 s).
+    pub fn with_default_margin(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            margin: ttl / 6,
         }
     }
 }
@@ -78,6 +97,7 @@ pub struct TurnLog {
     store: Store,
     broadcaster: TurnBroadcaster,
     state: Arc<Mutex<LiveState>>,
+    lease: LeaseTiming,
 }
 
 /// Per-session memory of live bursts on this replica.
@@ -89,17 +109,27 @@ pub struct TurnLog {
 struct LiveState {
     /// Tool calls started and without a result yet, in start order.
     running_calls: HashMap<SessionId, Vec<ToolCallStart>>,
-    /// Cancellation of each claimed burst; fired by `CancelSession`.
-    bursts: HashMap<SessionId, CancellationToken>,
+    /// Cancellation of each claimed burst, by session and lease epoch;
+    /// fired by `CancelSession`. Keyed by the epoch too, so a stale burst
+    /// that ends late never drops the token of the burst that replaced it.
+    bursts: HashMap<(SessionId, i64), CancellationToken>,
 }
 
 impl TurnLog {
     pub fn new(store: Store, broadcaster: TurnBroadcaster) -> Self {
+        let lease = LeaseTiming::with_default_margin(store.lease_ttl());
         Self {
             store,
             broadcaster,
             state: Arc::default(),
+            lease,
         }
+    }
+
+    /// The same log with another lease safety margin.
+    pub fn with_lease_timing(mut self, lease: LeaseTiming) -> Self {
+        self.lease = lease;
+        self
     }
 
     pub fn store(&self) -> &Store {
@@ -117,7 +147,7 @@ impl TurnLog {
     }
 
     /// Publishes a turn the store has committed.
-    fn publish_committed(&self, turn: Turn) -> Arc<Turn> {
+    pub(crate) fn publish_committed(&self, turn: Turn) -> Arc<Turn> {
         let turn = Arc::new(turn);
         // A tool result settles its call; a recovery notice settles every
         // call it repaired (its worker died: no result will come).
@@ -215,13 +245,14 @@ impl TurnLog {
         key: Option<IdempotencyKey>,
     ) -> Result<SendOutcome, StoreError> {
         let outcome = self.store.send_message(session, message, key).await?;
-        if let SendOutcome::Sent {
-            turn,
-            created: true,
-        } = &outcome
-        {
+        if let SendOutcome::Sent { turn, created } = &outcome {
+            // A replay lifts the latch too: the first call may have been
+            // cut off before it did (watchers check the store before they
+            // end, so a latch lifted late never misleads one).
             self.broadcaster.reopen(session);
-            self.publish_committed(turn.clone());
+            if *created {
+                self.publish_committed(turn.clone());
+            }
         }
         Ok(outcome)
     }
@@ -247,11 +278,15 @@ impl TurnLog {
     /// token fires when the session is cancelled.
     pub fn adopt(&self, lease: Lease) -> (BurstLog, CancellationToken) {
         let token = CancellationToken::new();
-        self.lock().bursts.insert(lease.session(), token.clone());
+        self.lock()
+            .bursts
+            .insert((lease.session(), lease.epoch()), token.clone());
+        let clock = LeaseClock::new(&lease, self.lease.ttl, self.lease.margin);
         (
             BurstLog {
                 log: self.clone(),
                 lease,
+                clock,
             },
             token,
         )
@@ -262,15 +297,7 @@ impl TurnLog {
     /// the broadcaster latch is lifted, so a watch started after this
     /// returns follows the confirmed burst.
     pub async fn confirm(&self, session: SessionId) -> Result<Transition, StoreError> {
-        let transition = self
-            .store
-            .transition(
-                session,
-                &[SessionStatus::AwaitingConfirmation],
-                SessionStatus::Pending,
-                None,
-            )
-            .await?;
+        let transition = self.store.transition(session, CallerEvent::Confirm).await?;
         if matches!(transition, Transition::Changed(_)) {
             self.broadcaster.reopen(session);
         }
@@ -282,17 +309,9 @@ impl TurnLog {
     /// (atomically; a burst that ends at the same moment loses), its
     /// watchers end and its burst's token fires. Turns stay.
     pub async fn cancel(&self, session: SessionId) -> Result<Transition, StoreError> {
-        let transition = self
-            .store
-            .transition(
-                session,
-                &CANCELLABLE,
-                SessionStatus::Cancelled,
-                Some(EXIT_CANCELLED.to_owned()),
-            )
-            .await?;
+        let transition = self.store.transition(session, CallerEvent::Cancel).await?;
         if matches!(transition, Transition::Changed(_)) {
-            if let Some(token) = self.forget(session) {
+            for token in self.forget_session(session) {
                 token.cancel();
             }
             self.broadcaster.close(session);
@@ -302,7 +321,7 @@ impl TurnLog {
 
     /// Whether this replica holds a claimed burst of `session`.
     pub fn has_burst(&self, session: SessionId) -> bool {
-        self.lock().bursts.contains_key(&session)
+        self.lock().bursts.keys().any(|(s, _)| *s == session)
     }
 
     /// Applies what another replica announced (see
@@ -368,10 +387,10 @@ impl TurnLog {
                 SessionStatus::Pending => self.broadcaster.reopen(session),
                 SessionStatus::Running => {}
                 _ => {
-                    if let Some(token) = self.forget(session)
-                        && status == SessionStatus::Cancelled
-                    {
-                        token.cancel();
+                    for token in self.forget_session(session) {
+                        if status == SessionStatus::Cancelled {
+                            token.cancel();
+                        }
                     }
                     self.broadcaster.close(session);
                 }
@@ -379,125 +398,42 @@ impl TurnLog {
         }
     }
 
-    /// Drops the session's live memory; returns its burst token, if any.
-    fn forget(&self, session: SessionId) -> Option<CancellationToken> {
+    /// Drops all of the session's live memory; returns its bursts' tokens.
+    fn forget_session(&self, session: SessionId) -> Vec<CancellationToken> {
         let mut state = self.lock();
         state.running_calls.remove(&session);
-        state.bursts.remove(&session)
+        let keys: Vec<_> = state
+            .bursts
+            .keys()
+            .filter(|(s, _)| *s == session)
+            .copied()
+            .collect();
+        keys.into_iter()
+            .filter_map(|k| state.bursts.remove(&k))
+            .collect()
+    }
+
+    /// Forgets the burst of `session` at `epoch` (it ended or lost its
+    /// lease). Its running calls go only when no newer burst of the
+    /// session runs here.
+    pub(crate) fn forget_burst(&self, session: SessionId, epoch: i64) {
+        let mut state = self.lock();
+        state.bursts.remove(&(session, epoch));
+        if !state.bursts.keys().any(|(s, _)| *s == session) {
+            state.running_calls.remove(&session);
+        }
+    }
+
+    /// The burst of `session` at `epoch` closed in the store: forget it
+    /// and end the session's watchers here (they check the store before
+    /// they end OK, so a stale close cannot end a successor's stream).
+    pub(crate) fn burst_closed(&self, session: SessionId, epoch: i64) {
+        self.forget_burst(session, epoch);
+        self.broadcaster.close(session);
     }
 
     /// The session row, for callers that only hold a `TurnLog`.
     pub async fn session(&self, session: SessionId) -> Result<SessionRow, StoreError> {
         self.store.get_session(session).await
-    }
-}
-
-/// The persist-then-publish path of one burst, fenced by its lease: every
-/// turn, the report and the closing status check the lease epoch in the
-/// statement that writes them, so once another replica claimed the session
-/// nothing more from this burst lands. Made only by [`TurnLog::claim_burst`]
-/// and [`TurnLog::adopt`].
-#[derive(Clone)]
-pub struct BurstLog {
-    log: TurnLog,
-    lease: Lease,
-}
-
-impl BurstLog {
-    pub fn lease(&self) -> &Lease {
-        &self.lease
-    }
-
-    pub fn session(&self) -> SessionId {
-        self.lease.session()
-    }
-
-    pub fn log(&self) -> &TurnLog {
-        &self.log
-    }
-
-    /// Appends `turn` under the lease and, once committed, publishes it.
-    pub async fn append(&self, turn: NewTurn) -> Result<Arc<Turn>, TurnLogError> {
-        let stored = self
-            .log
-            .store
-            .append_turn_leased(&self.lease, turn)
-            .await
-            .map_err(TurnLogError::NotPersisted)?;
-        failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
-        Ok(self.log.publish_committed(stored))
-    }
-
-    /// Ends the burst if the lease is still ours: every watcher's stream
-    /// ends, running calls are forgotten, and `status` + `exit_reason` are
-    /// recorded if the session is still pending or running (a cancel that
-    /// won stays).
-    ///
-    /// The broadcaster is closed *before* the status is written. The other
-    /// order has a race: once the status says `idle`, a follow-up
-    /// `SendMessage` may commit and reopen the latch, and a late `close`
-    /// would then end the new burst's watchers. This order never hangs a
-    /// watcher either: one that subscribes after the close gets an ended
-    /// subscription, one that subscribed before is ended by it.
-    pub async fn close(
-        &self,
-        status: SessionStatus,
-        exit_reason: &str,
-    ) -> Result<Transition, TurnLogError> {
-        let session = self.session();
-        self.log.forget(session);
-        self.log.broadcaster.close(session);
-        self.log
-            .store
-            .transition_leased(&self.lease, &ACTIVE, status, Some(exit_reason.to_owned()))
-            .await
-            .map_err(TurnLogError::CloseNotRecorded)
-    }
-
-    /// Hands the burst over at shutdown: the session stays `running` with
-    /// its lease expired, so another replica's reaper continues it at once.
-    pub async fn hand_over(&self) -> Result<bool, StoreError> {
-        self.log.forget(self.session());
-        self.log.store.release_lease(&self.lease).await
-    }
-
-    /// Forgets the burst without writing anything (its lease was lost).
-    pub fn abandon(&self) {
-        self.log.forget(self.session());
-    }
-}
-
-/// The agent's door to the turn log: the loop persists and publishes
-/// through exactly the path every other writer uses, fenced by its lease.
-impl TurnSink for BurstLog {
-    fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>> {
-        Box::pin(async move {
-            debug_assert_eq!(session, self.session());
-            BurstLog::append(self, turn)
-                .await
-                .map(|t| (*t).clone())
-                .map_err(|e| {
-                    if matches!(e.store_error(), StoreError::LeaseLost { .. }) {
-                        SinkError::LeaseLost(Box::new(e))
-                    } else {
-                        SinkError::NotPersisted(Box::new(e))
-                    }
-                })
-        })
-    }
-
-    fn tool_call_started<'a>(
-        &'a self,
-        session: SessionId,
-        assistant_seq: Seq,
-        call: &'a ToolCall,
-    ) -> BoxFuture<'a, ()> {
-        Box::pin(self.log.announce_tool_call_start(ToolCallStart {
-            session_id: session,
-            assistant_seq,
-            call_id: call.id.clone(),
-            tool_name: call.name.clone(),
-            started_at: OffsetDateTime::now_utc(),
-        }))
     }
 }

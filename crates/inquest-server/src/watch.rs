@@ -35,7 +35,7 @@ use std::{
 use inquest_broadcast::{Event, Subscription, SubscriptionItem, ToolCallStart};
 use inquest_core::{AfterSeq, SessionId, Turn};
 use inquest_proto::v1::{self as pb, watch_event::Event as WireEvent};
-use inquest_store::{ACTIVE, SessionRow};
+use inquest_store::{SessionRow, StoreError};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -103,7 +103,7 @@ impl Watches {
                 head,
             });
         }
-        let running = ACTIVE.contains(&row.status);
+        let running = row.status.is_active();
         let snapshot = if running {
             self.log.running_calls(session)
         } else {
@@ -222,10 +222,11 @@ impl Watcher {
         if let Some(delay) = self.watches.drain_delay {
             tokio::time::sleep(delay).await;
         }
-        self.drain(None).await?;
         if !self.running {
-            return Ok(());
+            // Settled when we attached: everything up to that head, then OK.
+            return self.drain(Some(self.head)).await;
         }
+        self.drain(None).await?;
         for start in std::mem::take(&mut self.snapshot) {
             self.announced.insert(start.call_id.clone());
             self.send(WireEvent::ToolCallStart(convert::tool_call_start(&start)))
@@ -237,6 +238,12 @@ impl Watcher {
             let item = tokio::select! {
                 item = self.subscription.recv() => item,
                 () = &mut quiet => {
+                    // A quiet stream also asks the store whether the burst
+                    // ended: a close whose notification this replica
+                    // missed must not leave the stream open for ever.
+                    if self.settled_or_resubscribe(false).await? {
+                        return Ok(());
+                    }
                     let head_seq = self.last.as_i64();
                     self.send(WireEvent::Heartbeat(pb::Heartbeat { head_seq })).await?;
                     quiet.as_mut().reset(tokio::time::Instant::now() + heartbeat);
@@ -244,7 +251,11 @@ impl Watcher {
                 }
             };
             match item {
-                None => return Ok(()),
+                None => {
+                    if self.settled_or_resubscribe(true).await? {
+                        return Ok(());
+                    }
+                }
                 Some(SubscriptionItem::Lagged) => return Err(End::Lagged),
                 Some(SubscriptionItem::Event(Event::Turn(turn))) => {
                     if !self.last.admits(turn.seq) {
@@ -274,6 +285,66 @@ impl Watcher {
         }
     }
 
+    /// Whether the burst really ended, asked of the store rather than of
+    /// this replica's latch (another replica may have reopened the
+    /// session, or a stale close may have ended the subscription). When
+    /// the store records the burst as ended, every turn up to its final
+    /// head is sent and the answer is `true`: the stream may end OK. When
+    /// the session is still pending or running and `closed` says the
+    /// subscription ended, a fresh one is taken (lifting a stale latch),
+    /// this replica is registered as a watcher again, and the store is
+    /// asked once more — subscribe first, then read, so a close that comes
+    /// after the read ends the new subscription and brings us back here.
+    async fn settled_or_resubscribe(&mut self, mut closed: bool) -> Step<bool> {
+        loop {
+            if closed {
+                let broadcaster = self.watches.log.broadcaster();
+                let mut fresh = broadcaster.subscribe(self.session);
+                if fresh.is_closed_at_start() {
+                    broadcaster.reopen(self.session);
+                    fresh = broadcaster.subscribe(self.session);
+                }
+                self.subscription = fresh;
+                self.watches
+                    .log
+                    .store()
+                    .register_watcher(self.session)
+                    .await
+                    .map_err(|e| self.unavailable(e))?;
+            }
+            let row = self
+                .watches
+                .log
+                .session(self.session)
+                .await
+                .map_err(|e| self.unavailable(e))?;
+            let head = row.head_seq.map_or(0, |h| h.get());
+            if !row.status.is_active() {
+                self.drain(Some(head)).await?;
+                return Ok(true);
+            }
+            if !closed {
+                return Ok(false);
+            }
+            // Anything committed while no subscription was live.
+            self.drain(None).await?;
+            if !self.subscription.is_closed() {
+                return Ok(false);
+            }
+            closed = true;
+        }
+    }
+
+    /// The store could not be asked: end with a retryable code and the
+    /// cursor, never OK.
+    fn unavailable(&self, e: StoreError) -> End {
+        tracing::warn!(session_id = %self.session, error = %crate::status::chain(&e), "watch cannot read the session");
+        End::Failed(Status::unavailable(format!(
+            "database unavailable; reconnect with after_seq={}",
+            self.last.get()
+        )))
+    }
+
     /// Sends stored turns after `last`, up to `until` (inclusive) or the
     /// head, a page at a time.
     async fn drain(&mut self, until: Option<u64>) -> Step {
@@ -284,7 +355,7 @@ impl Watcher {
                 .store()
                 .list_turns(self.session, self.last, self.watches.drain_page)
                 .await
-                .map_err(|e| End::Failed(ApiError::from(e).into()))?;
+                .map_err(|e| self.unavailable(e))?;
             for turn in &page.turns {
                 if until.is_some_and(|u| turn.seq.get() > u) {
                     return Ok(());

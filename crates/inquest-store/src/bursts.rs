@@ -3,9 +3,12 @@
 //! Every transition is one conditional `UPDATE ... WHERE status = ANY(...)`,
 //! so the database decides who wins a race: two concurrent follow-ups
 //! cannot both open a burst, and a cancel cannot be undone by a burst that
-//! finishes a moment later.
+//! finishes a moment later. The `ANY(...)` set and the new status come from
+//! the session state machine ([`inquest_core::Event`]), never from literals.
 
-use inquest_core::{IdempotencyKey, NewTurn, SessionId, SessionStatus, Turn, UserMessage};
+use inquest_core::{
+    Event, ExitReason, IdempotencyKey, NewTurn, SessionId, SessionStatus, Turn, UserMessage,
+};
 
 use crate::{
     Lease, ReplicaId, Store, StoreError,
@@ -15,11 +18,6 @@ use crate::{
     turns::insert_turn,
 };
 
-/// Statuses from which a follow-up message may open a new burst.
-pub const REOPENABLE: [SessionStatus; 2] = [SessionStatus::Idle, SessionStatus::Completed];
-/// Statuses of a session whose burst is waiting to start or running.
-pub const ACTIVE: [SessionStatus; 2] = [SessionStatus::Pending, SessionStatus::Running];
-
 /// What [`Store::send_message`] did.
 #[derive(Debug, Clone)]
 pub enum SendOutcome {
@@ -28,11 +26,20 @@ pub enum SendOutcome {
     Sent { turn: Turn, created: bool },
     /// Refused, nothing stored: a burst is waiting to start or running.
     Busy { status: SessionStatus },
-    /// Refused, nothing stored: the session ended for good.
+    /// Refused, nothing stored: the session ended for good (cancelled).
     Ended {
         status: SessionStatus,
         exit_reason: Option<String>,
     },
+}
+
+/// The events an API call applies without holding a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallerEvent {
+    /// `ContinueSession`.
+    Confirm,
+    /// `CancelSession` (exit reason `cancelled`).
+    Cancel,
 }
 
 /// What a conditional transition found.
@@ -69,9 +76,10 @@ impl Store {
         .await
     }
 
-    /// Sets `to` (and `exit_reason`, when given) if the session's status is
-    /// one of `from`. Detached with the turn-write timeout: finishing or
-    /// cancelling a burst must land even when its caller is gone.
+    /// Applies a caller's `event` if the session's status allows it (only
+    /// a burst closes, through [`Store::close_burst`]). Detached
+    /// with the turn-write timeout: a cancel or confirmation must land even
+    /// when its caller is gone.
     ///
     /// Leaving `running` clears the lease (owner and expiry; the epoch
     /// stays, so a cancelled burst still records what it already did), and
@@ -79,47 +87,53 @@ impl Store {
     pub async fn transition(
         &self,
         session: SessionId,
-        from: &[SessionStatus],
-        to: SessionStatus,
-        exit_reason: Option<String>,
+        event: CallerEvent,
     ) -> Result<Transition, StoreError> {
-        self.transition_fenced(session, None, from, to, exit_reason)
-            .await
+        let (event, exit) = match event {
+            CallerEvent::Confirm => (Event::Confirm, None),
+            CallerEvent::Cancel => (Event::Cancel, Some(ExitReason::Cancelled)),
+        };
+        self.transition_fenced(session, None, event, exit).await
     }
 
-    /// [`Store::transition`] for the burst holding `lease`: it only
-    /// applies while the lease's epoch is the session's, so a worker that
-    /// lost its lease cannot close the session its successor runs.
-    pub async fn transition_leased(
+    /// Ends the burst holding `lease` with `reason` (the status its
+    /// [`ExitReason::ending`] names). Applies only while the lease's epoch
+    /// is the session's, so a worker that lost its lease cannot close the
+    /// session its successor runs; `Unchanged` when the epoch moved on or
+    /// a cancel won.
+    pub async fn close_burst(
         &self,
         lease: &Lease,
-        from: &[SessionStatus],
-        to: SessionStatus,
-        exit_reason: Option<String>,
+        reason: ExitReason,
     ) -> Result<Transition, StoreError> {
-        self.transition_fenced(lease.session(), Some(lease.epoch()), from, to, exit_reason)
-            .await
+        self.transition_fenced(
+            lease.session(),
+            Some(lease.epoch()),
+            Event::Close(reason),
+            Some(reason),
+        )
+        .await
     }
 
     async fn transition_fenced(
         &self,
         session: SessionId,
         epoch: Option<i64>,
-        from: &[SessionStatus],
-        to: SessionStatus,
-        exit_reason: Option<String>,
+        event: Event,
+        exit_reason: Option<ExitReason>,
     ) -> Result<Transition, StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
-        let from: Vec<String> = from.iter().map(|s| s.as_str().to_owned()).collect();
+        let from = event.source_texts();
+        let to = event.target();
+        let exit_reason = exit_reason.map(ExitReason::as_str);
         let origin = self.replica.as_str().to_owned();
         self.detached(async move {
             let update = format!(
                 "UPDATE sessions SET status = $3, exit_reason = COALESCE($4, exit_reason), \
-                 lease_owner = CASE WHEN $3 = 'running' THEN lease_owner END, \
-                 lease_expires_at = CASE WHEN $3 = 'running' THEN lease_expires_at END, \
-                 watch_replicas = CASE WHEN $3 IN ('pending', 'running') THEN watch_replicas \
-                                  ELSE '{{}}' END, \
+                 lease_owner = CASE WHEN $7 THEN lease_owner END, \
+                 lease_expires_at = CASE WHEN $7 THEN lease_expires_at END, \
+                 watch_replicas = CASE WHEN $8 THEN watch_replicas ELSE '{{}}' END, \
                  updated_at = now() \
                  WHERE id = $1 AND status = ANY($2) AND ($5::bigint IS NULL OR lease_epoch = $5) \
                  RETURNING {SESSION_COLUMNS}, pg_notify('{CHANNEL}', {})",
@@ -138,6 +152,8 @@ impl Store {
                                 &exit_reason,
                                 &epoch,
                                 &origin,
+                                &(to == SessionStatus::Running),
+                                &to.is_active(),
                             ],
                         )
                         .await?;
@@ -177,12 +193,17 @@ async fn send_message_tx(
     let opened = tx
         .query_opt(
             &format!(
-                "UPDATE sessions SET status = 'pending', updated_at = now() \
-                 WHERE id = $1 AND status IN ('idle', 'completed') \
+                "UPDATE sessions SET status = $3, updated_at = now() \
+                 WHERE id = $1 AND status = ANY($4) \
                  RETURNING id, pg_notify('{CHANNEL}', {})",
                 status_payload_sql("$2::text", "id", "status")
             ),
-            &[session.as_uuid(), &origin.as_str()],
+            &[
+                session.as_uuid(),
+                &origin.as_str(),
+                &Event::Send.target().as_str(),
+                &Event::Send.source_texts(),
+            ],
         )
         .await?;
     if opened.is_none() {
@@ -211,16 +232,16 @@ async fn send_message_tx(
         let exit_reason: Option<String> = crate::rows::get(&row, 1)?;
         tx.rollback().await?;
         return Ok(match status {
-            SessionStatus::Failed | SessionStatus::Cancelled => SendOutcome::Ended {
+            SessionStatus::Cancelled => SendOutcome::Ended {
                 status,
                 exit_reason,
             },
-            // Idle/completed cannot reach here (the UPDATE would have
-            // matched); report them as busy rather than guess.
+            // A reopenable status cannot reach here (the UPDATE would have
+            // matched); report it as busy rather than guess.
             _ => SendOutcome::Busy { status },
         });
     }
-    let turn = insert_turn(&tx, origin, session, None, &NewTurn::User(message)).await?;
+    let turn = insert_turn(&tx, origin, session, None, None, &NewTurn::User(message)).await?;
     if let Some(key) = key {
         let claimed = tx
             .execute(

@@ -11,6 +11,11 @@ pub enum StoreError {
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("database operation {op} timed out after {after:?}")]
     Timeout { op: &'static str, after: Duration },
+    /// A write whose answer did not arrive in time: it may have committed
+    /// or not. Callers find out (a burst re-sends it under its write id; a
+    /// client retries with its idempotency key) rather than assume either.
+    #[error("database write {op} did not answer within {after:?}; it may have committed")]
+    OutcomeUnknown { op: &'static str, after: Duration },
     #[error("database error")]
     Database(#[source] tokio_postgres::Error),
     #[error("stored data does not decode: {0}")]
@@ -41,8 +46,28 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            StoreError::Unavailable(_) | StoreError::Timeout { .. } | StoreError::ShuttingDown
+            StoreError::Unavailable(_)
+                | StoreError::Timeout { .. }
+                | StoreError::OutcomeUnknown { .. }
+                | StoreError::ShuttingDown
         )
+    }
+
+    /// Whether sending the same operation again may succeed: the database
+    /// was unreachable, did not answer in time, or aborted the statement
+    /// for a reason of the moment (a serialization failure, a deadlock, a
+    /// cancelled statement, a lock not available). Not a shutdown of this
+    /// process's store, and never a refusal of the content.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Unavailable(_)
+            | StoreError::Timeout { .. }
+            | StoreError::OutcomeUnknown { .. } => true,
+            StoreError::Database(e) => e.code().is_some_and(|c| {
+                c.code().starts_with("40") || matches!(c.code(), "57014" | "55P03")
+            }),
+            _ => false,
+        }
     }
 
     pub(crate) fn from_pool(e: deadpool_postgres::PoolError) -> Self {

@@ -17,7 +17,8 @@
 
 use std::{fmt, time::Duration};
 
-use inquest_core::{SessionId, SessionStatus};
+use inquest_core::{Event, SessionId, SessionStatus};
+use tokio::time::Instant;
 
 use tokio_postgres::{Row, types::ToSql};
 
@@ -79,9 +80,19 @@ impl fmt::Display for ReplicaId {
 pub struct Lease {
     session: SessionId,
     epoch: i64,
+    /// When the claim statement was sent. The database computed the
+    /// expiry (`now() + ttl`) after this instant, so `sent_at + ttl` is a
+    /// lower bound of the expiry other replicas see: the holder's deadline
+    /// counts from here, never from when the answer arrived.
+    sent_at: Instant,
 }
 
 impl Lease {
+    /// When the claim that made this lease was sent.
+    pub fn sent_at(&self) -> Instant {
+        self.sent_at
+    }
+
     pub fn session(&self) -> SessionId {
         self.session
     }
@@ -102,13 +113,15 @@ pub enum Renewal {
     Lost,
 }
 
-/// Leases from claim rows of `(id, lease_epoch)`.
-fn leases(rows: &[Row]) -> Result<Vec<Lease>, StoreError> {
+/// Leases from claim rows of `(id, lease_epoch)`, claimed by a statement
+/// sent at `sent_at`.
+fn leases(rows: &[Row], sent_at: Instant) -> Result<Vec<Lease>, StoreError> {
     rows.iter()
         .map(|r| {
             Ok(Lease {
                 session: SessionId::from_uuid(get(r, 0)?),
                 epoch: get(r, 1)?,
+                sent_at,
             })
         })
         .collect()
@@ -117,6 +130,13 @@ fn leases(rows: &[Row]) -> Result<Vec<Lease>, StoreError> {
 /// The interval expression `now() + ttl` for the lease TTL in `$n` (ms).
 fn expiry(param: usize) -> String {
     format!("now() + ${param}::bigint * interval '1 millisecond'")
+}
+
+/// `event`'s source statuses as a PostgreSQL array literal (`{a,b}`), for
+/// statements whose parameters are already boxed. The texts are the state
+/// machine's own, never input.
+fn status_set(event: Event) -> String {
+    format!("{{{}}}", event.source_texts().join(","))
 }
 
 fn millis(d: Duration) -> i64 {
@@ -139,11 +159,14 @@ impl Store {
     /// cancelled).
     pub async fn claim_pending(&self, session: SessionId) -> Result<Option<Lease>, StoreError> {
         let sql = format!(
-            "UPDATE sessions SET status = 'running', lease_owner = $2, \
+            "UPDATE sessions SET status = '{}', lease_owner = $2, \
              lease_epoch = lease_epoch + 1, lease_expires_at = {}, updated_at = now() \
-             WHERE id = $1 AND status = 'pending' RETURNING lease_epoch",
-            expiry(3)
+             WHERE id = $1 AND status = ANY('{}') RETURNING lease_epoch",
+            Event::Claim.target(),
+            expiry(3),
+            status_set(Event::Claim),
         );
+        let sent_at = Instant::now();
         let rows = self
             .lease_write(
                 "claim_pending",
@@ -160,6 +183,7 @@ impl Store {
                 Ok(Lease {
                     session,
                     epoch: get(r, 0)?,
+                    sent_at,
                 })
             })
             .transpose()
@@ -186,14 +210,16 @@ impl Store {
         let sql = format!(
             "UPDATE sessions s SET lease_owner = $1, lease_epoch = s.lease_epoch + 1, \
              lease_expires_at = {}, updated_at = now() \
-             FROM (SELECT id FROM sessions WHERE status = 'running' \
+             FROM (SELECT id FROM sessions WHERE status = ANY('{}') \
                      AND (lease_expires_at IS NULL OR lease_expires_at <= now()) \
                      AND ($3::uuid IS NULL OR id = $3) \
                    ORDER BY lease_expires_at NULLS FIRST LIMIT $4 \
                    FOR UPDATE SKIP LOCKED) orphan \
              WHERE s.id = orphan.id RETURNING s.id, s.lease_epoch",
-            expiry(2)
+            expiry(2),
+            status_set(Event::Recover),
         );
+        let sent_at = Instant::now();
         let rows = self
             .lease_write(
                 "claim_orphans",
@@ -206,7 +232,7 @@ impl Store {
                 ],
             )
             .await?;
-        leases(&rows)
+        leases(&rows, sent_at)
     }
 
     /// Claims up to `limit` sessions left `pending` for longer than the
@@ -214,14 +240,17 @@ impl Store {
     /// claiming the burst).
     pub async fn claim_stale_pending(&self, limit: u32) -> Result<Vec<Lease>, StoreError> {
         let sql = format!(
-            "UPDATE sessions s SET status = 'running', lease_owner = $1, \
+            "UPDATE sessions s SET status = '{}', lease_owner = $1, \
              lease_epoch = s.lease_epoch + 1, lease_expires_at = {}, updated_at = now() \
-             FROM (SELECT id FROM sessions WHERE status = 'pending' \
+             FROM (SELECT id FROM sessions WHERE status = ANY('{}') \
                      AND updated_at <= now() - $2::bigint * interval '1 millisecond' \
                    ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED) stale \
              WHERE s.id = stale.id RETURNING s.id, s.lease_epoch",
-            expiry(2)
+            Event::Claim.target(),
+            expiry(2),
+            status_set(Event::Claim),
         );
+        let sent_at = Instant::now();
         let rows = self
             .lease_write(
                 "claim_stale_pending",
@@ -233,7 +262,7 @@ impl Store {
                 ],
             )
             .await?;
-        leases(&rows)
+        leases(&rows, sent_at)
     }
 
     /// Pushes the lease's expiry out by the TTL if the epoch is still
@@ -271,10 +300,12 @@ impl Store {
         let rows = self
             .lease_write(
                 "release_lease",
-                "UPDATE sessions SET lease_owner = NULL, lease_expires_at = now(), \
-                 updated_at = now() \
-                 WHERE id = $1 AND lease_epoch = $2 AND status = 'running' RETURNING id"
-                    .to_owned(),
+                format!(
+                    "UPDATE sessions SET lease_owner = NULL, lease_expires_at = now(), \
+                     updated_at = now() \
+                     WHERE id = $1 AND lease_epoch = $2 AND status = ANY('{}') RETURNING id",
+                    status_set(Event::HandOver)
+                ),
                 vec![Box::new(*lease.session.as_uuid()), Box::new(lease.epoch)],
             )
             .await?;

@@ -30,14 +30,14 @@ use tokio_postgres::NoTls;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-pub use bursts::{ACTIVE, REOPENABLE, SendOutcome, Transition};
+pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;
 pub use incidents::Incident;
 pub use lease::{Lease, Renewal, ReplicaId};
 pub use listen::{ListenEvent, ListenerConfig, run_listener};
-pub use reports::ReportRow;
+pub use reports::{NewReport, ReportRow};
 pub use sessions::{SessionPage, SessionRow, StartedSession};
-pub use turns::TurnPage;
+pub use turns::{TurnPage, WriteId};
 
 /// Tunables of the store. Defaults suit one replica on a small machine.
 #[derive(Debug, Clone)]
@@ -194,12 +194,18 @@ impl Store {
             Some(self.writes.spawn(work))
         };
         async move {
-            match handle {
+            let result = match handle {
                 None => Err(StoreError::ShuttingDown),
                 Some(handle) => handle
                     .await
                     .map_err(|e| StoreError::Internal(e.to_string()))?,
-            }
+            };
+            // Every detached operation is a write: one that timed out was
+            // sent and may still have committed.
+            result.map_err(|e| match e {
+                StoreError::Timeout { op, after } => StoreError::OutcomeUnknown { op, after },
+                other => other,
+            })
         }
     }
 }

@@ -44,6 +44,17 @@ fn report_from_row(row: &Row) -> Result<ReportRow, StoreError> {
     })
 }
 
+/// A burst's report, to be saved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewReport {
+    /// 1 for the session's first burst.
+    pub burst: u32,
+    pub exit_reason: ExitReason,
+    pub summary: String,
+    pub counters: Value,
+    pub active_ms: u64,
+}
+
 impl Store {
     /// Records a burst's report. Detached with the turn-write timeout: a
     /// burst that ended must land its report even if its caller is gone. A
@@ -51,12 +62,15 @@ impl Store {
     pub async fn save_report(
         &self,
         lease: &Lease,
-        burst: u32,
-        exit_reason: ExitReason,
-        summary: String,
-        counters: Value,
-        active_ms: u64,
+        report: NewReport,
     ) -> Result<ReportRow, StoreError> {
+        let NewReport {
+            burst,
+            exit_reason,
+            summary,
+            counters,
+            active_ms,
+        } = report;
         let session = lease.session();
         let epoch = lease.epoch();
         let store = self.clone();

@@ -120,32 +120,36 @@ impl Store {
         .await
     }
 
-    /// Records the recovery plan a resume acted on (its serde form).
+    /// Stores `plan` as the session's last recovery plan, fenced by the
+    /// burst's lease: a worker that lost its lease cannot overwrite the
+    /// plan its successor stored.
     pub async fn save_recovery_plan(
         &self,
-        id: SessionId,
+        lease: &crate::Lease,
         plan: serde_json::Value,
     ) -> Result<(), StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
-        let changed = self
-            .detached(async move {
-                store
-                    .run_with_timeout("save_recovery_plan", limit, async |c| {
-                        Ok(c.execute(
+        let id = lease.session();
+        let epoch = lease.epoch();
+        self.detached(async move {
+            store
+                .run_with_timeout("save_recovery_plan", limit, async |c| {
+                    let changed = c
+                        .execute(
                             "UPDATE sessions SET last_recovery_plan = $2, updated_at = now() \
-                             WHERE id = $1",
-                            &[id.as_uuid(), &plan],
+                             WHERE id = $1 AND lease_epoch = $3",
+                            &[id.as_uuid(), &plan, &epoch],
                         )
-                        .await?)
-                    })
-                    .await
-            })
-            .await?;
-        if changed == 0 {
-            return Err(not_found_session(id));
-        }
-        Ok(())
+                        .await?;
+                    if changed == 0 {
+                        return Err(crate::turns::no_row(&*c, id, Some(epoch)).await);
+                    }
+                    Ok(())
+                })
+                .await
+        })
+        .await
     }
 
     pub async fn get_session(&self, id: SessionId) -> Result<SessionRow, StoreError> {

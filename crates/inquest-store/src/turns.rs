@@ -1,4 +1,5 @@
-use inquest_core::{AfterSeq, NewTurn, Seq, SessionId, Turn};
+use inquest_core::{AfterSeq, NewTurn, Seq, SessionId, SessionStatus, Turn};
+use uuid::Uuid;
 
 use crate::{
     Lease, ReplicaId, Store, StoreError,
@@ -45,8 +46,8 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
                  cardinality(array_remove(watch_replicas, $12::text)) > 0 AS watched), \
          ins AS ( \
              INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
-                                tool_name, is_error, input_tokens, output_tokens) \
-             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10 FROM bumped \
+                                tool_name, is_error, input_tokens, output_tokens, write_id) \
+             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13 FROM bumped \
              RETURNING seq, created_at) \
          SELECT ins.seq, ins.created_at, \
              CASE WHEN bumped.watched THEN pg_notify('inquest_events', \
@@ -58,14 +59,33 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, \
                  'q', ins.seq)::text AS brief) p";
 
+/// Names one turn write of a burst, so that sending the same write again
+/// (after an answer that never came) applies it at most once and finds out
+/// whether the first attempt committed (migration V7). Made fresh for each
+/// turn, kept across that turn's retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteId(Uuid);
+
+impl WriteId {
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Self(Uuid::new_v4())
+    }
+}
+
+/// The unique index that makes a repeated write id a conflict.
+const WRITE_ID_INDEX: &str = "turns_write_id";
+
 /// Inserts `turn` as the session's next seq on `client` (a pooled
 /// connection or an open transaction), fenced by `epoch` when given.
-/// Unknown session: NotFound; a newer epoch: LeaseLost.
+/// Unknown session: NotFound; a newer epoch: LeaseLost. A `write` that
+/// already committed is not inserted again: the committed turn comes back.
 pub(crate) async fn insert_turn(
     client: &impl deadpool_postgres::GenericClient,
     origin: &ReplicaId,
     session: SessionId,
     epoch: Option<i64>,
+    write: Option<WriteId>,
     turn: &NewTurn,
 ) -> Result<Turn, StoreError> {
     let (call_id, tool_name, is_error) = match turn.tool_result_of() {
@@ -76,6 +96,7 @@ pub(crate) async fn insert_turn(
     let tool_calls = turn.tool_calls_stored();
     // Prepared once per connection (deadpool caches it).
     let stmt = client.prepare_cached(APPEND_SQL).await?;
+    let write_uuid = write.map(|w| w.0);
     let row = client
         .query_opt(
             &stmt,
@@ -92,9 +113,29 @@ pub(crate) async fn insert_turn(
                 &to_i64(usage.output_tokens),
                 &epoch,
                 &origin.as_str(),
+                &write_uuid,
             ],
         )
-        .await?;
+        .await;
+    let row = match row {
+        Ok(row) => row,
+        Err(e) if is_write_id_conflict(&e) => {
+            // An earlier attempt of this very write committed (its answer
+            // was lost): that turn is the outcome.
+            let sql =
+                format!("SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND write_id = $2");
+            let found = client
+                .query_opt(&sql, &[session.as_uuid(), &write_uuid])
+                .await?;
+            return match found {
+                Some(row) => turn_from_row(&row),
+                None => Err(StoreError::Internal(
+                    "write id conflicted but its turn is not there".into(),
+                )),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    };
     let Some(row) = row else {
         return Err(no_row(client, session, epoch).await);
     };
@@ -148,6 +189,13 @@ pub(crate) async fn no_row(
     }
 }
 
+fn is_write_id_conflict(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|db| {
+        db.code() == &tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+            && db.constraint() == Some(WRITE_ID_INDEX)
+    })
+}
+
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -160,18 +208,21 @@ impl Store {
     /// request or burst) does not cancel the write, so what already happened
     /// is still recorded. Shutdown waits for writes in flight.
     pub async fn append_turn(&self, session: SessionId, turn: NewTurn) -> Result<Turn, StoreError> {
-        self.append(session, None, turn).await
+        self.append(session, None, None, turn).await
     }
 
     /// [`Store::append_turn`] for a burst: fenced by its lease, so the
     /// write fails with [`StoreError::LeaseLost`] once another replica
-    /// claimed the session.
+    /// claimed the session. Sending the same `write` again is safe: it is
+    /// applied at most once, and a retry of a write that did commit returns
+    /// the committed turn.
     pub async fn append_turn_leased(
         &self,
         lease: &Lease,
+        write: WriteId,
         turn: NewTurn,
     ) -> Result<Turn, StoreError> {
-        self.append(lease.session(), Some(lease.epoch()), turn)
+        self.append(lease.session(), Some(lease.epoch()), Some(write), turn)
             .await
     }
 
@@ -179,6 +230,7 @@ impl Store {
         &self,
         session: SessionId,
         epoch: Option<i64>,
+        write: Option<WriteId>,
         turn: NewTurn,
     ) -> Result<Turn, StoreError> {
         let store = self.clone();
@@ -186,7 +238,7 @@ impl Store {
         self.detached(async move {
             store
                 .run_with_timeout("append_turn", limit, async |c| {
-                    insert_turn(&*c, &store.replica, session, epoch, &turn).await
+                    insert_turn(&*c, &store.replica, session, epoch, write, &turn).await
                 })
                 .await
         })
@@ -238,12 +290,13 @@ impl Store {
     /// this replica already registered.
     pub async fn register_watcher(&self, session: SessionId) -> Result<(), StoreError> {
         let replica = self.replica.as_str().to_owned();
+        let active: Vec<&str> = SessionStatus::ACTIVE.iter().map(|s| s.as_str()).collect();
         self.run("register_watcher", async |c| {
             c.execute(
                 "UPDATE sessions SET watch_replicas = array_append(watch_replicas, $2::text) \
-                 WHERE id = $1 AND status IN ('pending', 'running') \
+                 WHERE id = $1 AND status = ANY($3) \
                  AND NOT ($2::text = ANY (watch_replicas))",
-                &[session.as_uuid(), &replica],
+                &[session.as_uuid(), &replica, &active],
             )
             .await?;
             Ok(())

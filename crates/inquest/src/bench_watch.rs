@@ -23,7 +23,7 @@ use inquest_core::{IncidentText, Limits, NewTurn, SessionId, TokenUsage, UserMes
 use inquest_proto::v1::{
     self as pb, investigations_client::InvestigationsClient, watch_event::Event,
 };
-use inquest_server::{Application, Config, TurnLog, turn_log::BurstLog};
+use inquest_server::{Application, Config, TurnLog, burst_log::BurstLog};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
@@ -250,7 +250,7 @@ async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Re
         }
     }
     burst
-        .close(inquest_core::SessionStatus::Idle, "bench_done")
+        .close(inquest_core::ExitReason::AwaitingUser)
         .await?;
     Ok(())
 }
@@ -329,7 +329,7 @@ async fn idle_memory(bench: &WatchBench) -> anyhow::Result<()> {
             per
         );
         drop(streams);
-        burst.close(inquest_core::SessionStatus::Idle, "bench_done")
+        burst.close(inquest_core::ExitReason::AwaitingUser)
             .await?;
         Ok(())
     }

@@ -1,0 +1,286 @@
+//! One burst's writer: every write the burst makes goes through its
+//! [`BurstLog`], fenced by the lease epoch in the statement that writes,
+//! and bounded by the lease's deadline ([`LeaseClock`]).
+//!
+//! Faults are met here, not in the loop:
+//! - a write whose answer does not come (a timeout, a cut connection) is
+//!   sent again under the same [`WriteId`], so it is applied at most once
+//!   and the burst learns whether it committed instead of guessing;
+//! - a store that is unreachable is retried with backoff for as long as the
+//!   lease deadline allows; past it the burst hands the session over
+//!   (`store_unavailable`), never marks it failed;
+//! - a newer epoch (another replica claimed the session) ends the burst
+//!   with `lease_lost` and nothing more is written;
+//! - the local effects of closing (ending watchers, latching, forgetting
+//!   running calls) happen only after the fenced status change committed.
+
+use std::{
+    future::Future,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use inquest_agent::{BoxFuture, SinkError, TurnSink, failpoints};
+use inquest_broadcast::ToolCallStart;
+use inquest_core::{ExitReason, NewTurn, Seq, SessionId, ToolCall, Turn};
+use inquest_store::{Lease, StoreError, Transition, WriteId};
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use crate::{
+    status::chain,
+    turn_log::{TurnLog, TurnLogError},
+};
+
+/// First pause between attempts of a write the store did not take; it
+/// doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Until when this worker may act for its lease: the instant the latest
+/// successful claim or renewal was *sent*, plus the TTL, minus a safety
+/// margin. The database computed the expiry other replicas see after that
+/// instant, so before the deadline no other replica can have claimed the
+/// session. Shared by the lease keeper (which moves it) and the burst
+/// (which starts no tool and retries no write past it).
+#[derive(Clone, Debug)]
+pub struct LeaseClock {
+    /// A std mutex: read and written in one step, never across an await.
+    deadline: Arc<Mutex<Instant>>,
+}
+
+impl LeaseClock {
+    /// The clock of a lease just claimed (by a statement sent at
+    /// `lease.sent_at()`).
+    pub fn new(lease: &Lease, ttl: Duration, margin: Duration) -> Self {
+        Self {
+            deadline: Arc::new(Mutex::new(deadline(lease.sent_at(), ttl, margin))),
+        }
+    }
+
+    pub fn deadline(&self) -> Instant {
+        *self.deadline.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A renewal sent at `sent_at` succeeded.
+    pub fn renewed(&self, sent_at: Instant, ttl: Duration, margin: Duration) {
+        let mut d = self.deadline.lock().unwrap_or_else(PoisonError::into_inner);
+        *d = (*d).max(deadline(sent_at, ttl, margin));
+    }
+
+    /// Whether the deadline has passed: the lease may be gone.
+    pub fn passed(&self) -> bool {
+        Instant::now() >= self.deadline()
+    }
+}
+
+fn deadline(sent_at: Instant, ttl: Duration, margin: Duration) -> Instant {
+    sent_at + ttl.saturating_sub(margin)
+}
+
+/// The persist-then-publish path of one burst, fenced by its lease. Made
+/// only by [`TurnLog::claim_burst`] and [`TurnLog::adopt`].
+#[derive(Clone)]
+pub struct BurstLog {
+    pub(crate) log: TurnLog,
+    pub(crate) lease: Lease,
+    pub(crate) clock: LeaseClock,
+}
+
+/// How one fenced write ended after its retries.
+enum Attempts<T> {
+    Done(T),
+    /// The store stayed unreachable until the lease deadline.
+    Unavailable(StoreError),
+    /// Refused for good (lease lost, content refused, ...).
+    Refused(StoreError),
+}
+
+impl BurstLog {
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    pub fn clock(&self) -> &LeaseClock {
+        &self.clock
+    }
+
+    pub fn session(&self) -> SessionId {
+        self.lease.session()
+    }
+
+    pub fn log(&self) -> &TurnLog {
+        &self.log
+    }
+
+    /// Sends `op` until it succeeds, is refused for good, or the lease
+    /// deadline leaves no room for another attempt. Only for writes that
+    /// are safe to send again: fenced status changes (a second copy matches
+    /// no row) and turns under one write id.
+    async fn with_retries<T, F, Fut>(&self, what: &'static str, mut op: F) -> Attempts<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let mut backoff = FIRST_BACKOFF;
+        let mut warned = false;
+        loop {
+            match op().await {
+                Ok(v) => {
+                    if warned {
+                        tracing::info!(session = %self.session(), what, "store answered again");
+                    }
+                    return Attempts::Done(v);
+                }
+                Err(e) if e.is_transient() => {
+                    if Instant::now() + backoff >= self.clock.deadline() {
+                        return Attempts::Unavailable(e);
+                    }
+                    if !warned {
+                        tracing::warn!(session = %self.session(), what, error = %chain(&e), "store write did not land; retrying under the lease");
+                        warned = true;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+                Err(e) => return Attempts::Refused(e),
+            }
+        }
+    }
+
+    /// Appends `turn` under the lease and, once committed, publishes it.
+    /// A write whose answer is lost is sent again under the same write id,
+    /// so the turn lands once and is published once.
+    pub async fn append(&self, turn: NewTurn) -> Result<Arc<Turn>, TurnLogError> {
+        let write = WriteId::new();
+        let store = self.log.store();
+        let stored = self
+            .with_retries("append_turn", || {
+                store.append_turn_leased(&self.lease, write, turn.clone())
+            })
+            .await;
+        match stored {
+            Attempts::Done(stored) => {
+                failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
+                Ok(self.log.publish_committed(stored))
+            }
+            Attempts::Unavailable(e) => Err(TurnLogError::Unavailable(e)),
+            Attempts::Refused(e) => Err(TurnLogError::NotPersisted(e)),
+        }
+    }
+
+    /// Stores the recovery plan, fenced by the lease.
+    pub async fn save_recovery_plan(&self, plan: serde_json::Value) -> Result<(), TurnLogError> {
+        let store = self.log.store();
+        match self
+            .with_retries("save_recovery_plan", || {
+                store.save_recovery_plan(&self.lease, plan.clone())
+            })
+            .await
+        {
+            Attempts::Done(()) => Ok(()),
+            Attempts::Unavailable(e) => Err(TurnLogError::Unavailable(e)),
+            Attempts::Refused(e) => Err(TurnLogError::NotPersisted(e)),
+        }
+    }
+
+    /// Saves the burst's report, fenced by the lease.
+    pub async fn save_report(&self, report: inquest_store::NewReport) -> Result<(), TurnLogError> {
+        let store = self.log.store();
+        match self
+            .with_retries("save_report", || {
+                store.save_report(&self.lease, report.clone())
+            })
+            .await
+        {
+            Attempts::Done(_) => Ok(()),
+            Attempts::Unavailable(e) => Err(TurnLogError::Unavailable(e)),
+            Attempts::Refused(e) => Err(TurnLogError::NotPersisted(e)),
+        }
+    }
+
+    /// Ends the burst with `reason` if the lease is still ours: the status
+    /// the reason leaves is recorded (fenced; a cancel that won stays),
+    /// and only once that committed are the watchers ended, the session
+    /// latched and its running calls forgotten. A burst whose lease moved
+    /// on touches nothing of its successor's.
+    pub async fn close(&self, reason: ExitReason) -> Result<Transition, TurnLogError> {
+        let store = self.log.store();
+        let closed = self
+            .with_retries("close_burst", || store.close_burst(&self.lease, reason))
+            .await;
+        let transition = match closed {
+            Attempts::Done(t) => t,
+            Attempts::Unavailable(e) => return Err(TurnLogError::Unavailable(e)),
+            Attempts::Refused(e) => return Err(TurnLogError::CloseNotRecorded(e)),
+        };
+        match &transition {
+            Transition::Changed(_) => self.log.burst_closed(self.session(), self.lease.epoch()),
+            // A cancel won (it ended the watchers itself), or the lease
+            // moved on: only this burst's own memory goes.
+            Transition::Unchanged(_) => self.log.forget_burst(self.session(), self.lease.epoch()),
+        }
+        Ok(transition)
+    }
+
+    /// Hands the burst over (shutdown, an unreachable store): the session
+    /// stays `running` with its lease expired, so another claim continues
+    /// it at once. When the store cannot be reached either, the lease
+    /// simply runs out and the reaper finds the session the same way.
+    pub async fn hand_over(&self) -> Result<bool, StoreError> {
+        self.log.forget_burst(self.session(), self.lease.epoch());
+        self.log.store().release_lease(&self.lease).await
+    }
+
+    /// Forgets the burst without writing anything (its lease was lost).
+    pub fn abandon(&self) {
+        self.log.forget_burst(self.session(), self.lease.epoch());
+    }
+}
+
+/// The agent's door to the turn log: the loop persists and publishes
+/// through exactly the path every other writer uses, fenced by its lease.
+impl TurnSink for BurstLog {
+    fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>> {
+        Box::pin(async move {
+            debug_assert_eq!(session, self.session());
+            BurstLog::append(self, turn)
+                .await
+                .map(|t| (*t).clone())
+                .map_err(|e| match e {
+                    TurnLogError::Unavailable(_) => SinkError::Unavailable(Box::new(e)),
+                    e if matches!(e.store_error(), Some(StoreError::LeaseLost { .. })) => {
+                        SinkError::LeaseLost(Box::new(e))
+                    }
+                    e => SinkError::NotPersisted(Box::new(e)),
+                })
+        })
+    }
+
+    fn tool_call_started<'a>(
+        &'a self,
+        session: SessionId,
+        assistant_seq: Seq,
+        call: &'a ToolCall,
+    ) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move {
+            if self.clock.passed() {
+                return Err(SinkError::LeaseLost(Box::new(TurnLogError::DeadlinePassed)));
+            }
+            self.log
+                .announce_tool_call_start(ToolCallStart {
+                    session_id: session,
+                    assistant_seq,
+                    call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    started_at: OffsetDateTime::now_utc(),
+                })
+                .await;
+            // The announcement may have waited on the store: look again.
+            if self.clock.passed() {
+                return Err(SinkError::LeaseLost(Box::new(TurnLogError::DeadlinePassed)));
+            }
+            Ok(())
+        })
+    }
+}
