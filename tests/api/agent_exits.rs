@@ -19,9 +19,9 @@ use inquest_tests::spawn_app_with;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent_support::{
-    CapturedLog, Gate, HANG_GUARD, app_with_fake, assert_ended, assistant, eventually,
-    evidence_tools, finished, provider, provider_at, report, send, session, shapes, start,
-    tool_result_of, turns, user, without_notices,
+    CapturedLog, Gate, app_with_fake, assert_ended, assistant, eventually, evidence_tools,
+    finished, provider, provider_at, report, send, session, shapes, start, tool_result_of, turns,
+    user, without_notices,
 };
 
 const ASK: &str = "why is checkout slow?";

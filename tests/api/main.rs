@@ -7,6 +7,8 @@ mod agent_providers;
 mod agent_support;
 mod agent_watch;
 mod errors;
+mod faults;
+mod faults_support;
 mod health;
 mod leases;
 mod messages;
