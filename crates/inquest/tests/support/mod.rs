@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test binary uses its own part of this
 
 pub mod crash;
+pub mod faults;
 pub mod fleet;
 
 use std::{
