@@ -10,6 +10,7 @@ mod errors;
 mod faults;
 mod faults_support;
 mod health;
+mod hostile;
 mod leases;
 mod messages;
 mod resume;

@@ -50,10 +50,8 @@ fn check(what: &'static str, text: &str, limit: usize) -> Result<(), InputError>
             limit,
         });
     }
-    // PostgreSQL text cannot hold NUL; refuse it here rather than fail late.
-    if text.contains('\0') {
-        return Err(InputError::Nul { what });
-    }
+    // NUL is allowed: the store keeps text PostgreSQL refuses losslessly
+    // (`inquest-store/src/text.rs`).
     Ok(())
 }
 
@@ -116,6 +114,14 @@ impl IdempotencyKey {
             return Ok(None);
         }
         check("idempotency_key", &text, Limits::MAX_IDEMPOTENCY_KEY_BYTES)?;
+        // A key is an opaque token the client picks, looked up as stored:
+        // NUL, which PostgreSQL text cannot hold, is refused rather than
+        // encoded.
+        if text.contains('\0') {
+            return Err(InputError::Nul {
+                what: "idempotency_key",
+            });
+        }
         Ok(Some(Self(text)))
     }
 
@@ -146,9 +152,10 @@ mod tests {
                 ..
             })
         ));
+        // NUL is content like any other (the store keeps it losslessly).
         assert_eq!(
-            UserMessage::parse("a\0b".into(), &limits),
-            Err(InputError::Nul { what: "message" })
+            UserMessage::parse("a\0b".into(), &limits).map(UserMessage::into_string),
+            Ok("a\0b".to_owned())
         );
     }
 
@@ -161,6 +168,12 @@ mod tests {
                 .is_some()
         );
         assert!(IdempotencyKey::parse_optional("x".repeat(201)).is_err());
+        assert_eq!(
+            IdempotencyKey::parse_optional("k\0".into()),
+            Err(InputError::Nul {
+                what: "idempotency_key"
+            })
+        );
     }
 
     #[test]
@@ -169,5 +182,7 @@ mod tests {
         assert!(IncidentText::parse(String::new(), "d".into(), &l).is_err());
         let t = IncidentText::parse(" Disk full ".into(), String::new(), &l).unwrap();
         assert_eq!(t.title(), "Disk full");
+        let t = IncidentText::parse("a\0b".into(), "c\0".into(), &l).unwrap();
+        assert_eq!((t.title(), t.description()), ("a\0b", "c\0"));
     }
 }

@@ -21,6 +21,7 @@ pub mod notify;
 mod reports;
 mod rows;
 mod sessions;
+mod text;
 mod turns;
 
 use std::{future::Future, str::FromStr, time::Duration};

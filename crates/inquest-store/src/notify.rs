@@ -13,14 +13,21 @@
 //!
 //! | `k` | fields |
 //! |---|---|
-//! | `turn` | `s` session, `q` seq, `turn` (absent when too large): `r` role, `c` content, `tc` tool calls, `ci` call id, `tn` tool name, `e` is_error, `it`/`ot` tokens, `at` created at |
+//! | `turn` | `s` session, `q` seq, `turn` (absent when too large): `r` role, `c` content, `tc` tool calls, `ci` call id, `tn` tool name, `e` is_error, `it`/`ot` tokens, `at` created at, `x` escaped (absent: false) |
 //! | `status` | `s` session, `st` the new status |
 //! | `tool_call_start` | `s` session, `a` assistant seq, `id` call id, `n` tool name, `at` started at |
+//!
+//! A turn's text travels as it is stored: when `x` is true, `c`, `ci`, `tn`
+//! and every string and key in `tc` are in the encoding of [`crate::text`]
+//! (the row held U+0000) and are decoded here. A tool-call start is built
+//! in Rust, where JSON's own `\u0000` escape carries a NUL losslessly.
 
 use inquest_core::{Role, Seq, SessionId, SessionStatus, TokenUsage, Turn};
 use serde::Deserialize;
 use serde_json::Value;
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+
+use crate::text;
 
 /// The one channel every replica listens on.
 pub const CHANNEL: &str = "inquest_events";
@@ -182,18 +189,24 @@ struct RawTurn {
     it: i64,
     ot: i64,
     at: String,
+    /// The text fields are escaped (`crate::text`); absent in payloads
+    /// from before migration V8.
+    #[serde(default)]
+    x: bool,
 }
 
 impl RawTurn {
     fn into_turn(self, session: SessionId, seq: Seq) -> Result<Turn, String> {
+        let x = self.x;
+        let read = |text: String, what: &str| text::read(text, x, what).map_err(|e| e.to_string());
         Ok(Turn {
             session_id: session,
             seq,
             role: Role::parse(&self.r).ok_or_else(|| format!("unknown role {:?}", self.r))?,
-            content: self.c,
-            tool_calls_raw: self.tc,
-            tool_call_id: self.ci,
-            tool_name: self.tn,
+            content: read(self.c, "c")?,
+            tool_calls_raw: text::read_json(self.tc, x, "tc").map_err(|e| e.to_string())?,
+            tool_call_id: self.ci.map(|id| read(id, "ci")).transpose()?,
+            tool_name: self.tn.map(|name| read(name, "tn")).transpose()?,
             is_error: self.e,
             usage: TokenUsage {
                 input_tokens: u64::try_from(self.it).unwrap_or(0),
@@ -225,6 +238,52 @@ mod tests {
                 started_at: at,
             }
         );
+    }
+
+    #[test]
+    fn an_escaped_turn_is_decoded_and_a_nul_in_a_tool_start_survives() {
+        let session = SessionId::new();
+        // As APPEND_SQL builds it for a row that held U+0000.
+        let payload = serde_json::json!({
+            "v": 1, "o": "r1", "k": "turn", "s": session.as_uuid(), "q": 3,
+            "turn": {
+                "r": "tool", "c": "a\u{E000}0b\u{E000}\u{E000}",
+                "tc": [{"k\u{E000}0": "v\u{E000}0"}],
+                "ci": "c\u{E000}0", "tn": "t\u{E000}0", "e": false, "it": 0, "ot": 0,
+                "at": "2024-01-01T00:00:00Z", "x": true,
+            },
+        })
+        .to_string();
+        let Notification::Turn { turn: Some(t), .. } = Notification::parse(&payload).unwrap()
+        else {
+            panic!("not a whole turn");
+        };
+        assert_eq!(t.content, "a\0b\u{E000}");
+        assert_eq!(t.tool_calls_raw, serde_json::json!([{"k\0": "v\0"}]));
+        assert_eq!(t.tool_call_id.as_deref(), Some("c\0"));
+        assert_eq!(t.tool_name.as_deref(), Some("t\0"));
+        // Without the flag (older payloads too) nothing is decoded.
+        let plain = payload.replace(r#""x":true"#, r#""x":false"#);
+        let Notification::Turn { turn: Some(t), .. } = Notification::parse(&plain).unwrap() else {
+            panic!("not a whole turn");
+        };
+        assert_eq!(t.content, "a\u{E000}0b\u{E000}\u{E000}");
+        let old = payload.replace(r#","x":true"#, "");
+        assert!(Notification::parse(&old).is_ok());
+
+        // A tool-call start carries NUL as JSON's own escape: the payload
+        // holds no NUL byte, and decodes to the original.
+        let at = OffsetDateTime::from_unix_timestamp(1_700_000_000).unwrap();
+        let seq = Seq::from_stored(2).unwrap();
+        let payload = tool_call_start_payload("r1", session, seq, "id\0", "n\0", at);
+        assert!(!payload.contains('\0'));
+        let Notification::ToolCallStart {
+            call_id, tool_name, ..
+        } = Notification::parse(&payload).unwrap()
+        else {
+            panic!("not a tool start");
+        };
+        assert_eq!((call_id.as_str(), tool_name.as_str()), ("id\0", "n\0"));
     }
 
     #[test]

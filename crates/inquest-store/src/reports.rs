@@ -9,6 +9,7 @@ use tokio_postgres::Row;
 use crate::{
     Lease, Store, StoreError,
     rows::{count, get},
+    text,
 };
 
 /// A burst's report as stored.
@@ -26,19 +27,22 @@ pub struct ReportRow {
     pub created_at: OffsetDateTime,
 }
 
+/// `escaped` (migration V8): summary and counters are in the encoding of
+/// [`crate::text`], decoded by [`report_from_row`].
 const REPORT_COLUMNS: &str =
-    "session_id, burst, exit_reason, summary, counters, active_ms, created_at";
+    "session_id, burst, exit_reason, summary, counters, active_ms, created_at, escaped";
 
 fn report_from_row(row: &Row) -> Result<ReportRow, StoreError> {
     let exit: &str = get(row, 2)?;
     let burst: i64 = get(row, 1)?;
+    let escaped: bool = get(row, 7)?;
     Ok(ReportRow {
         session_id: SessionId::from_uuid(get(row, 0)?),
         burst: u32::try_from(burst).map_err(|_| StoreError::Corrupt(format!("burst {burst}")))?,
         exit_reason: ExitReason::parse(exit)
             .ok_or_else(|| StoreError::Corrupt(format!("exit reason {exit:?}")))?,
-        summary: get(row, 3)?,
-        counters: get(row, 4)?,
+        summary: text::read(get(row, 3)?, escaped, "report summary")?,
+        counters: text::read_json(get(row, 4)?, escaped, "report counters")?,
         active_ms: count(get(row, 5)?),
         created_at: get(row, 6)?,
     })
@@ -73,6 +77,16 @@ impl Store {
         } = report;
         let session = lease.session();
         let epoch = lease.epoch();
+        // The summary is model text and may hold U+0000 (crate::text).
+        let escaped = text::has_nul(&summary) || text::json_has_nul(&counters);
+        let (summary, counters) = if escaped {
+            (
+                text::escape(&summary).into_owned(),
+                text::escape_json(&counters),
+            )
+        } else {
+            (summary, counters)
+        };
         let store = self.clone();
         let limit = self.turn_write_timeout;
         self.detached(async move {
@@ -81,11 +95,12 @@ impl Store {
             let sql = format!(
                 "WITH fence AS (SELECT id FROM sessions WHERE id = $1 AND lease_epoch = $7 \
                                 FOR SHARE) \
-                 INSERT INTO reports (session_id, burst, exit_reason, summary, counters, active_ms) \
-                 SELECT $1, $2, $3, $4, $5, $6 FROM fence \
+                 INSERT INTO reports (session_id, burst, exit_reason, summary, counters, active_ms, \
+                                      escaped) \
+                 SELECT $1, $2, $3, $4, $5, $6, $8 FROM fence \
                  ON CONFLICT (session_id, burst) DO UPDATE SET exit_reason = EXCLUDED.exit_reason, \
                    summary = EXCLUDED.summary, counters = EXCLUDED.counters, \
-                   active_ms = EXCLUDED.active_ms, created_at = now() \
+                   active_ms = EXCLUDED.active_ms, escaped = EXCLUDED.escaped, created_at = now() \
                  RETURNING {REPORT_COLUMNS}"
             );
             let row = store
@@ -100,6 +115,7 @@ impl Store {
                             &counters,
                             &i64::try_from(active_ms).unwrap_or(i64::MAX),
                             &epoch,
+                            &escaped,
                         ],
                     )
                     .await?;

@@ -4,11 +4,14 @@
 use inquest_core::{Role, Seq, SessionId, TokenUsage, Turn};
 use tokio_postgres::Row;
 
-use crate::StoreError;
+use crate::{StoreError, text};
 
 /// Columns selected for a turn, in the order [`turn_from_row`] reads them.
+///
+/// `escaped` (migration V8) says the row's text fields are stored in the
+/// encoding of [`crate::text`]; they are decoded here, so no caller sees it.
 pub(crate) const TURN_COLUMNS: &str = "session_id, seq, role, content, tool_calls, tool_call_id, \
-     tool_name, is_error, input_tokens, output_tokens, created_at";
+     tool_name, is_error, input_tokens, output_tokens, created_at, escaped";
 
 pub(crate) fn get<'a, T>(row: &'a Row, idx: usize) -> Result<T, StoreError>
 where
@@ -28,14 +31,21 @@ pub(crate) fn count(value: i64) -> u64 {
 
 pub(crate) fn turn_from_row(row: &Row) -> Result<Turn, StoreError> {
     let role: &str = get(row, 2)?;
+    let escaped: bool = get(row, 11)?;
+    let tool_call_id: Option<String> = get(row, 5)?;
+    let tool_name: Option<String> = get(row, 6)?;
     Ok(Turn {
         session_id: SessionId::from_uuid(get(row, 0)?),
         seq: seq(get(row, 1)?)?,
         role: Role::parse(role).ok_or_else(|| StoreError::Corrupt(format!("role {role:?}")))?,
-        content: get(row, 3)?,
-        tool_calls_raw: get(row, 4)?,
-        tool_call_id: get(row, 5)?,
-        tool_name: get(row, 6)?,
+        content: text::read(get(row, 3)?, escaped, "turn content")?,
+        tool_calls_raw: text::read_json(get(row, 4)?, escaped, "turn tool calls")?,
+        tool_call_id: tool_call_id
+            .map(|id| text::read(id, escaped, "turn tool call id"))
+            .transpose()?,
+        tool_name: tool_name
+            .map(|name| text::read(name, escaped, "turn tool name"))
+            .transpose()?,
         is_error: get(row, 7)?,
         usage: TokenUsage {
             input_tokens: count(get(row, 8)?),

@@ -7,6 +7,7 @@ use tokio_postgres::Row;
 use crate::{
     Store, StoreError,
     rows::{TURN_COLUMNS, count, get, turn_from_row},
+    text,
 };
 
 /// A session row: status, counters and timestamps.
@@ -46,11 +47,13 @@ impl SessionRow {
 
 pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, head_seq, turn_count, \
      tool_calls, input_tokens, output_tokens, created_at, updated_at, last_recovery_plan, \
-     lease_owner, lease_expires_at, lease_epoch";
+     lease_owner, lease_expires_at, lease_epoch, recovery_plan_escaped";
 
 pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
     let status: &str = get(row, 2)?;
     let head: i64 = get(row, 4)?;
+    let plan: Option<serde_json::Value> = get(row, 11)?;
+    let plan_escaped: bool = get(row, 15)?;
     Ok(SessionRow {
         id: SessionId::from_uuid(get(row, 0)?),
         incident_id: IncidentId::from_uuid(get(row, 1)?),
@@ -64,7 +67,9 @@ pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
         output_tokens: count(get(row, 8)?),
         created_at: get(row, 9)?,
         updated_at: get(row, 10)?,
-        last_recovery_plan: get(row, 11)?,
+        last_recovery_plan: plan
+            .map(|p| text::read_json(p, plan_escaped, "last recovery plan"))
+            .transpose()?,
         lease_owner: get(row, 12)?,
         lease_expires_at: get(row, 13)?,
         lease_epoch: get(row, 14)?,
@@ -132,14 +137,22 @@ impl Store {
         let limit = self.turn_write_timeout;
         let id = lease.session();
         let epoch = lease.epoch();
+        // Call ids, tool names and the notice may hold U+0000 (crate::text).
+        let escaped = text::json_has_nul(&plan);
+        let plan = if escaped {
+            text::escape_json(&plan)
+        } else {
+            plan
+        };
         self.detached(async move {
             store
                 .run_with_timeout("save_recovery_plan", limit, async |c| {
                     let changed = c
                         .execute(
-                            "UPDATE sessions SET last_recovery_plan = $2, updated_at = now() \
+                            "UPDATE sessions SET last_recovery_plan = $2, \
+                             recovery_plan_escaped = $4, updated_at = now() \
                              WHERE id = $1 AND lease_epoch = $3",
-                            &[id.as_uuid(), &plan, &epoch],
+                            &[id.as_uuid(), &plan, &epoch, &escaped],
                         )
                         .await?;
                     if changed == 0 {
@@ -251,11 +264,14 @@ async fn start_session_tx(
             .await?,
     )?;
     let turn_sql = format!(
-        "INSERT INTO turns (session_id, seq, role, content) VALUES ($1, 1, 'user', $2) \
-         RETURNING {TURN_COLUMNS}"
+        "INSERT INTO turns (session_id, seq, role, content, escaped) \
+         VALUES ($1, 1, 'user', $2, $3) RETURNING {TURN_COLUMNS}"
     );
+    // A user message may hold U+0000: stored escaped (crate::text).
+    let escaped = text::has_nul(turn.content());
+    let content = text::field(turn.content(), escaped);
     let first_turn = turn_from_row(
-        &tx.query_one(&turn_sql, &[id.as_uuid(), &turn.content()])
+        &tx.query_one(&turn_sql, &[id.as_uuid(), &&*content, &escaped])
             .await?,
     )?;
     if let Some(key) = key {

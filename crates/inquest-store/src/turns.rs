@@ -4,6 +4,7 @@ use uuid::Uuid;
 use crate::{
     Lease, ReplicaId, Store, StoreError,
     rows::{TURN_COLUMNS, turn_from_row},
+    text,
 };
 
 /// One page of a session's turns.
@@ -35,6 +36,10 @@ pub struct TurnPage {
 /// The column is read from the row version the `UPDATE` locked, which is
 /// what makes the decision race-free against a registration.
 ///
+/// Text fields holding U+0000 are bound in the encoding of [`crate::text`]
+/// with `$14` (`escaped`) set, for the row and for the notification alike
+/// (which therefore carries the flag, `x`).
+///
 /// Only `seq` and `created_at` come back: the rest of the row is what the
 /// caller sent, so it is not shipped back and decoded again.
 const APPEND_SQL: &str = "WITH bumped AS ( \
@@ -46,8 +51,9 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
                  cardinality(array_remove(watch_replicas, $12::text)) > 0 AS watched), \
          ins AS ( \
              INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
-                                tool_name, is_error, input_tokens, output_tokens, write_id) \
-             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13 FROM bumped \
+                                tool_name, is_error, input_tokens, output_tokens, write_id, \
+                                escaped) \
+             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14 FROM bumped \
              RETURNING seq, created_at) \
          SELECT ins.seq, ins.created_at, \
              CASE WHEN bumped.watched THEN pg_notify('inquest_events', \
@@ -55,7 +61,7 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
          FROM ins, bumped, LATERAL (SELECT \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, 'q', ins.seq, \
                  'turn', json_build_object('r', $2, 'c', $3, 'tc', $4, 'ci', $5, 'tn', $6, \
-                     'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at))::text AS whole, \
+                     'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at, 'x', $14))::text AS whole, \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, \
                  'q', ins.seq)::text AS brief) p";
 
@@ -94,6 +100,15 @@ pub(crate) async fn insert_turn(
     };
     let usage = turn.usage();
     let tool_calls = turn.tool_calls_stored();
+    // PostgreSQL refuses U+0000: such a row is stored escaped (crate::text).
+    let escaped = text::has_nul(turn.content())
+        || call_id.is_some_and(text::has_nul)
+        || tool_name.is_some_and(text::has_nul)
+        || text::json_has_nul(&tool_calls);
+    let stored_content = text::field(turn.content(), escaped);
+    let stored_calls = text::json_field(&tool_calls, escaped);
+    let stored_call_id = call_id.map(|id| text::field(id, escaped));
+    let stored_tool_name = tool_name.map(|name| text::field(name, escaped));
     // Prepared once per connection (deadpool caches it).
     let stmt = client.prepare_cached(APPEND_SQL).await?;
     let write_uuid = write.map(|w| w.0);
@@ -103,10 +118,10 @@ pub(crate) async fn insert_turn(
             &[
                 session.as_uuid(),
                 &turn.role().as_str(),
-                &turn.content(),
-                &tool_calls,
-                &call_id,
-                &tool_name,
+                &&*stored_content,
+                &*stored_calls,
+                &stored_call_id.as_deref(),
+                &stored_tool_name.as_deref(),
                 &is_error,
                 &to_i64(turn.tool_call_count() as u64),
                 &to_i64(usage.input_tokens),
@@ -114,9 +129,11 @@ pub(crate) async fn insert_turn(
                 &epoch,
                 &origin.as_str(),
                 &write_uuid,
+                &escaped,
             ],
         )
         .await;
+    drop(stored_calls);
     let row = match row {
         Ok(row) => row,
         Err(e) if is_write_id_conflict(&e) => {
