@@ -9,6 +9,11 @@
 //! - `cargo xtask replicas`: three replicas on one throwaway cluster; the
 //!   replica running an investigation is killed with `kill -9` mid-burst
 //!   and another one recovers it while a watcher on a third follows.
+//! - `cargo xtask chaos [--seconds N] [--seed S] [--sessions K]`: the chaos
+//!   test (`crates/inquest/tests/chaos.rs`) alone, with N seconds of faults
+//!   (default 90; a soak is `--seconds 600`). It owns its cluster, so this
+//!   only installs what it needs and builds; needs root (it makes a network
+//!   namespace).
 
 use std::{
     net::TcpStream,
@@ -27,9 +32,10 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("demo") => demo(&args[1..]),
         Some("replicas") => replicas(),
+        Some("chaos") => chaos(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask test [cargo test args...]\n       cargo xtask demo [--keep] [--listen ADDR]\n       cargo xtask replicas"
+                "usage: cargo xtask test [cargo test args...]\n       cargo xtask demo [--keep] [--listen ADDR]\n       cargo xtask replicas\n       cargo xtask chaos [--seconds N] [--seed S] [--sessions K]"
             );
             return ExitCode::from(2);
         }
@@ -445,5 +451,59 @@ fn replicas_on(bin: &Path, dir: &Path, url: &str) -> anyhow::Result<()> {
     drop(watch);
     drop(two);
     drop(three);
+    Ok(())
+}
+
+/// `cargo xtask chaos`: runs only the chaos test, with its knobs passed as
+/// `INQUEST_CHAOS_*`. The test starts its own PostgreSQL cluster (it
+/// restarts it), so none is started here; the server binaries and the MCP
+/// Python SDK must be installed.
+fn chaos(args: &[String]) -> anyhow::Result<()> {
+    let mut env: Vec<(&str, String)> = Vec::new();
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let var = match flag.as_str() {
+            "--seconds" => "INQUEST_CHAOS_SECONDS",
+            "--seed" => "INQUEST_CHAOS_SEED",
+            "--sessions" => "INQUEST_CHAOS_SESSIONS",
+            other => bail!(
+                "unknown argument {other:?}; usage: cargo xtask chaos [--seconds N] [--seed S] \
+                 [--sessions K]"
+            ),
+        };
+        let value = rest
+            .next()
+            .with_context(|| format!("{flag} needs a number"))?;
+        value
+            .parse::<u64>()
+            .with_context(|| format!("{flag} {value:?} is not a number"))?;
+        env.push((var, value.clone()));
+    }
+    if !is_root() {
+        bail!(
+            "the chaos test must run as root: it makes a network namespace to partition a replica \
+             and runs PostgreSQL as the `postgres` user"
+        );
+    }
+    let started = Instant::now();
+    ensure_postgres()?;
+    let mcp_python = ensure_mcp_python()?;
+    let mut test = cargo();
+    test.args([
+        "test",
+        "--package",
+        "inquest",
+        "--test",
+        "chaos",
+        "--",
+        "--nocapture",
+    ])
+    .env("INQUEST_TEST_PYTHON", &mcp_python)
+    .env("INQUEST_REQUIRE_MCP", "1");
+    for (var, value) in &env {
+        test.env(var, value);
+    }
+    run("cargo test --package inquest --test chaos", test)?;
+    eprintln!("\nchaos test passed in {:.0?}", started.elapsed());
     Ok(())
 }

@@ -1,0 +1,314 @@
+//! The workload: each session starts with a tagged message, settles, and
+//! gets its follow-ups one by one, each after the previous burst settled.
+//! A session held in AWAITING_CONFIRMATION is confirmed (ContinueSession)
+//! after a short pause, as a human would; every such confirmation is
+//! counted, because it allows one re-run of a cut-off mutating call.
+//!
+//! Every call goes to a random replica believed up and is retried on
+//! another after a transient error, with the same idempotency key where
+//! the call has one. What the workload saw that the contract forbids (a
+//! FAILED session, a SendMessage refused right after GetSession showed
+//! the session settled) is recorded as a problem for the checker.
+
+use std::{
+    future::Future,
+    sync::{
+        Arc, Mutex, OnceLock, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use inquest_proto::v1 as pb;
+use tokio::time::Instant;
+use tonic::{Code, Status};
+
+use super::{
+    Rng,
+    directory::{Client, Directory},
+    now, script,
+};
+
+/// A call that moved a settled session on: a follow-up or a confirmation.
+#[derive(Debug, Clone)]
+pub struct Reopen {
+    pub kind: &'static str,
+    /// The head the workload saw when the session had settled.
+    pub head_before: i64,
+    pub sent: f64,
+    pub returned: f64,
+}
+
+#[derive(Debug, Default)]
+pub struct Log {
+    pub reopens: Vec<Reopen>,
+    pub confirmations: u32,
+    /// Every settled state seen: status and exit reason.
+    pub settles: Vec<(pb::SessionStatus, String)>,
+    pub problems: Vec<String>,
+    /// Transient errors the calls met, by code.
+    pub transient: Vec<Code>,
+}
+
+/// One session of the workload, shared with its watchers.
+#[derive(Debug)]
+pub struct Tracked {
+    pub index: usize,
+    pub id: OnceLock<String>,
+    /// Set when the workload is finished with it (settled for good, or
+    /// given up on).
+    pub done: AtomicBool,
+    pub log: Mutex<Log>,
+}
+
+impl Tracked {
+    pub fn new(index: usize) -> Tracked {
+        Tracked {
+            index,
+            id: OnceLock::new(),
+            done: AtomicBool::new(false),
+            log: Mutex::new(Log::default()),
+        }
+    }
+
+    pub fn log(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::SeqCst)
+    }
+
+    fn problem(&self, what: String) {
+        self.log().problems.push(what);
+    }
+}
+
+/// Errors after which the same call is tried again (on another replica):
+/// the replica went away, the connection broke, the outcome is unknown.
+pub fn transient(s: &Status) -> bool {
+    matches!(
+        s.code(),
+        Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Aborted
+            | Code::Unknown
+            | Code::Internal
+            | Code::Cancelled
+            | Code::ResourceExhausted
+    )
+}
+
+/// Calls `call` on random replicas until it answers, fails for good, or
+/// `deadline` passes. Transient errors are noted in `log`.
+pub async fn retrying<T, F, Fut>(
+    dir: &Directory,
+    rng: &mut Rng,
+    deadline: Instant,
+    log: &Tracked,
+    mut call: F,
+) -> Result<T, Status>
+where
+    F: FnMut(Client) -> Fut,
+    Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+{
+    loop {
+        let (_, client) = dir.unary(rng);
+        match call(client).await {
+            Ok(r) => return Ok(r.into_inner()),
+            Err(s) if transient(&s) && Instant::now() < deadline => {
+                log.log().transient.push(s.code());
+                tokio::time::sleep(rng.pause(0.1, 0.5)).await;
+            }
+            Err(s) => return Err(s),
+        }
+    }
+}
+
+/// What one session does; see the module docs.
+pub struct Plan {
+    pub seed: u64,
+    pub incident: String,
+    pub follow_ups: usize,
+    pub delay: Duration,
+    pub deadline: Instant,
+}
+
+pub async fn run(t: Arc<Tracked>, dir: Arc<Directory>, plan: Plan, mut rng: Rng) {
+    tokio::time::sleep(plan.delay).await;
+    if let Err(e) = drive(&t, &dir, &plan, &mut rng).await {
+        t.problem(e);
+    }
+    t.done.store(true, Ordering::SeqCst);
+}
+
+async fn drive(t: &Tracked, dir: &Directory, plan: &Plan, rng: &mut Rng) -> Result<(), String> {
+    let i = t.index;
+    let key = |m: usize| format!("chaos-{:x}-s{i}-m{m}", plan.seed);
+    let request = pb::StartSessionRequest {
+        incident_id: plan.incident.clone(),
+        message: script::user_message(i, 0),
+        idempotency_key: key(0),
+    };
+    let session = retrying(dir, rng, plan.deadline, t, |mut c| {
+        let r = request.clone();
+        async move { c.start_session(r).await }
+    })
+    .await
+    .map_err(|s| format!("s{i}: StartSession failed: {s:?}"))?;
+    let id = session.id.clone();
+    let _ = t.id.set(id.clone());
+    let mut head = settle(t, dir, plan, rng, &id).await?;
+    for m in 1..=plan.follow_ups {
+        tokio::time::sleep(rng.pause(0.1, 1.5)).await;
+        let request = pb::SendMessageRequest {
+            session_id: id.clone(),
+            message: script::user_message(i, m),
+            idempotency_key: key(m),
+        };
+        let sent = now();
+        let mut refused = 0;
+        loop {
+            let answer = retrying(dir, rng, plan.deadline, t, |mut c| {
+                let r = request.clone();
+                async move { c.send_message(r).await }
+            })
+            .await;
+            match answer {
+                Ok(_) => break,
+                Err(s) if s.code() == Code::FailedPrecondition && refused < 20 => {
+                    if refused == 0 {
+                        t.problem(format!(
+                            "s{i} {id}: SendMessage {m} refused right after GetSession showed \
+                             the session settled: {}",
+                            s.message()
+                        ));
+                    }
+                    refused += 1;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(s) => return Err(format!("s{i} {id}: SendMessage {m} failed: {s:?}")),
+            }
+        }
+        t.log().reopens.push(Reopen {
+            kind: "send",
+            head_before: head,
+            sent,
+            returned: now(),
+        });
+        head = settle(t, dir, plan, rng, &id).await?;
+    }
+    Ok(())
+}
+
+/// Polls until the session is settled (confirming holds on the way);
+/// returns its head.
+async fn settle(
+    t: &Tracked,
+    dir: &Directory,
+    plan: &Plan,
+    rng: &mut Rng,
+    id: &str,
+) -> Result<i64, String> {
+    let i = t.index;
+    loop {
+        let s = poll_settled(t, dir, plan, rng, id).await?;
+        let status = s.status();
+        t.log().settles.push((status, s.exit_reason.clone()));
+        match status {
+            pb::SessionStatus::AwaitingConfirmation => {
+                if t.log().confirmations >= 8 {
+                    return Err(format!("s{i} {id}: held for confirmation a ninth time"));
+                }
+                tokio::time::sleep(rng.pause(0.2, 1.0)).await;
+                confirm(t, dir, plan, rng, id, s.head_seq).await?;
+            }
+            pb::SessionStatus::Failed => {
+                t.problem(format!(
+                    "s{i} {id}: ended FAILED (exit reason {:?})",
+                    s.exit_reason
+                ));
+                return Ok(s.head_seq);
+            }
+            pb::SessionStatus::Cancelled => {
+                return Err(format!("s{i} {id}: CANCELLED, though nobody cancelled it"));
+            }
+            _ => return Ok(s.head_seq),
+        }
+    }
+}
+
+async fn poll_settled(
+    t: &Tracked,
+    dir: &Directory,
+    plan: &Plan,
+    rng: &mut Rng,
+    id: &str,
+) -> Result<pb::Session, String> {
+    let request = pb::GetSessionRequest {
+        session_id: id.to_owned(),
+    };
+    loop {
+        let s = retrying(dir, rng, plan.deadline, t, |mut c| {
+            let r = request.clone();
+            async move { c.get_session(r).await }
+        })
+        .await
+        .map_err(|s| format!("s{} {id}: GetSession failed: {s:?}", t.index))?;
+        if !matches!(
+            s.status(),
+            pb::SessionStatus::Pending | pb::SessionStatus::Running
+        ) {
+            return Ok(s);
+        }
+        if Instant::now() > plan.deadline {
+            return Err(format!(
+                "s{} {id}: still {:?} at the workload's deadline (lease owner {:?}, epoch {})",
+                t.index,
+                s.status(),
+                s.lease_owner,
+                s.lease_epoch
+            ));
+        }
+        tokio::time::sleep(rng.pause(0.15, 0.35)).await;
+    }
+}
+
+/// ContinueSession, retried; a retry refused because the session is no
+/// longer held means an earlier attempt went through.
+async fn confirm(
+    t: &Tracked,
+    dir: &Directory,
+    plan: &Plan,
+    rng: &mut Rng,
+    id: &str,
+    head: i64,
+) -> Result<(), String> {
+    let request = pb::ContinueSessionRequest {
+        session_id: id.to_owned(),
+    };
+    let sent = now();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let (_, mut c) = dir.unary(rng);
+        match c.continue_session(request.clone()).await {
+            Ok(_) => break,
+            Err(s) if s.code() == Code::FailedPrecondition && attempts > 1 => break,
+            Err(s) if transient(&s) && Instant::now() < plan.deadline => {
+                t.log().transient.push(s.code());
+                tokio::time::sleep(rng.pause(0.1, 0.5)).await;
+            }
+            Err(s) => return Err(format!("s{} {id}: ContinueSession failed: {s:?}", t.index)),
+        }
+    }
+    let mut log = t.log();
+    log.confirmations += 1;
+    log.reopens.push(Reopen {
+        kind: "continue",
+        head_before: head,
+        sent,
+        returned: now(),
+    });
+    Ok(())
+}
