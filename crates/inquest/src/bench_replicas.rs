@@ -184,9 +184,7 @@ async fn latency(bench: &ReplicasBench) -> anyhow::Result<()> {
         pick(&cross, 0.5).as_secs_f64() / pick(&same, 0.5).as_secs_f64().max(1e-9),
         pick(&cross, 0.99).as_secs_f64() / pick(&same, 0.99).as_secs_f64().max(1e-9)
     );
-    burst
-        .close(inquest_core::ExitReason::AwaitingUser)
-        .await?;
+    burst.close(inquest_core::ExitReason::AwaitingUser).await?;
     a_stop.cancel();
     b_stop.cancel();
     a_server.await??;

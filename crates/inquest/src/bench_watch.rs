@@ -249,9 +249,7 @@ async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Re
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
-    burst
-        .close(inquest_core::ExitReason::AwaitingUser)
-        .await?;
+    burst.close(inquest_core::ExitReason::AwaitingUser).await?;
     Ok(())
 }
 
