@@ -608,3 +608,43 @@ async fn a_write_whose_outcome_is_unknown_answers_deadline_exceeded() {
     app.stop().await.unwrap();
     drop(logs);
 }
+
+/// A watcher on another replica that attaches after the writer announced
+/// a tool call (so its replica never heard the announcement) is still
+/// told the call is running: the first unanswered call of the latest
+/// assistant turn it drained. Found by the suite's cross-replica watch
+/// test, which missed `s1`'s start about once in twenty runs.
+#[tokio::test]
+async fn a_late_watcher_on_another_replica_is_told_the_running_call() {
+    let app = spawn_app_with(|c| c.replica_id = Some("replica-a".into())).await;
+    let b = Replica::beside(&app, "replica-b").await;
+    let mut on_a = app.client().await;
+    let mut on_b = b.client().await;
+    let session = new_session(&mut on_a).await;
+    let driver = Driver::claim(&app, &session).await;
+    let call = driver.call("c1", "slow_tool").await;
+    driver.start(call.seq, "c1", "slow_tool");
+    // B attaches only now: the start went out before B watched.
+    let mut stream = watch(&mut on_b, &session, 0).await.expect("watch on B");
+    // Before the call answers: the stored turns, then the running call.
+    let mut shape = Vec::new();
+    for _ in 0..3 {
+        match inquest_tests::watching::next(&mut stream).await {
+            Ok(Some(pb::watch_event::Event::Turn(t))) => shape.push(format!("turn {}", t.seq)),
+            Ok(Some(pb::watch_event::Event::ToolCallStart(s))) => {
+                shape.push(format!("start {}", s.call_id))
+            }
+            other => panic!("B's stream: {other:?} after {shape:?}"),
+        }
+    }
+    assert_eq!(shape, ["turn 1", "turn 2", "start c1"]);
+    // B registered as a watcher before its handler returned, so it hears
+    // the result from A, then the end.
+    driver.result("c1", "slow_tool", "done").await;
+    driver.finish().await;
+    let (events, ending) = collect(stream).await;
+    ending.expect("B's stream ends OK once the burst closed");
+    assert_eq!(turn_seqs(&events), [3], "{events:?}");
+    b.stop().await.unwrap();
+    app.stop().await.unwrap();
+}

@@ -33,7 +33,7 @@ use std::{
 };
 
 use inquest_broadcast::{Event, Subscription, SubscriptionItem, ToolCallStart};
-use inquest_core::{AfterSeq, SessionId, Turn};
+use inquest_core::{AfterSeq, Role, SessionId, Turn};
 use inquest_proto::v1::{self as pb, watch_event::Event as WireEvent};
 use inquest_store::{SessionRow, StoreError};
 use tokio::sync::mpsc;
@@ -122,6 +122,7 @@ impl Watches {
             snapshot,
             announced: HashSet::new(),
             answered: RecentIds::new(self.channel_capacity),
+            open_calls: running.then(Vec::new),
         };
         self.tasks.spawn(watcher.run());
         Ok((ReceiverStream::new(rx), row))
@@ -162,6 +163,12 @@ struct Watcher {
     /// start sits behind it in the same bounded queue, so remembering as
     /// many results as the queue holds is enough.
     answered: RecentIds,
+    /// During the first drain: the calls of the latest assistant turn sent
+    /// that no sent result answers yet, in call order. Calls run one after
+    /// another, so the first of them is the one running (or about to). A
+    /// replica that registered as a watcher after the writer announced that
+    /// call never heard of it, so its snapshot lacks it: this fills the gap.
+    open_calls: Option<Vec<ToolCallStart>>,
 }
 
 impl Watcher {
@@ -227,6 +234,12 @@ impl Watcher {
             return self.drain(Some(self.head)).await;
         }
         self.drain(None).await?;
+        if let Some(open) = self.open_calls.take()
+            && let Some(first) = open.into_iter().next()
+            && !self.snapshot.iter().any(|c| c.call_id == first.call_id)
+        {
+            self.snapshot.insert(0, first);
+        }
         for start in std::mem::take(&mut self.snapshot) {
             self.announced.insert(start.call_id.clone());
             self.send(WireEvent::ToolCallStart(convert::tool_call_start(&start)))
@@ -378,6 +391,33 @@ impl Watcher {
         self.last = AfterSeq::after(turn.seq);
         if let Some(call_id) = &turn.tool_call_id {
             self.answered.insert(call_id.clone());
+        }
+        if let Some(open) = &mut self.open_calls {
+            match (&turn.tool_call_id, turn.role) {
+                (Some(call_id), _) => open.retain(|c| &c.call_id != call_id),
+                (None, Role::Assistant) => {
+                    // Undecodable calls are kept as text by the rebuild:
+                    // nothing of them runs.
+                    let calls = turn.tool_calls().unwrap_or_default();
+                    *open = calls
+                        .into_iter()
+                        .map(|c| ToolCallStart {
+                            session_id: self.session,
+                            assistant_seq: turn.seq,
+                            call_id: c.id,
+                            tool_name: c.name,
+                            started_at: turn.created_at,
+                        })
+                        .collect();
+                }
+                (None, Role::Notice) => {
+                    // A recovery notice settles the calls it repaired.
+                    if let Some(plan) = inquest_core::plan_from_notice(&turn.content) {
+                        open.retain(|c| !plan.repaired_call_ids.contains(&c.call_id));
+                    }
+                }
+                (None, _) => {}
+            }
         }
         Ok(())
     }
