@@ -10,6 +10,30 @@ use tonic_reflection::pb::v1::{
     server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
 };
 
+/// Asks until the answer is `want` (or 100 checks, 10 s, went by): the
+/// last answer.
+async fn status_becomes(
+    health: &mut HealthClient<tonic::transport::Channel>,
+    want: ServingStatus,
+) -> ServingStatus {
+    let mut last = ServingStatus::Unknown;
+    for _ in 0..100 {
+        last = health
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .status();
+        if last == want {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    last
+}
+
 #[tokio::test]
 async fn health_follows_the_database() {
     let app = spawn_app().await;
@@ -31,24 +55,18 @@ async fn health_follows_the_database() {
         .await;
     assert_eq!(unknown.unwrap_err().code(), tonic::Code::NotFound);
 
+    // The answer comes from a probe taken at most once a second: it
+    // follows the database within a few probes.
     app.take_database_down().await;
-    let r = health
-        .check(HealthCheckRequest {
-            service: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(r.status(), ServingStatus::NotServing);
+    assert_eq!(
+        status_becomes(&mut health, ServingStatus::NotServing).await,
+        ServingStatus::NotServing
+    );
     app.bring_database_up().await;
-    let r = health
-        .check(HealthCheckRequest {
-            service: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(r.status(), ServingStatus::Serving);
+    assert_eq!(
+        status_becomes(&mut health, ServingStatus::Serving).await,
+        ServingStatus::Serving
+    );
     app.stop().await.unwrap();
 }
 

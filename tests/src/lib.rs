@@ -83,6 +83,8 @@ pub struct TestApp {
     /// running-call registry), for playing the agent.
     pub turn_log: TurnLog,
     pub watch_metrics: Arc<WatchMetrics>,
+    /// Database round trips the server's health checking made.
+    pub health_probes: Arc<std::sync::atomic::AtomicU64>,
     shutdown: CancellationToken,
     server: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -101,6 +103,7 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         ..Config::default()
     };
     config.store.max_connections = 6;
+    config.store.burst_connections = 4;
     config.store.connect_timeout = std::time::Duration::from_secs(2);
     tweak(&mut config);
     let app = Application::build(&config, &db_url)
@@ -110,6 +113,7 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     let store = Store::connect(&config.store_config(&db_url)).expect("test store");
     let turn_log = app.turn_log().clone();
     let watch_metrics = app.watch_metrics();
+    let health_probes = app.health_probes();
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(app.run(shutdown.clone()));
     TestApp {
@@ -120,6 +124,7 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         config,
         turn_log,
         watch_metrics,
+        health_probes,
         shutdown,
         server: Some(server),
     }

@@ -153,7 +153,7 @@ impl BurstLog {
     /// so the turn lands once and is published once.
     pub async fn append(&self, turn: NewTurn) -> Result<Arc<Turn>, TurnLogError> {
         let write = WriteId::new();
-        let store = self.log.store();
+        let store = self.log.burst_store();
         let stored = self
             .with_retries("append_turn", || {
                 store.append_turn_leased(&self.lease, write, turn.clone())
@@ -171,7 +171,7 @@ impl BurstLog {
 
     /// Stores the recovery plan, fenced by the lease.
     pub async fn save_recovery_plan(&self, plan: serde_json::Value) -> Result<(), TurnLogError> {
-        let store = self.log.store();
+        let store = self.log.burst_store();
         match self
             .with_retries("save_recovery_plan", || {
                 store.save_recovery_plan(&self.lease, plan.clone())
@@ -186,7 +186,7 @@ impl BurstLog {
 
     /// Saves the burst's report, fenced by the lease.
     pub async fn save_report(&self, report: inquest_store::NewReport) -> Result<(), TurnLogError> {
-        let store = self.log.store();
+        let store = self.log.burst_store();
         match self
             .with_retries("save_report", || {
                 store.save_report(&self.lease, report.clone())
@@ -205,7 +205,7 @@ impl BurstLog {
     /// latched and its running calls forgotten. A burst whose lease moved
     /// on touches nothing of its successor's.
     pub async fn close(&self, reason: ExitReason) -> Result<Transition, TurnLogError> {
-        let store = self.log.store();
+        let store = self.log.burst_store();
         let closed = self
             .with_retries("close_burst", || store.close_burst(&self.lease, reason))
             .await;
@@ -229,7 +229,7 @@ impl BurstLog {
     /// simply runs out and the reaper finds the session the same way.
     pub async fn hand_over(&self) -> Result<bool, StoreError> {
         self.log.forget_burst(self.session(), self.lease.epoch());
-        self.log.store().release_lease(&self.lease).await
+        self.log.burst_store().release_lease(&self.lease).await
     }
 
     /// Forgets the burst without writing anything (its lease was lost).

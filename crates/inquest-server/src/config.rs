@@ -45,12 +45,30 @@ pub struct Config {
 pub struct LimitsConfig {
     /// Largest user message (and incident description) accepted, in bytes.
     pub max_message_bytes: usize,
+
+    // Load: what one replica takes on at once.
+    /// Bursts this replica runs at once. A session beyond it stays
+    /// `pending` (its message is stored, `StartSession` / `SendMessage`
+    /// answer as usual) and is claimed, oldest first, when a slot frees
+    /// here, or by another replica with room once it has waited
+    /// `lease.ttl`. Orphan recovery takes slots too.
+    pub max_running_bursts: usize,
+    /// Notifications from other replicas queued between the LISTEN
+    /// connection and the task applying them. When it is full the newest
+    /// are dropped and every local watcher is lagged, so it reconnects from
+    /// its cursor (reading the store) rather than miss a turn.
+    pub feed_queue_capacity: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreSection {
+    /// Connections for API calls (reads, health probes, StartSession /
+    /// SendMessage writes).
     pub max_connections: usize,
+    /// A separate pool for running bursts: turn writes, lease claims and
+    /// renewals, closes. API traffic cannot exhaust it.
+    pub burst_connections: usize,
     #[serde(with = "duration_text")]
     pub op_timeout: Duration,
     #[serde(with = "duration_text")]
@@ -170,6 +188,8 @@ impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
             max_message_bytes: inquest_core::Limits::default().max_message_bytes,
+            max_running_bursts: 256,
+            feed_queue_capacity: 10_000,
         }
     }
 }
@@ -179,6 +199,7 @@ impl Default for StoreSection {
         let s = inquest_store::StoreConfig::new("");
         Self {
             max_connections: s.max_connections,
+            burst_connections: s.burst_connections,
             op_timeout: s.op_timeout,
             turn_write_timeout: s.turn_write_timeout,
             connect_timeout: s.connect_timeout,
@@ -315,10 +336,18 @@ impl Config {
                 "limits.max_message_bytes must be > 0".into(),
             ));
         }
-        if self.store.max_connections == 0 {
-            return Err(ConfigError::Invalid(
-                "store.max_connections must be > 0".into(),
-            ));
+        for (name, n) in [
+            ("store.max_connections", self.store.max_connections),
+            ("store.burst_connections", self.store.burst_connections),
+            ("limits.max_running_bursts", self.limits.max_running_bursts),
+            (
+                "limits.feed_queue_capacity",
+                self.limits.feed_queue_capacity,
+            ),
+        ] {
+            if n == 0 {
+                return Err(ConfigError::Invalid(format!("{name} must be > 0")));
+            }
         }
         if !(1..=1_000_000).contains(&self.watch.channel_capacity) {
             return Err(ConfigError::Invalid(
@@ -381,6 +410,7 @@ impl Config {
         inquest_store::StoreConfig {
             database_url: database_url.to_owned(),
             max_connections: self.store.max_connections,
+            burst_connections: self.store.burst_connections,
             op_timeout: self.store.op_timeout,
             turn_write_timeout: self.store.turn_write_timeout,
             connect_timeout: self.store.connect_timeout,

@@ -68,7 +68,7 @@ pub(crate) fn request(row: &SessionRow, turns: Vec<Turn>) -> ResumeRequest {
 /// through the burst's lease.
 pub(crate) async fn prepare(burst: &BurstLog, classes: &impl ToolClasses, mode: Mode) -> Prepared {
     let session = burst.session();
-    let (row, turns) = match load(burst.log().store(), session).await {
+    let (row, turns) = match load(burst.log().burst_store(), session).await {
         Ok(loaded) => loaded,
         Err(e) if e.is_transient() => return Prepared::Failed(TurnLogError::Unavailable(e)),
         Err(e) => {

@@ -15,13 +15,22 @@
 //! follow-up after a restart, and a burst whose worker died on another
 //! replica.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use inquest_agent::{Agent, BurstReport, Stop, failpoints};
 use inquest_core::{Ending, ExitReason, SessionId, SessionStatus, SideEffect};
 use inquest_store::{Lease, NewReport, Renewal, SessionRow, Store};
 use time::OffsetDateTime;
-use tokio::time::Instant;
+use tokio::{
+    sync::{Notify, OwnedSemaphorePermit, Semaphore},
+    time::Instant,
+};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
@@ -51,6 +60,66 @@ pub struct Runner {
     /// left dangling for the next replica's recovery plan.
     abandon: CancellationToken,
     lease: LeaseSection,
+    /// This replica's burst slots (`limits.max_running_bursts`).
+    slots: Arc<Slots>,
+}
+
+/// The cap on bursts running here at once. A burst holds a [`Slot`] from
+/// before its claim to after its last write; a session that finds no free
+/// slot stays `pending` in the store, which is the queue: the reaper
+/// claims the oldest pending sessions as slots free.
+struct Slots {
+    permits: Arc<Semaphore>,
+    max: usize,
+    /// Fired when a burst gives its slot back.
+    freed: Notify,
+    /// A start found no free slot since the reaper last emptied the queue:
+    /// the reaper claims pending sessions of any age, not only stale ones.
+    deferred: AtomicBool,
+}
+
+/// One running burst's share of [`Slots`]; giving it back wakes the reaper.
+struct Slot {
+    _permit: OwnedSemaphorePermit,
+    slots: Arc<Slots>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.slots.freed.notify_one();
+    }
+}
+
+impl Slots {
+    fn new(max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            permits: Arc::new(Semaphore::new(max)),
+            max,
+            freed: Notify::new(),
+            deferred: AtomicBool::new(false),
+        })
+    }
+
+    /// Up to `n` free slots, taken now (none is waited for).
+    fn take(self: &Arc<Self>, n: usize) -> Vec<OwnedSemaphorePermit> {
+        let mut taken = Vec::new();
+        while taken.len() < n {
+            match Arc::clone(&self.permits).try_acquire_owned() {
+                Ok(permit) => taken.push(permit),
+                Err(_) => break,
+            }
+        }
+        taken
+    }
+
+    /// A taken permit bound to a burst: returning it wakes the reaper.
+    /// Permits taken but not used are dropped unbound and wake nobody.
+    fn bind(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Slot {
+        Slot {
+            _permit: permit,
+            slots: Arc::clone(self),
+        }
+    }
 }
 
 impl Runner {
@@ -61,6 +130,7 @@ impl Runner {
         shutdown: CancellationToken,
         abandon: CancellationToken,
         lease: LeaseSection,
+        max_running_bursts: usize,
     ) -> Self {
         Self {
             agent,
@@ -69,7 +139,13 @@ impl Runner {
             shutdown,
             abandon,
             lease,
+            slots: Slots::new(max_running_bursts.max(1)),
         }
+    }
+
+    /// Bursts running on this replica now.
+    pub fn running_bursts(&self) -> usize {
+        self.slots.max - self.slots.permits.available_permits()
     }
 
     /// Runs `work` to its end in a task this runner's tracker owns, and
@@ -107,10 +183,16 @@ impl Runner {
         if self.agent.is_none() {
             return;
         }
-        match self.log.store().pending_sessions(10_000).await {
+        // Oldest first; those beyond the free slots stay pending and the
+        // reaper takes them as slots free.
+        let free = self.slots.permits.available_permits();
+        match self.log.burst_store().pending_sessions(free as u32).await {
             Ok(sessions) => {
                 if !sessions.is_empty() {
                     tracing::info!(count = sessions.len(), "starting bursts left pending");
+                }
+                if sessions.len() >= free {
+                    self.slots.deferred.store(true, Ordering::SeqCst);
                 }
                 for session in sessions {
                     self.start(session);
@@ -128,9 +210,11 @@ impl Runner {
             .map_or(SideEffect::Mutating, |a| a.side_effect(tool))
     }
 
-    /// Every `reap_interval` until shutdown: claims orphans and stale
-    /// pending sessions and runs their bursts here. A replica without an
-    /// agent claims nothing (it could not run them).
+    /// Every `reap_interval` until shutdown, and whenever a burst frees a
+    /// slot while sessions wait for one: claims orphans, then pending
+    /// sessions (oldest first), as many as there are free slots, and runs
+    /// their bursts here. A replica without an agent claims nothing (it
+    /// could not run them).
     pub async fn run_reaper(self) {
         if self.agent.is_none() {
             return;
@@ -141,6 +225,11 @@ impl Runner {
             tokio::select! {
                 () = self.shutdown.cancelled() => return,
                 _ = tick.tick() => {}
+                () = self.slots.freed.notified() => {
+                    if !self.slots.deferred.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                }
             }
             self.reap_once().await;
         }
@@ -151,13 +240,20 @@ impl Runner {
         if self.agent.is_none() || self.shutdown.is_cancelled() {
             return 0;
         }
-        let store = self.log.store();
+        let store = self.log.burst_store();
         let mut started = 0;
-        match store.claim_orphans(REAP_BATCH).await {
+        let mut permits = self.slots.take(REAP_BATCH as usize);
+        if permits.is_empty() {
+            return 0;
+        }
+        match store.claim_orphans(permits.len() as u32).await {
             Ok(leases) => {
                 for lease in leases {
+                    let Some(permit) = permits.pop() else {
+                        break;
+                    };
                     tracing::warn!(session = %lease.session(), epoch = lease.epoch(), "claimed an orphaned session; recovering it");
-                    self.spawn_claimed(lease, Mode::Recovered);
+                    self.spawn_claimed(lease, Mode::Recovered, self.slots.bind(permit));
                     started += 1;
                 }
             }
@@ -165,15 +261,40 @@ impl Runner {
                 tracing::warn!(error = %chain(&e), "reaper cannot look for orphaned sessions")
             }
         }
-        match store.claim_stale_pending(REAP_BATCH).await {
+        if permits.is_empty() {
+            return started;
+        }
+        // Sessions this replica deferred for want of a slot are claimed at
+        // any age; otherwise only those nobody claimed within a lease TTL
+        // (their replica died before starting them, or had no room).
+        let deferred = self.slots.deferred.swap(false, Ordering::SeqCst);
+        let min_age = if deferred {
+            Duration::ZERO
+        } else {
+            self.lease.ttl
+        };
+        let want = permits.len();
+        match store.claim_oldest_pending(want as u32, min_age).await {
             Ok(leases) => {
+                if deferred && leases.len() == want {
+                    // The queue may hold more than this pass had room for.
+                    self.slots.deferred.store(true, Ordering::SeqCst);
+                }
                 for lease in leases {
-                    tracing::info!(session = %lease.session(), "claimed a session left pending; starting its burst");
-                    self.spawn_claimed(lease, Mode::Fresh);
+                    let Some(permit) = permits.pop() else {
+                        break;
+                    };
+                    tracing::info!(session = %lease.session(), "claimed a pending session; starting its burst");
+                    self.spawn_claimed(lease, Mode::Fresh, self.slots.bind(permit));
                     started += 1;
                 }
             }
-            Err(e) => tracing::warn!(error = %chain(&e), "reaper cannot look for pending sessions"),
+            Err(e) => {
+                if deferred {
+                    self.slots.deferred.store(true, Ordering::SeqCst);
+                }
+                tracing::warn!(error = %chain(&e), "reaper cannot look for pending sessions")
+            }
         }
         started
     }
@@ -185,10 +306,14 @@ impl Runner {
         if self.agent.is_none() || !row.is_orphaned(OffsetDateTime::now_utc()) {
             return false;
         }
-        match self.log.store().claim_orphan(row.id).await {
+        // No free slot: the reaper (here or elsewhere) recovers it later.
+        let Some(permit) = self.slots.take(1).pop() else {
+            return false;
+        };
+        match self.log.burst_store().claim_orphan(row.id).await {
             Ok(Some(lease)) => {
                 tracing::warn!(session = %row.id, epoch = lease.epoch(), "claimed an orphaned session on access; recovering it");
-                self.spawn_claimed(lease, Mode::Recovered);
+                self.spawn_claimed(lease, Mode::Recovered, self.slots.bind(permit));
                 true
             }
             Ok(None) => false,
@@ -210,8 +335,20 @@ impl Runner {
         let Some(agent) = self.accepting() else {
             return;
         };
+        let Some(permit) = self.slots.take(1).pop() else {
+            // Every slot is busy: the session stays pending, and the reaper
+            // claims it (oldest first) when one frees.
+            tracing::debug!(%session, running = self.running_bursts(), "no free burst slot; the session waits pending");
+            self.slots.deferred.store(true, Ordering::SeqCst);
+            // A slot freed between the take and the flag woke a reaper
+            // that saw no flag: wake it again so it looks.
+            self.slots.freed.notify_one();
+            return;
+        };
+        let slot = self.slots.bind(permit);
         let this = self.clone();
         self.tasks.spawn(async move {
+            let _slot = slot;
             let (burst, cancel) = match this.log.claim_burst(session).await {
                 Ok(Some(claimed)) => claimed,
                 // Claimed elsewhere, or cancelled before it started.
@@ -225,10 +362,10 @@ impl Runner {
         });
     }
 
-    fn spawn_claimed(&self, lease: Lease, mode: Mode) {
+    fn spawn_claimed(&self, lease: Lease, mode: Mode, slot: Slot) {
         let Some(agent) = self.accepting() else {
             // Claimed while shutting down: hand it straight back.
-            let store = self.log.store().clone();
+            let store = self.log.burst_store().clone();
             self.tasks.spawn(async move {
                 if let Err(e) = store.release_lease(&lease).await {
                     tracing::warn!(session = %lease.session(), error = %chain(&e), "cannot release a claimed lease");
@@ -238,8 +375,10 @@ impl Runner {
         };
         let (burst, cancel) = self.log.adopt(lease);
         let this = self.clone();
-        self.tasks
-            .spawn(async move { this.drive(agent, burst, cancel, mode).await });
+        self.tasks.spawn(async move {
+            let _slot = slot;
+            this.drive(agent, burst, cancel, mode).await
+        });
     }
 
     /// Runs a claimed burst to its end, with the lease keeper beside it.
@@ -253,7 +392,7 @@ impl Runner {
         let session = burst.session();
         let lost = CancellationToken::new();
         let keeper = keep_lease(
-            self.log.store().clone(),
+            self.log.burst_store().clone(),
             burst.lease().clone(),
             burst.clock().clone(),
             KeeperTiming {

@@ -5,7 +5,7 @@ use std::{
     net::SocketAddr,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
@@ -47,7 +47,13 @@ pub struct Application {
     /// The database, for the dedicated LISTEN connection.
     database_url: String,
     metrics: Arc<WatchMetrics>,
+    /// Database round trips the health prober made.
+    health_probes: Arc<AtomicU64>,
     limits: Limits,
+    /// `limits.max_running_bursts`.
+    max_running_bursts: usize,
+    /// `limits.feed_queue_capacity`.
+    feed_queue_capacity: usize,
     grace: Duration,
     /// The agent (none without providers) and its MCP connections.
     agent: BuiltAgent,
@@ -80,7 +86,10 @@ impl Application {
             lease: config.lease.clone(),
             database_url: database_url.to_owned(),
             metrics: Arc::default(),
+            health_probes: Arc::default(),
             limits: config.limits(),
+            max_running_bursts: config.limits.max_running_bursts,
+            feed_queue_capacity: config.limits.feed_queue_capacity,
             grace: config.shutdown.grace,
             agent,
         })
@@ -97,6 +106,12 @@ impl Application {
     /// The persist-then-publish path this server writes turns through.
     pub fn turn_log(&self) -> &TurnLog {
         &self.log
+    }
+
+    /// How many database probes health checking has made (however many
+    /// checks were asked).
+    pub fn health_probes(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.health_probes)
     }
 
     /// Counters over this server's watch streams.
@@ -123,6 +138,7 @@ impl Application {
             self.store.clone(),
             shutdown.clone(),
             tasks.clone(),
+            Arc::clone(&self.health_probes),
         ));
         let watches = Watches {
             log: self.log.clone(),
@@ -144,6 +160,7 @@ impl Application {
             shutdown.clone(),
             abandon.clone(),
             self.lease.clone(),
+            self.max_running_bursts,
         );
         let serving = Arc::new(AtomicBool::new(false));
         let listening = spawn_cross_replica_feed(
@@ -152,6 +169,7 @@ impl Application {
             &tasks,
             &shutdown,
             Arc::clone(&serving),
+            self.feed_queue_capacity,
         );
         // Serve only once other replicas' announcements are heard, so no
         // watcher starts in a window the feed does not cover. A database
@@ -238,6 +256,10 @@ const LISTEN_WAIT: Duration = Duration::from_secs(30);
 /// notifications in order (fetching turns too large to travel inline).
 /// Whenever the connection is lost or comes back, every watcher here is
 /// told to reconnect from its last seq, so none is left with a silent gap.
+/// The queue between the two holds at most `capacity` events: when the
+/// applier falls that far behind, what does not fit is dropped and every
+/// watcher here is lagged the same way (it rereads the store from its
+/// cursor), so a slow applier costs latency, never memory or a turn.
 /// The returned `Notify` fires (a permit is stored) at the first LISTEN.
 fn spawn_cross_replica_feed(
     database_url: &str,
@@ -245,20 +267,39 @@ fn spawn_cross_replica_feed(
     tasks: &TaskTracker,
     shutdown: &CancellationToken,
     serving: Arc<AtomicBool>,
+    capacity: usize,
 ) -> Arc<tokio::sync::Notify> {
     let first_listen = Arc::new(tokio::sync::Notify::new());
     let signal = Arc::clone(&first_listen);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ListenEvent>();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<ListenEvent>(capacity.max(1));
+    let overflowed = Arc::new(AtomicBool::new(false));
+    let dropped = Arc::clone(&overflowed);
     let mut config = ListenerConfig::new(database_url, inquest_store::notify::CHANNEL);
     config.application_name = format!("inquest-listen {}", log.store().replica_id());
     tasks.spawn(run_listener(config, shutdown.clone(), move |event| {
-        // The receiver lives as long as the listener (same shutdown).
-        let _ = tx.send(event);
+        match tx.try_send(event) {
+            Ok(()) => {}
+            Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                dropped.store(true, Ordering::SeqCst);
+            }
+            // The receiver lives as long as the listener (same shutdown).
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {}
+        }
     }));
     let log = log.clone();
     tasks.spawn(async move {
         let mut first = true;
         while let Some(event) = rx.recv().await {
+            if overflowed.swap(false, Ordering::SeqCst) {
+                // Everything dropped committed before it was announced, so
+                // a watcher rereading the store from its cursor sees it.
+                let lagged = log.lag_all_watchers();
+                tracing::warn!(
+                    watchers = lagged,
+                    capacity,
+                    "cross-replica feed queue full; dropped notifications, watchers reconnect from their last seq"
+                );
+            }
             if first && event == ListenEvent::Listening {
                 first = false;
                 signal.notify_one();

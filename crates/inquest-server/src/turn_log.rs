@@ -94,7 +94,11 @@ impl LeaseTiming {
 /// The persist-then-publish path. Cheap to clone; clones share state.
 #[derive(Clone)]
 pub struct TurnLog {
+    /// The API lane: the writes and reads callers make.
     store: Store,
+    /// The burst lane ([`Store::for_bursts`]): every write a burst makes,
+    /// so a flood of API calls cannot starve a running burst.
+    burst_store: Store,
     broadcaster: TurnBroadcaster,
     state: Arc<Mutex<LiveState>>,
     lease: LeaseTiming,
@@ -119,6 +123,7 @@ impl TurnLog {
     pub fn new(store: Store, broadcaster: TurnBroadcaster) -> Self {
         let lease = LeaseTiming::with_default_margin(store.lease_ttl());
         Self {
+            burst_store: store.for_bursts(),
             store,
             broadcaster,
             state: Arc::default(),
@@ -134,6 +139,12 @@ impl TurnLog {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The store on the burst lane, for bursts, their leases and the
+    /// reaper.
+    pub fn burst_store(&self) -> &Store {
+        &self.burst_store
     }
 
     pub fn broadcaster(&self) -> &TurnBroadcaster {
@@ -179,7 +190,7 @@ impl TurnLog {
     pub async fn announce_tool_call_start(&self, start: ToolCallStart) {
         self.publish_tool_call_start(start.clone());
         if let Err(e) = self
-            .store
+            .burst_store
             .notify_tool_call_start(
                 start.session_id,
                 start.assistant_seq,
@@ -266,7 +277,7 @@ impl TurnLog {
         session: SessionId,
     ) -> Result<Option<(BurstLog, CancellationToken)>, TurnLogError> {
         let lease = self
-            .store
+            .burst_store
             .claim_pending(session)
             .await
             .map_err(TurnLogError::ClaimFailed)?;

@@ -235,17 +235,22 @@ impl Store {
         leases(&rows, sent_at)
     }
 
-    /// Claims up to `limit` sessions left `pending` for longer than the
-    /// lease TTL (their message was stored by a replica that died before
-    /// claiming the burst).
-    pub async fn claim_stale_pending(&self, limit: u32) -> Result<Vec<Lease>, StoreError> {
+    /// Claims up to `limit` sessions `pending` for at least `min_age`,
+    /// longest-waiting first: a queue of sessions that waited for a free
+    /// burst slot (`min_age` zero), or ones whose replica died before
+    /// claiming them (`min_age` the lease TTL).
+    pub async fn claim_oldest_pending(
+        &self,
+        limit: u32,
+        min_age: Duration,
+    ) -> Result<Vec<Lease>, StoreError> {
         let sql = format!(
             "UPDATE sessions s SET status = '{}', lease_owner = $1, \
              lease_epoch = s.lease_epoch + 1, lease_expires_at = {}, updated_at = now() \
              FROM (SELECT id FROM sessions WHERE status = ANY('{}') \
-                     AND updated_at <= now() - $2::bigint * interval '1 millisecond' \
-                   ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED) stale \
-             WHERE s.id = stale.id RETURNING s.id, s.lease_epoch",
+                     AND updated_at <= now() - $4::bigint * interval '1 millisecond' \
+                   ORDER BY updated_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) oldest \
+             WHERE s.id = oldest.id RETURNING s.id, s.lease_epoch",
             Event::Claim.target(),
             expiry(2),
             status_set(Event::Claim),
@@ -253,12 +258,13 @@ impl Store {
         let sent_at = Instant::now();
         let rows = self
             .lease_write(
-                "claim_stale_pending",
+                "claim_oldest_pending",
                 sql,
                 vec![
                     Box::new(self.replica.as_str().to_owned()),
                     Box::new(millis(self.lease_ttl)),
                     Box::new(i64::from(limit)),
+                    Box::new(millis(min_age)),
                 ],
             )
             .await?;

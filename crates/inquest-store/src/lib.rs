@@ -44,8 +44,14 @@ pub use turns::{TurnPage, WriteId};
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     pub database_url: String,
-    /// Pool size (connections held open to PostgreSQL).
+    /// Size of the pool API calls use: reads, health probes, the
+    /// writes of `StartSession` / `SendMessage` and other caller calls.
     pub max_connections: usize,
+    /// Size of the separate pool running bursts use (turn writes, lease
+    /// claims and renewals, closes, the reads a burst's preparation makes).
+    /// A flood of reads cannot take these connections, so it cannot make a
+    /// burst's writes or its lease renewals wait (see [`Store::for_bursts`]).
+    pub burst_connections: usize,
     /// Bound on each read and each non-turn write.
     pub op_timeout: Duration,
     /// Bound on each turn write. Independent of any caller's cancellation.
@@ -65,6 +71,7 @@ impl StoreConfig {
         Self {
             database_url: database_url.into(),
             max_connections: 16,
+            burst_connections: 8,
             op_timeout: Duration::from_secs(10),
             turn_write_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(3),
@@ -75,11 +82,19 @@ impl StoreConfig {
 }
 
 /// Handle to the database. Cheap to clone.
+///
+/// Two pools back it: the API lane (what [`Store::connect`] returns) and
+/// the burst lane ([`Store::for_bursts`]). Every method runs on the lane of
+/// the handle it is called on, so a caller picks its lane once, by which
+/// handle it holds.
 #[derive(Clone)]
 pub struct Store {
-    /// Pooled connections; deadpool hands one out per operation and takes
-    /// it back when the operation's future completes or is dropped.
+    /// The pool this handle's operations take connections from; deadpool
+    /// hands one out per operation and takes it back when the operation's
+    /// future completes or is dropped.
     pool: Pool,
+    /// Both lanes, so either handle can make the other.
+    lanes: Lanes,
     /// Detached turn writes. A write keeps running when its caller goes
     /// away; shutdown waits on this tracker so none is cut off.
     writes: TaskTracker,
@@ -89,9 +104,17 @@ pub struct Store {
     lease_ttl: Duration,
 }
 
+/// The two pools behind a [`Store`].
+#[derive(Clone)]
+struct Lanes {
+    api: Pool,
+    burst: Pool,
+}
+
 impl Store {
-    /// Builds the pool. Connections are opened lazily, so this succeeds even
-    /// while the database is down; the first operation reports it.
+    /// Builds the pools. Connections are opened lazily, so this succeeds
+    /// even while the database is down; the first operation reports it.
+    /// The handle returned runs on the API lane.
     pub fn connect(config: &StoreConfig) -> Result<Self, StoreError> {
         let mut pg = tokio_postgres::Config::from_str(&config.database_url)
             .map_err(StoreError::InvalidUrl)?;
@@ -99,29 +122,45 @@ impl Store {
         if pg.get_application_name().is_none() {
             pg.application_name("inquest");
         }
-        let manager = Manager::from_config(
-            pg,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(config.max_connections)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(config.connect_timeout))
-            .create_timeout(Some(config.connect_timeout))
-            .recycle_timeout(Some(config.connect_timeout))
-            .build()
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let pool = |size: usize| {
+            let manager = Manager::from_config(
+                pg.clone(),
+                NoTls,
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            );
+            Pool::builder(manager)
+                .max_size(size)
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(Some(config.connect_timeout))
+                .create_timeout(Some(config.connect_timeout))
+                .recycle_timeout(Some(config.connect_timeout))
+                .build()
+                .map_err(|e| StoreError::Config(e.to_string()))
+        };
+        let lanes = Lanes {
+            api: pool(config.max_connections)?,
+            burst: pool(config.burst_connections.max(1))?,
+        };
         Ok(Self {
-            pool,
+            pool: lanes.api.clone(),
+            lanes,
             writes: TaskTracker::new(),
             op_timeout: config.op_timeout,
             turn_write_timeout: config.turn_write_timeout,
             replica: config.replica_id.clone(),
             lease_ttl: config.lease_ttl,
         })
+    }
+
+    /// The same store on the burst lane: its own pool, which API reads and
+    /// writes never use. Running bursts hold this handle.
+    pub fn for_bursts(&self) -> Self {
+        Self {
+            pool: self.lanes.burst.clone(),
+            ..self.clone()
+        }
     }
 
     /// One round trip to the database; what the health check asks.

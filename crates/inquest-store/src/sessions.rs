@@ -333,8 +333,8 @@ impl Store {
         let rows = self
             .run("pending_sessions", async |c| {
                 Ok(c.query(
-                    "SELECT id FROM sessions WHERE status = 'pending' ORDER BY updated_at LIMIT $1",
-                    &[&i64::from(limit)],
+                    "SELECT id FROM sessions WHERE status = $1 ORDER BY updated_at, id LIMIT $2",
+                    &[&SessionStatus::Pending.as_str(), &i64::from(limit)],
                 )
                 .await?)
             })
