@@ -99,6 +99,34 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 6)]
         concurrency: usize,
     },
+    /// Overload: one replica (a child process) under many concurrent
+    /// StartSessions, readers and watchers with a slow provider; reports
+    /// completions, `store_failed`, lease takeovers, GetSession p99 against
+    /// idle, and peak server memory (see `bench_overload.rs`).
+    Overload {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Concurrent StartSession calls, all at once.
+        #[arg(long, default_value_t = 200)]
+        sessions: usize,
+        /// Concurrent readers (GetSession, ListTurns, health in turn).
+        #[arg(long, default_value_t = 500)]
+        readers: usize,
+        /// WatchSession streams, spread over the sessions.
+        #[arg(long, default_value_t = 1000)]
+        watchers: usize,
+        /// Upper bound of the load phase, in seconds.
+        #[arg(long, default_value_t = 120)]
+        seconds: u64,
+        /// How long the fake provider holds each answer back, in ms.
+        #[arg(long, default_value_t = 2000)]
+        model_delay_ms: u64,
+        /// The server's `limits.max_running_bursts` (its default if absent).
+        #[arg(long)]
+        max_running_bursts: Option<usize>,
+    },
     /// Resume: `rebuild_messages` at 1k/10k/100k turns (pure), and a whole
     /// SendMessage resume of a long session up to the first provider
     /// request (see `bench_resume.rs`).
@@ -217,6 +245,29 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 ttl: Duration::from_millis(ttl_ms),
                 seconds,
                 concurrency,
+            })
+            .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Overload {
+            database_url,
+            sessions,
+            readers,
+            watchers,
+            seconds,
+            model_delay_ms,
+            max_running_bursts,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_overload::run(crate::bench_overload::OverloadBench {
+                url,
+                sessions,
+                readers,
+                watchers,
+                seconds,
+                model_delay: Duration::from_millis(model_delay_ms),
+                max_running_bursts,
             })
             .await;
             release(embedded).await?;

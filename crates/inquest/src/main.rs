@@ -4,6 +4,7 @@
 
 mod bench;
 mod bench_loop;
+mod bench_overload;
 mod bench_replicas;
 mod bench_resume;
 mod bench_watch;
