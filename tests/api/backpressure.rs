@@ -271,3 +271,63 @@ async fn health_checks_share_one_cached_probe() {
         .expect("health check");
     app.stop().await.expect("stop");
 }
+
+/// A replica whose cross-replica feed queue holds one notification: a
+/// burst on the other replica writes faster than it applies them, so the
+/// queue overflows. Nothing is lost: the watcher there is lagged, resumes
+/// from its cursor, and ends up with every turn exactly once, in order.
+#[tokio::test]
+async fn an_overflowing_feed_queue_lags_watchers_and_loses_nothing() {
+    let logs = crate::faults_support::LogDump::install();
+    let app = inquest_tests::spawn_app_with(|c| c.limits.feed_queue_capacity = 1).await;
+    let other = crate::faults_support::Replica::beside(&app, "replica-b").await;
+    let mut client = app.client().await;
+    let id = inquest_tests::driver::new_session(&mut client).await;
+    let driver = inquest_tests::driver::Driver::claim(&app, &id).await;
+    let mut watcher = other.client().await;
+    let mut stream = inquest_tests::watching::watch(&mut watcher, &id, 0)
+        .await
+        .expect("watch on the other replica");
+    // The user turn arrives first: the watcher is registered.
+    let first = inquest_tests::watching::next(&mut stream)
+        .await
+        .expect("first event");
+    assert!(
+        matches!(first, Some(pb::watch_event::Event::Turn(ref t)) if t.seq == 1),
+        "{first:?}"
+    );
+    const TURNS: i64 = 300;
+    let writer = tokio::spawn(async move {
+        for i in 0..TURNS {
+            driver.say(&format!("turn {i}")).await;
+        }
+        driver.finish().await;
+    });
+    let mut seqs = vec![1];
+    let mut lagged = 0;
+    loop {
+        match inquest_tests::watching::next(&mut stream).await {
+            Ok(Some(pb::watch_event::Event::Turn(t))) => seqs.push(t.seq),
+            Ok(Some(pb::watch_event::Event::Lagged(_))) => {
+                lagged += 1;
+                let after = *seqs.last().expect("at least the user turn");
+                stream = inquest_tests::watching::watch(&mut watcher, &id, after)
+                    .await
+                    .expect("re-watch from the cursor");
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(status) => panic!("watch failed: {status:?}"),
+        }
+    }
+    writer.await.expect("writer");
+    let want: Vec<i64> = (1..=TURNS + 1).collect();
+    assert_eq!(seqs, want, "turns lost, repeated or out of order");
+    assert!(
+        logs.text().contains("cross-replica feed queue full"),
+        "the queue never overflowed: the test did not exercise it"
+    );
+    assert!(lagged >= 1, "an overflow must lag the watcher");
+    other.stop().await.expect("stop b");
+    app.stop().await.expect("stop a");
+}
