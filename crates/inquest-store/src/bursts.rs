@@ -7,8 +7,8 @@
 //! the session state machine ([`inquest_core::Event`]), never from literals.
 
 use inquest_core::{
-    Event, ExitReason, IdempotencyKey, NewTurn, RequestFingerprint, SessionId, SessionStatus,
-    Turn, UserMessage,
+    Event, ExitReason, IdempotencyKey, NewTurn, RequestFingerprint, SessionId, SessionStatus, Turn,
+    UserMessage,
 };
 
 use crate::{
@@ -309,11 +309,14 @@ async fn turn_for_key(
     let session: uuid::Uuid = get(&claim, 0)?;
     let seq: Option<i64> = get(&claim, 1)?;
     let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq = $2");
-    let row = tx.query_opt(&sql, &[&session, &seq]).await?.ok_or_else(|| {
-        StoreError::Corrupt(format!(
-            "idempotency key {:?} names turn {seq:?} of session {session}, which is missing",
-            key.as_str()
-        ))
-    })?;
+    let row = tx
+        .query_opt(&sql, &[&session, &seq])
+        .await?
+        .ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "idempotency key {:?} names turn {seq:?} of session {session}, which is missing",
+                key.as_str()
+            ))
+        })?;
     turn_from_row(&row).map(Some)
 }
