@@ -11,6 +11,7 @@ mod faults;
 mod faults_support;
 mod health;
 mod hostile;
+mod idempotency;
 mod leases;
 mod messages;
 mod resume;
