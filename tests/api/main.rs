@@ -12,6 +12,7 @@ mod faults;
 mod faults_support;
 mod health;
 mod hostile;
+mod idempotency;
 mod leases;
 mod messages;
 mod resume;

@@ -7,6 +7,7 @@
 
 pub mod exit;
 pub mod fixture;
+pub mod idempotency;
 pub mod ids;
 pub mod input;
 pub mod resume;
@@ -16,6 +17,7 @@ pub mod tools;
 pub mod turn;
 
 pub use exit::ExitReason;
+pub use idempotency::RequestFingerprint;
 pub use ids::{IdError, IncidentId, SessionId};
 pub use input::{IdempotencyKey, IncidentText, InputError, Limits, UserMessage};
 pub use resume::{

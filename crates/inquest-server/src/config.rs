@@ -58,6 +58,16 @@ pub struct LimitsConfig {
     /// are dropped and every local watcher is lagged, so it reconnects from
     /// its cursor (reading the store) rather than miss a turn.
     pub feed_queue_capacity: usize,
+    // -- Idempotency keys (issue 11) --
+    /// How long an idempotency key stays bound to its first request
+    /// (default 24h, at least 1s). Within it a retry with the key gets the
+    /// first result (another request with it: ALREADY_EXISTS); after it the
+    /// key is deleted and free for a new request. Each replica deletes
+    /// expired keys every quarter of this, at most every 10 minutes
+    /// ([`LimitsConfig::idempotency_cleanup_interval`]).
+    #[serde(with = "duration_text")]
+    pub idempotency_key_retention: Duration,
+    // -- end idempotency keys --
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -190,7 +200,21 @@ impl Default for LimitsConfig {
             max_message_bytes: inquest_core::Limits::default().max_message_bytes,
             max_running_bursts: 256,
             feed_queue_capacity: 10_000,
+            idempotency_key_retention: LimitsConfig::DEFAULT_IDEMPOTENCY_KEY_RETENTION,
         }
+    }
+}
+
+impl LimitsConfig {
+    pub const DEFAULT_IDEMPOTENCY_KEY_RETENTION: Duration = Duration::from_secs(24 * 3600);
+    /// Longest pause between two cleanups of expired idempotency keys.
+    pub const MAX_IDEMPOTENCY_CLEANUP_INTERVAL: Duration = Duration::from_secs(600);
+
+    /// How often each replica deletes expired idempotency keys: a quarter
+    /// of the retention, at most every 10 minutes, so a key outlives its
+    /// retention by at most that much.
+    pub fn idempotency_cleanup_interval(&self) -> Duration {
+        (self.idempotency_key_retention / 4).min(Self::MAX_IDEMPOTENCY_CLEANUP_INTERVAL)
     }
 }
 
@@ -334,6 +358,11 @@ impl Config {
         if self.limits.max_message_bytes == 0 {
             return Err(ConfigError::Invalid(
                 "limits.max_message_bytes must be > 0".into(),
+            ));
+        }
+        if self.limits.idempotency_key_retention < Duration::from_secs(1) {
+            return Err(ConfigError::Invalid(
+                "limits.idempotency_key_retention must be at least 1s".into(),
             ));
         }
         for (name, n) in [
@@ -502,6 +531,29 @@ mod tests {
     }
 
     #[test]
+    fn idempotency_key_retention_is_read_and_validated() {
+        let c = Config::default();
+        assert_eq!(
+            c.limits.idempotency_key_retention,
+            Duration::from_secs(24 * 3600)
+        );
+        assert_eq!(
+            c.limits.idempotency_cleanup_interval(),
+            Duration::from_secs(600)
+        );
+        let c = Config::from_toml("[limits]\nidempotency_key_retention = \"2m\"").unwrap();
+        assert_eq!(c.limits.idempotency_key_retention, Duration::from_secs(120));
+        assert_eq!(
+            c.limits.idempotency_cleanup_interval(),
+            Duration::from_secs(30)
+        );
+        c.validate().unwrap();
+        let c = Config::from_toml("[limits]\nidempotency_key_retention = \"500ms\"").unwrap();
+        assert!(c.validate().is_err());
+        assert!(Config::from_toml("[limits]\nidempotency_key_retention = \"1 day\"").is_err());
+    }
+
+    #[test]
     fn durations_parse() {
         assert_eq!(duration_text::parse("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(duration_text::parse("5m"), Ok(Duration::from_secs(300)));
@@ -529,6 +581,10 @@ mod example_file {
         assert_eq!(
             parsed.limits.max_message_bytes,
             defaults.limits.max_message_bytes
+        );
+        assert_eq!(
+            parsed.limits.idempotency_key_retention,
+            defaults.limits.idempotency_key_retention
         );
         assert_eq!(
             parsed.store.turn_write_timeout,

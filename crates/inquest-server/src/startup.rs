@@ -55,6 +55,10 @@ pub struct Application {
     /// `limits.feed_queue_capacity`.
     feed_queue_capacity: usize,
     grace: Duration,
+    /// Idempotency keys older than this are deleted, every
+    /// `key_cleanup_interval`.
+    key_retention: Duration,
+    key_cleanup_interval: Duration,
     /// The agent (none without providers) and its MCP connections.
     agent: BuiltAgent,
 }
@@ -91,6 +95,8 @@ impl Application {
             max_running_bursts: config.limits.max_running_bursts,
             feed_queue_capacity: config.limits.feed_queue_capacity,
             grace: config.shutdown.grace,
+            key_retention: config.limits.idempotency_key_retention,
+            key_cleanup_interval: config.limits.idempotency_cleanup_interval(),
             agent,
         })
     }
@@ -187,6 +193,13 @@ impl Application {
             pickup.start_pending().await;
             pickup.run_reaper().await;
         });
+        spawn_idempotency_cleanup(
+            &self.store,
+            &tasks,
+            &shutdown,
+            self.key_retention,
+            self.key_cleanup_interval,
+        );
         tracing::info!(
             replica_id = %self.store.replica_id(),
             lease_ttl = ?self.lease.ttl,
@@ -328,6 +341,43 @@ fn spawn_cross_replica_feed(
         }
     });
     first_listen
+}
+
+/// Deletes idempotency keys older than `retention` now and every
+/// `interval` until shutdown, in a task the server's tracker owns. Every
+/// replica runs one: the deletes skip rows another replica is deleting,
+/// so they do not contend. A failed pass is logged and retried at the next
+/// tick (a key kept a little longer is harmless).
+fn spawn_idempotency_cleanup(
+    store: &Store,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+    retention: Duration,
+    interval: Duration,
+) {
+    let (store, shutdown) = (store.clone(), shutdown.clone());
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let pass = tokio::select! {
+                () = shutdown.cancelled() => return,
+                pass = store.expire_idempotency_keys(retention) => pass,
+            };
+            match pass {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, ?retention, "expired idempotency keys"),
+                Err(e) => tracing::warn!(
+                    error = %crate::status::chain(&e),
+                    "cannot expire idempotency keys; trying again at the next pass"
+                ),
+            }
+        }
+    });
 }
 
 /// `inquest serve`: runs against `config.database_url`, or, without one,

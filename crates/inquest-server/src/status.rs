@@ -76,6 +76,11 @@ fn store_status(e: StoreError) -> Status {
         StoreError::NotFound { .. } => Status::not_found(e.to_string()),
         // Another replica took the session over; the caller's view is stale.
         StoreError::LeaseLost { .. } => Status::aborted(e.to_string()),
+        // The key is the client's: it reused one for another request.
+        StoreError::IdempotencyConflict { key } => Status::already_exists(format!(
+            "idempotency key {key:?} was used for a different request; use a new key for a new \
+             request"
+        )),
         StoreError::OutcomeUnknown { .. } => {
             tracing::warn!(error = %chain(&e), "write outcome unknown");
             Status::deadline_exceeded(

@@ -7,13 +7,14 @@
 //! the session state machine ([`inquest_core::Event`]), never from literals.
 
 use inquest_core::{
-    Event, ExitReason, IdempotencyKey, NewTurn, SessionId, SessionStatus, Turn, UserMessage,
+    Event, ExitReason, IdempotencyKey, NewTurn, RequestFingerprint, SessionId, SessionStatus, Turn,
+    UserMessage,
 };
 
 use crate::{
-    Lease, ReplicaId, Store, StoreError,
+    Lease, ReplicaId, Store, StoreError, idempotency,
     notify::{CHANNEL, status_payload_sql},
-    rows::{TURN_COLUMNS, turn_from_row},
+    rows::{TURN_COLUMNS, get, turn_from_row},
     sessions::{SESSION_COLUMNS, SessionRow, not_found_session, session_from_row},
     turns::insert_turn,
 };
@@ -54,8 +55,10 @@ pub enum Transition {
 impl Store {
     /// Stores a follow-up user turn and marks the session `pending`, in one
     /// transaction, only if the session is `idle` or `completed`. With an
-    /// idempotency key (scoped to this session), a retry returns the seq
-    /// the first call stored and stores nothing.
+    /// idempotency key (scoped to this session), a retry of the same
+    /// message returns the seq the first call stored and stores nothing;
+    /// the key with another message is [`StoreError::IdempotencyConflict`],
+    /// and nothing is stored.
     ///
     /// Runs detached with the turn-write timeout, like every turn write.
     pub async fn send_message(
@@ -180,9 +183,10 @@ async fn send_message_tx(
     key: Option<&IdempotencyKey>,
 ) -> Result<SendOutcome, StoreError> {
     let scope = format!("send_message:{session}");
+    let request = RequestFingerprint::send_message(&message);
     let tx = client.transaction().await?;
     if let Some(key) = key
-        && let Some(turn) = turn_for_key(&tx, &scope, key).await?
+        && let Some(turn) = turn_for_key(&tx, &scope, key, &request).await?
     {
         tx.commit().await?;
         return Ok(SendOutcome::Sent {
@@ -209,9 +213,10 @@ async fn send_message_tx(
     if opened.is_none() {
         // Under READ COMMITTED this statement sees what a concurrent call
         // committed while our UPDATE waited on the row lock: a retry with
-        // the same key that lost the race finds the winner's turn here.
+        // the same key that lost the race finds the winner's turn here
+        // (or, for another message, is refused).
         if let Some(key) = key
-            && let Some(turn) = turn_for_key(&tx, &scope, key).await?
+            && let Some(turn) = turn_for_key(&tx, &scope, key, &request).await?
         {
             tx.commit().await?;
             return Ok(SendOutcome::Sent {
@@ -245,17 +250,33 @@ async fn send_message_tx(
     if let Some(key) = key {
         let claimed = tx
             .execute(
-                "INSERT INTO idempotency_keys (scope, key, session_id, seq) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                &[&scope, &key.as_str(), session.as_uuid(), &turn.seq.as_i64()],
+                "INSERT INTO idempotency_keys (scope, key, session_id, seq, request_hash) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                &[
+                    &scope,
+                    &key.as_str(),
+                    session.as_uuid(),
+                    &turn.seq.as_i64(),
+                    &request.as_bytes().as_slice(),
+                ],
             )
             .await?;
         if claimed == 0 {
-            // Unreachable while the status UPDATE serialises callers; kept
-            // so a key can never map to two turns.
-            return Err(StoreError::Internal(
-                "idempotency key claimed concurrently".into(),
-            ));
+            // Rare: our key lookup ran before a call with the same key
+            // committed, and that call's whole burst ended before our
+            // status UPDATE ran, so the UPDATE matched again. A key never
+            // maps to two turns: undo ours (turn, status, notification) and
+            // answer as a retry that found the key would.
+            tx.rollback().await?;
+            let tx = client.transaction().await?;
+            let turn = turn_for_key(&tx, &scope, key, &request)
+                .await?
+                .ok_or_else(|| StoreError::Internal("idempotency key vanished".into()))?;
+            tx.commit().await?;
+            return Ok(SendOutcome::Sent {
+                turn,
+                created: false,
+            });
         }
     }
     tx.commit().await?;
@@ -265,18 +286,37 @@ async fn send_message_tx(
     })
 }
 
+/// The turn a key names, if the key is in use; an error when it was used
+/// for another message (`crate::idempotency`).
 async fn turn_for_key(
     tx: &deadpool_postgres::Transaction<'_>,
     scope: &str,
     key: &IdempotencyKey,
+    request: &RequestFingerprint,
 ) -> Result<Option<Turn>, StoreError> {
-    let sql = format!(
-        "SELECT {TURN_COLUMNS} FROM turns WHERE (session_id, seq) = \
-         (SELECT session_id, seq FROM idempotency_keys WHERE scope = $1 AND key = $2)"
-    );
-    tx.query_opt(&sql, &[&scope, &key.as_str()])
+    let Some(claim) = tx
+        .query_opt(
+            "SELECT session_id, seq, request_hash FROM idempotency_keys \
+             WHERE scope = $1 AND key = $2",
+            &[&scope, &key.as_str()],
+        )
         .await?
-        .as_ref()
-        .map(turn_from_row)
-        .transpose()
+    else {
+        return Ok(None);
+    };
+    let stored: Option<&[u8]> = get(&claim, 2)?;
+    idempotency::bound_to(stored, request, key)?;
+    let session: uuid::Uuid = get(&claim, 0)?;
+    let seq: Option<i64> = get(&claim, 1)?;
+    let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq = $2");
+    let row = tx
+        .query_opt(&sql, &[&session, &seq])
+        .await?
+        .ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "idempotency key {:?} names turn {seq:?} of session {session}, which is missing",
+                key.as_str()
+            ))
+        })?;
+    turn_from_row(&row).map(Some)
 }

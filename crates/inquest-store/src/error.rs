@@ -36,6 +36,10 @@ pub enum StoreError {
         held: i64,
         current: i64,
     },
+    /// An idempotency key already stands for another request (a different
+    /// message, or incident): nothing was written.
+    #[error("idempotency key {key:?} was used for a different request")]
+    IdempotencyConflict { key: String },
     #[error("internal store error: {0}")]
     Internal(String),
 }

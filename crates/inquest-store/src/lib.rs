@@ -13,6 +13,7 @@ mod bench;
 mod bursts;
 pub mod embedded;
 mod error;
+mod idempotency;
 mod incidents;
 mod lease;
 pub mod listen;
@@ -33,6 +34,7 @@ use tracing::Instrument;
 
 pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;
+pub use idempotency::EXPIRE_BATCH;
 pub use incidents::Incident;
 pub use lease::{Lease, Renewal, ReplicaId};
 pub use listen::{ListenEvent, ListenerConfig, run_listener};

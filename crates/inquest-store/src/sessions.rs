@@ -1,11 +1,12 @@
 use inquest_core::{
-    IdempotencyKey, IncidentId, NewTurn, Seq, SessionId, SessionStatus, Turn, UserMessage,
+    IdempotencyKey, IncidentId, NewTurn, RequestFingerprint, Seq, SessionId, SessionStatus, Turn,
+    UserMessage,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 
 use crate::{
-    Store, StoreError,
+    Store, StoreError, idempotency,
     rows::{TURN_COLUMNS, count, get, turn_from_row},
     text,
 };
@@ -103,8 +104,10 @@ pub(crate) fn not_found_session(id: SessionId) -> StoreError {
 
 impl Store {
     /// Creates a session with its opening user turn (seq 1), in one
-    /// transaction. With an idempotency key, a retry returns the session the
-    /// first call created and stores nothing new.
+    /// transaction. With an idempotency key, a retry of the same request
+    /// (incident and message) returns the session the first call created
+    /// and stores nothing new; the key with another request is
+    /// [`StoreError::IdempotencyConflict`], and nothing is stored.
     ///
     /// Runs detached with the turn-write timeout, like every turn write.
     pub async fn start_session(
@@ -233,9 +236,10 @@ async fn start_session_tx(
     key: Option<&IdempotencyKey>,
 ) -> Result<StartedSession, StoreError> {
     let scope = format!("start_session:{incident}");
+    let request = RequestFingerprint::start_session(incident, message);
     let tx = client.transaction().await?;
     if let Some(key) = key
-        && let Some(found) = existing_for_key(&tx, &scope, key).await?
+        && let Some(found) = existing_for_key(&tx, &scope, key, &request).await?
     {
         tx.commit().await?;
         return Ok(found);
@@ -277,17 +281,23 @@ async fn start_session_tx(
     if let Some(key) = key {
         let claimed = tx
             .execute(
-                "INSERT INTO idempotency_keys (scope, key, session_id, seq) VALUES ($1, $2, $3, 1) \
-                 ON CONFLICT DO NOTHING",
-                &[&scope, &key.as_str(), id.as_uuid()],
+                "INSERT INTO idempotency_keys (scope, key, session_id, seq, request_hash) \
+                 VALUES ($1, $2, $3, 1, $4) ON CONFLICT DO NOTHING",
+                &[
+                    &scope,
+                    &key.as_str(),
+                    id.as_uuid(),
+                    &request.as_bytes().as_slice(),
+                ],
             )
             .await?;
         if claimed == 0 {
-            // A concurrent call with the same key committed first: undo ours
-            // and return theirs.
+            // A concurrent call with the same key committed first (the
+            // insert waited for it): undo ours, then return theirs if it was
+            // this request, or refuse if it was another.
             tx.rollback().await?;
             let tx = client.transaction().await?;
-            let found = existing_for_key(&tx, &scope, key)
+            let found = existing_for_key(&tx, &scope, key, &request)
                 .await?
                 .ok_or_else(|| StoreError::Internal("idempotency key vanished".into()))?;
             tx.commit().await?;
@@ -302,19 +312,28 @@ async fn start_session_tx(
     })
 }
 
+/// The session a key names, if the key is in use; an error when it was
+/// used for another request (`crate::idempotency`).
 async fn existing_for_key(
     tx: &deadpool_postgres::Transaction<'_>,
     scope: &str,
     key: &IdempotencyKey,
+    request: &RequestFingerprint,
 ) -> Result<Option<StartedSession>, StoreError> {
-    let sql = format!(
-        "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = \
-         (SELECT session_id FROM idempotency_keys WHERE scope = $1 AND key = $2)"
-    );
-    let Some(row) = tx.query_opt(&sql, &[&scope, &key.as_str()]).await? else {
+    let Some(claim) = tx
+        .query_opt(
+            "SELECT session_id, request_hash FROM idempotency_keys WHERE scope = $1 AND key = $2",
+            &[&scope, &key.as_str()],
+        )
+        .await?
+    else {
         return Ok(None);
     };
-    let session = session_from_row(&row)?;
+    let stored: Option<&[u8]> = get(&claim, 1)?;
+    idempotency::bound_to(stored, request, key)?;
+    let id: uuid::Uuid = get(&claim, 0)?;
+    let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
+    let session = session_from_row(&tx.query_one(&sql, &[&id]).await?)?;
     let turn_sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq = 1");
     let first_turn = turn_from_row(&tx.query_one(&turn_sql, &[session.id.as_uuid()]).await?)?;
     Ok(Some(StartedSession {
