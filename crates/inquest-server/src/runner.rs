@@ -51,6 +51,9 @@ pub struct Runner {
     /// left dangling for the next replica's recovery plan.
     abandon: CancellationToken,
     lease: LeaseSection,
+    /// `limits.max_notice_bytes`: notices `resume::prepare` writes are cut
+    /// to it.
+    max_notice_bytes: usize,
 }
 
 impl Runner {
@@ -69,7 +72,14 @@ impl Runner {
             shutdown,
             abandon,
             lease,
+            max_notice_bytes: crate::api_limits::DEFAULT_MAX_NOTICE_BYTES,
         }
+    }
+
+    /// Cuts the notices this runner writes to `max` bytes (plus a marker).
+    pub fn with_max_notice_bytes(mut self, max: usize) -> Self {
+        self.max_notice_bytes = max;
+        self
     }
 
     /// Runs `work` to its end in a task this runner's tracker owns, and
@@ -266,7 +276,7 @@ impl Runner {
         );
         let work = async {
             let classes = |tool: &str| agent.side_effect(tool);
-            let turns = match resume::prepare(&burst, &classes, mode).await {
+            let turns = match resume::prepare(&burst, &classes, mode, self.max_notice_bytes).await {
                 Prepared::Run(turns) => turns,
                 Prepared::Stopped => return None,
                 Prepared::Failed(e) => {

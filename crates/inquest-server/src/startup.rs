@@ -13,7 +13,6 @@ use std::{
 use anyhow::Context;
 use inquest_broadcast::TurnBroadcaster;
 use inquest_core::Limits;
-use inquest_proto::v1::investigations_server::InvestigationsServer;
 use inquest_store::{
     Store,
     embedded::{EmbeddedOptions, EmbeddedPostgres},
@@ -26,6 +25,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
     agent_config::{BuiltAgent, build_agent},
+    api_limits::ApiLimits,
     config::{Config, LeaseSection, WatchSection},
     health::DbHealth,
     runner::Runner,
@@ -48,6 +48,8 @@ pub struct Application {
     database_url: String,
     metrics: Arc<WatchMetrics>,
     limits: Limits,
+    /// `[limits]`: request and response sizes, notice size, watch caps.
+    api: ApiLimits,
     grace: Duration,
     /// The agent (none without providers) and its MCP connections.
     agent: BuiltAgent,
@@ -81,6 +83,7 @@ impl Application {
             database_url: database_url.to_owned(),
             metrics: Arc::default(),
             limits: config.limits(),
+            api: config.api_limits(),
             grace: config.shutdown.grace,
             agent,
         })
@@ -133,6 +136,7 @@ impl Application {
             drain_delay: self.watch.test_drain_delay,
             metrics: Arc::clone(&self.metrics),
             channel_capacity: self.watch.channel_capacity,
+            limits: self.api,
         };
         // Fires when the shutdown grace runs out: tools still running then
         // are dropped, left dangling for the next replica's plan.
@@ -144,7 +148,8 @@ impl Application {
             shutdown.clone(),
             abandon.clone(),
             self.lease.clone(),
-        );
+        )
+        .with_max_notice_bytes(self.api.max_notice_bytes);
         let serving = Arc::new(AtomicBool::new(false));
         let listening = spawn_cross_replica_feed(
             &self.database_url,
@@ -175,7 +180,7 @@ impl Application {
             "replica ready"
         );
         let investigations =
-            InvestigationsServer::new(InvestigationsService::new(watches, self.limits, runner));
+            InvestigationsService::new(watches, self.limits, self.api, runner).into_server();
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
         let server = tonic::transport::Server::builder()
