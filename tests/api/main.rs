@@ -12,6 +12,7 @@ mod faults_support;
 mod health;
 mod hostile;
 mod leases;
+mod limits;
 mod messages;
 mod resume;
 mod sessions;

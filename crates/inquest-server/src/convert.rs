@@ -187,7 +187,8 @@ const MARKER_ROOM: usize = 200;
 
 fn cut_marker(cut: usize, what: &str, limit: usize) -> String {
     format!(
-        "…[cut by inquest in this response: {cut} more bytes of {what} over          limits.max_response_bytes = {limit}; the stored turn is whole]"
+        "…[cut by inquest in this response: {cut} more bytes of {what} over \
+         limits.max_response_bytes = {limit}; the stored turn is whole]"
     )
 }
 
@@ -238,7 +239,8 @@ fn fit_turn(wire: &mut pb::SessionTurn, budget: usize, limit: usize) {
             field.truncate(keep);
         }
         wire.content = format!(
-            "…[turn {seq} is {len} bytes encoded, over limits.max_response_bytes = {limit};              not shown in this response; the stored turn is whole]"
+            "…[turn {seq} is {len} bytes encoded, over limits.max_response_bytes = {limit}; \
+             not shown in this response; the stored turn is whole]"
         );
     }
     tracing::warn!(
