@@ -14,6 +14,7 @@ mod health;
 mod hostile;
 mod idempotency;
 mod leases;
+mod limits;
 mod messages;
 mod resume;
 mod sessions;

@@ -68,6 +68,27 @@ pub struct LimitsConfig {
     #[serde(with = "duration_text")]
     pub idempotency_key_retention: Duration,
     // -- end idempotency keys --
+    // --- API sizes and watch caps (issue 11, API side; `api_limits.rs`) ---
+    /// Largest request message the gRPC server accepts, in bytes (the
+    /// frame's length prefix, checked before the body is read). Larger:
+    /// INVALID_ARGUMENT naming this key. Must hold a `max_message_bytes`
+    /// message with the request's other fields.
+    pub max_request_bytes: usize,
+    /// Largest response message a list call sends, and the largest a
+    /// single turn is shown as (in ListTurns and in each WatchSession
+    /// message), in encoded bytes. At most 4 MiB, the default gRPC client's
+    /// limit: no response exceeds what a default client accepts. Must
+    /// exceed the largest turn the other caps let the server store.
+    pub max_response_bytes: usize,
+    /// Largest recovery or refusal notice stored, in bytes of text; a
+    /// longer one is cut with a marker saying how much was cut.
+    pub max_notice_bytes: usize,
+    /// WatchSession streams open at once on this replica. Past it:
+    /// RESOURCE_EXHAUSTED with a retry hint.
+    pub max_watch_streams: usize,
+    /// WatchSession streams open at once on this replica for one session.
+    pub max_watch_streams_per_session: usize,
+    // --- end API sizes and watch caps ---
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -201,6 +222,13 @@ impl Default for LimitsConfig {
             max_running_bursts: 256,
             feed_queue_capacity: 10_000,
             idempotency_key_retention: LimitsConfig::DEFAULT_IDEMPOTENCY_KEY_RETENTION,
+            // --- API sizes and watch caps ---
+            max_request_bytes: crate::api_limits::DEFAULT_MAX_REQUEST_BYTES,
+            max_response_bytes: crate::api_limits::DEFAULT_MAX_RESPONSE_BYTES,
+            max_notice_bytes: crate::api_limits::DEFAULT_MAX_NOTICE_BYTES,
+            max_watch_streams: 10_000,
+            max_watch_streams_per_session: 1_000,
+            // --- end API sizes and watch caps ---
         }
     }
 }
@@ -360,6 +388,8 @@ impl Config {
                 "limits.max_message_bytes must be > 0".into(),
             ));
         }
+        // API sizes and watch caps.
+        crate::api_limits::validate(&self.limits).map_err(ConfigError::Invalid)?;
         if self.limits.idempotency_key_retention < Duration::from_secs(1) {
             return Err(ConfigError::Invalid(
                 "limits.idempotency_key_retention must be at least 1s".into(),
@@ -433,6 +463,11 @@ impl Config {
         inquest_core::Limits {
             max_message_bytes: self.limits.max_message_bytes,
         }
+    }
+
+    /// The API's size bounds and watch caps (`api_limits.rs`).
+    pub fn api_limits(&self) -> crate::api_limits::ApiLimits {
+        crate::api_limits::ApiLimits::from_config(&self.limits)
     }
 
     pub fn store_config(&self, database_url: &str) -> inquest_store::StoreConfig {
@@ -591,6 +626,7 @@ mod example_file {
             defaults.store.turn_write_timeout
         );
         assert_eq!(parsed.store.max_connections, defaults.store.max_connections);
+        assert_eq!(parsed.api_limits(), defaults.api_limits());
         assert_eq!(parsed.shutdown.grace, defaults.shutdown.grace);
         assert_eq!(parsed.lease.ttl, defaults.lease.ttl);
         assert_eq!(parsed.lease.reap_interval, defaults.lease.reap_interval);

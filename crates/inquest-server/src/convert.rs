@@ -160,6 +160,97 @@ pub fn turn(t: &Turn) -> pb::SessionTurn {
     }
 }
 
+/// A turn as shown in one response message that may be at most
+/// `max_response_bytes` (`limits.max_response_bytes`): the turn, encoded,
+/// leaves room for its field tag and length and for the response's other
+/// fields ([`RESPONSE_FRAMING_BYTES`]). A turn that would not fit has its
+/// largest text fields (content, tool-call arguments) cut at a char
+/// boundary, each with a marker saying how much was cut; the stored turn
+/// stays whole. The caps on what is stored keep this from happening
+/// (`api_limits::validate`); it is the safety net for turns stored before
+/// them, so that no ListTurns page and no WatchSession message exceeds
+/// what a default client accepts.
+pub fn turn_within(t: &Turn, max_response_bytes: usize) -> pb::SessionTurn {
+    let mut wire = turn(t);
+    let budget = max_response_bytes.saturating_sub(RESPONSE_FRAMING_BYTES);
+    fit_turn(&mut wire, budget, max_response_bytes);
+    wire
+}
+
+/// What a response message holds besides one turn: the turn's tag and
+/// length (≤ 6 bytes), ListTurns' `next_after_seq` and `head_seq` (≤ 11
+/// bytes each), WatchEvent's oneof framing. Rounded up.
+pub const RESPONSE_FRAMING_BYTES: usize = 64;
+
+/// Room a cut marker takes (its text and the numbers in it).
+const MARKER_ROOM: usize = 200;
+
+fn cut_marker(cut: usize, what: &str, limit: usize) -> String {
+    format!(
+        "…[cut by inquest in this response: {cut} more bytes of {what} over \
+         limits.max_response_bytes = {limit}; the stored turn is whole]"
+    )
+}
+
+/// Largest index ≤ `at` that is a char boundary of `s`.
+fn floor_boundary(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// Cuts `wire`'s largest text fields until it encodes in `budget` bytes.
+fn fit_turn(wire: &mut pb::SessionTurn, budget: usize, limit: usize) {
+    use prost::Message;
+    let len = wire.encoded_len();
+    if len <= budget {
+        return;
+    }
+    let seq = wire.seq;
+    let mut excess = len - budget;
+    // The text fields, largest first; each cut gives back what it removes
+    // minus its marker (field lengths only shrink, so their length
+    // prefixes do too: the arithmetic is conservative).
+    let mut fields: Vec<(&mut String, &str)> = vec![(&mut wire.content, "content")];
+    for call in &mut wire.tool_calls {
+        fields.push((&mut call.arguments_json, "tool-call arguments"));
+    }
+    fields.sort_by_key(|(f, _)| std::cmp::Reverse(f.len()));
+    for (field, what) in fields {
+        if excess == 0 || field.len() <= MARKER_ROOM {
+            break;
+        }
+        let keep = floor_boundary(field, field.len().saturating_sub(excess + MARKER_ROOM));
+        let cut = field.len() - keep;
+        field.truncate(keep);
+        let marker = cut_marker(cut, what, limit);
+        field.push_str(&marker);
+        excess = excess.saturating_sub(cut - marker.len().min(cut));
+    }
+    if wire.encoded_len() > budget {
+        // Only a turn whose other fields are huge (thousands of calls, or
+        // names of megabytes) gets here: show that it exists, and no more.
+        let len = wire.encoded_len();
+        wire.tool_calls.clear();
+        for field in [&mut wire.tool_call_id, &mut wire.tool_name] {
+            let keep = floor_boundary(field, 256);
+            field.truncate(keep);
+        }
+        wire.content = format!(
+            "…[turn {seq} is {len} bytes encoded, over limits.max_response_bytes = {limit}; \
+             not shown in this response; the stored turn is whole]"
+        );
+    }
+    tracing::warn!(
+        seq,
+        encoded_len = len,
+        limit,
+        "a turn was cut to fit a response"
+    );
+}
+
 pub fn tool_call_start(s: &inquest_broadcast::ToolCallStart) -> pb::ToolCallStart {
     pb::ToolCallStart {
         session_id: s.session_id.to_string(),
@@ -207,5 +298,71 @@ pub fn report(r: inquest_store::ReportRow) -> pb::Report {
         servers_used: names("servers_used"),
         active_time_ms: count(r.active_ms),
         created_at: Some(timestamp(r.created_at)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    fn wire(content: &str, args: &[&str]) -> pb::SessionTurn {
+        pb::SessionTurn {
+            session_id: "00000000-0000-0000-0000-000000000000".into(),
+            seq: 7,
+            content: content.into(),
+            tool_calls: args
+                .iter()
+                .enumerate()
+                .map(|(i, a)| pb::ToolCall {
+                    id: format!("call_{i}"),
+                    name: "grep".into(),
+                    arguments_json: (*a).into(),
+                })
+                .collect(),
+            ..pb::SessionTurn::default()
+        }
+    }
+
+    #[test]
+    fn a_turn_that_fits_is_untouched() {
+        let mut w = wire("hello", &["{}"]);
+        let before = w.clone();
+        fit_turn(&mut w, 10_000, 10_000);
+        assert_eq!(w, before);
+    }
+
+    #[test]
+    fn large_fields_are_cut_at_char_boundaries_with_markers() {
+        let content = "é".repeat(50_000);
+        let args = "x".repeat(80_000);
+        for budget in [1_000, 20_000, 90_000, 150_000] {
+            let mut w = wire(&content, &[&args, "{}"]);
+            fit_turn(&mut w, budget, budget);
+            assert!(
+                w.encoded_len() <= budget,
+                "budget {budget}: {}",
+                w.encoded_len()
+            );
+            assert!(w.tool_calls.iter().all(|c| !c.id.is_empty()) || budget < 2_000);
+            for text in
+                std::iter::once(&w.content).chain(w.tool_calls.iter().map(|c| &c.arguments_json))
+            {
+                if let Some(i) = text.find("…[cut by inquest") {
+                    assert!(content.starts_with(&text[..i]) || args.starts_with(&text[..i]));
+                    assert!(text.contains("more bytes of"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_turn_of_huge_metadata_is_replaced_by_a_note() {
+        let many: Vec<String> = (0..5_000).map(|i| format!("{{\"i\":{i}}}")).collect();
+        let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+        let mut w = wire("short", &refs);
+        fit_turn(&mut w, 4_096, 4_096);
+        assert!(w.encoded_len() <= 4_096);
+        assert!(w.content.contains("not shown in this response"));
     }
 }

@@ -6,6 +6,7 @@
 //! the error → status mapping ([`status`]) live here and nowhere else.
 
 pub mod agent_config;
+pub mod api_limits;
 pub mod burst_log;
 pub mod config;
 pub mod convert;

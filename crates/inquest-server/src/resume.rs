@@ -13,7 +13,7 @@
 
 use inquest_core::{
     ExitReason, NewTurn, RecoveryKind, RecoveryPlan, ResumeRequest, SessionId, ToolClasses, Turn,
-    is_follow_up, notice_turn_text, plan_resume,
+    is_follow_up, notice_turn_text, plan_from_notice, plan_resume,
 };
 use inquest_store::{SessionRow, Store, StoreError};
 
@@ -65,8 +65,14 @@ pub(crate) fn request(row: &SessionRow, turns: Vec<Turn>) -> ResumeRequest {
 }
 
 /// Validates and plans a claimed (`running`) burst; every write goes
-/// through the burst's lease.
-pub(crate) async fn prepare(burst: &BurstLog, classes: &impl ToolClasses, mode: Mode) -> Prepared {
+/// through the burst's lease. Notices are cut to `max_notice_bytes`
+/// (`limits.max_notice_bytes`, see [`fit_notice`]).
+pub(crate) async fn prepare(
+    burst: &BurstLog,
+    classes: &impl ToolClasses,
+    mode: Mode,
+    max_notice_bytes: usize,
+) -> Prepared {
     let session = burst.session();
     let (row, turns) = match load(burst.log().burst_store(), session).await {
         Ok(loaded) => loaded,
@@ -100,6 +106,7 @@ pub(crate) async fn prepare(burst: &BurstLog, classes: &impl ToolClasses, mode: 
             "Resume refused: {e}. No burst ran and nothing stored was changed; the session is \
              idle and a new message starts a new attempt."
         );
+        let text = cut_notice(&text, max_notice_bytes).into_owned();
         return stop(burst, text, ExitReason::ResumeRefused).await;
     }
     let mut turns = request.turns;
@@ -123,7 +130,8 @@ pub(crate) async fn prepare(burst: &BurstLog, classes: &impl ToolClasses, mode: 
         return Prepared::Run(turns);
     }
     if plan.kind != RecoveryKind::Clean {
-        match burst.append(NewTurn::Notice(notice_turn_text(&plan))).await {
+        let text = fit_notice(&plan, max_notice_bytes);
+        match burst.append(NewTurn::Notice(text)).await {
             Ok(notice) => turns.push((*notice).clone()),
             Err(e) => return Prepared::Failed(e),
         }
@@ -165,9 +173,145 @@ async fn close(burst: &BurstLog, reason: ExitReason) -> Prepared {
     }
 }
 
+/// The marker a cut notice ends with.
+fn notice_marker(cut: usize, cap: usize) -> String {
+    format!("…[cut by inquest: {cut} more bytes of notice over limits.max_notice_bytes = {cap}]")
+}
+
+/// `text` cut to at most `cap` bytes at a char boundary, with a marker
+/// saying how much was cut (so the result is at most `cap` + the marker).
+// TODO(lead): the same as `inquest_core::cap::cut_text` once it lands.
+fn cut_notice(text: &str, cap: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= cap {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut keep = cap;
+    while !text.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    let mut out = text[..keep].to_owned();
+    out.push_str(&notice_marker(text.len() - keep, cap));
+    std::borrow::Cow::Owned(out)
+}
+
+/// A recovery notice's text within `cap` bytes (plus a marker). The last
+/// line is the plan as JSON, which watchers read back
+/// (`plan_from_notice`) to settle running tool cards, so the human text
+/// above it is cut first and the JSON line is kept whole when it fits.
+/// Only a plan whose JSON alone is over the cap (thousands of repairs)
+/// loses it: then the whole text is cut, the watchers settle those cards
+/// when the burst ends, and `GetSession`'s `last_recovery_plan` still
+/// holds the whole plan.
+fn fit_notice(plan: &RecoveryPlan, cap: usize) -> String {
+    let whole = notice_turn_text(plan);
+    if whole.len() <= cap {
+        return whole;
+    }
+    let (human, json) = whole.rsplit_once('\n').unwrap_or(("", &whole));
+    // Room for the human text, its marker and the newline.
+    let marker_room = notice_marker(human.len(), cap).len() + 1;
+    let text = match cap.checked_sub(json.len() + marker_room) {
+        Some(room) => {
+            let mut keep = room.min(human.len());
+            while !human.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            format!(
+                "{}{}\n{json}",
+                &human[..keep],
+                notice_marker(human.len() - keep, cap)
+            )
+        }
+        None => cut_notice(&whole, cap).into_owned(),
+    };
+    tracing::warn!(
+        notice_bytes = whole.len(),
+        max_notice_bytes = cap,
+        plan_kept = plan_from_notice(&text).is_some(),
+        "recovery notice cut"
+    );
+    text
+}
+
 /// The stored last plan, parsed; `None` when absent or unreadable.
 pub(crate) fn stored_plan(row: &SessionRow) -> Option<RecoveryPlan> {
     row.last_recovery_plan
         .clone()
         .and_then(|v| serde_json::from_value(v).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_notice_is_kept_whole() {
+        assert_eq!(cut_notice("hello", 5), "hello");
+        assert!(matches!(
+            cut_notice("hello", 5),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn a_long_notice_is_cut_at_a_char_boundary_with_its_marker() {
+        let text = "ab€€€"; // 2 + 3×3 bytes
+        for cap in 0..text.len() {
+            let cut = cut_notice(text, cap);
+            let (kept, marker) = cut.split_once('…').unwrap();
+            assert!(kept.len() <= cap, "cap {cap}");
+            assert!(text.starts_with(kept));
+            assert_eq!(
+                format!("…{marker}"),
+                notice_marker(text.len() - kept.len(), cap)
+            );
+        }
+        assert_eq!(
+            cut_notice("abcdef", 4),
+            "abcd…[cut by inquest: 2 more bytes of notice over limits.max_notice_bytes = 4]"
+        );
+    }
+
+    fn plan_with_text(notice_text: String) -> RecoveryPlan {
+        use inquest_core::{SessionId, plan_recovery};
+        let session = SessionId::parse("00000000-0000-4000-8000-000000000001").unwrap();
+        let classes = |_: &str| inquest_core::SideEffect::Mutating;
+        let mut plan = plan_recovery(session, &[], &classes);
+        plan.notice_text = notice_text;
+        plan.repaired_call_ids = vec!["call_1".into(), "call_2".into()];
+        plan
+    }
+
+    #[test]
+    fn a_long_recovery_notice_keeps_its_plan_line_when_it_fits() {
+        let cap = 16 * 1024;
+        // The plan line repeats the human text: 10 KB of it fit in the
+        // line, not twice in the notice.
+        let plan = plan_with_text("y".repeat(10_000));
+        assert!(notice_turn_text(&plan).len() > cap);
+        let text = fit_notice(&plan, cap);
+        assert!(text.len() <= cap, "{}", text.len());
+        assert!(text.starts_with("yyyy"));
+        assert!(text.contains("more bytes of notice over limits.max_notice_bytes = 16384]\n"));
+        let back = plan_from_notice(&text).expect("the plan line is kept");
+        assert_eq!(back, plan);
+    }
+
+    #[test]
+    fn a_plan_line_over_the_cap_is_cut_with_the_rest() {
+        let cap = 16 * 1024;
+        let plan = plan_with_text("é".repeat(20_000));
+        let text = fit_notice(&plan, cap);
+        let (kept, _) = text.split_once('…').unwrap();
+        assert!(kept.len() <= cap);
+        assert!(notice_turn_text(&plan).starts_with(kept));
+        assert!(text.ends_with("more bytes of notice over limits.max_notice_bytes = 16384]"));
+        assert!(plan_from_notice(&text).is_none());
+    }
+
+    #[test]
+    fn a_notice_within_the_cap_is_the_plain_notice() {
+        let plan = plan_with_text("short".into());
+        assert_eq!(fit_notice(&plan, 16 * 1024), notice_turn_text(&plan));
+    }
 }

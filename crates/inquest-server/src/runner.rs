@@ -62,6 +62,9 @@ pub struct Runner {
     lease: LeaseSection,
     /// This replica's burst slots (`limits.max_running_bursts`).
     slots: Arc<Slots>,
+    /// `limits.max_notice_bytes`: notices `resume::prepare` writes are cut
+    /// to it.
+    max_notice_bytes: usize,
 }
 
 /// The cap on bursts running here at once. A burst holds a [`Slot`] from
@@ -140,7 +143,14 @@ impl Runner {
             abandon,
             lease,
             slots: Slots::new(max_running_bursts.max(1)),
+            max_notice_bytes: crate::api_limits::DEFAULT_MAX_NOTICE_BYTES,
         }
+    }
+
+    /// Cuts the notices this runner writes to `max` bytes (plus a marker).
+    pub fn with_max_notice_bytes(mut self, max: usize) -> Self {
+        self.max_notice_bytes = max;
+        self
     }
 
     /// Bursts running on this replica now.
@@ -405,7 +415,7 @@ impl Runner {
         );
         let work = async {
             let classes = |tool: &str| agent.side_effect(tool);
-            let turns = match resume::prepare(&burst, &classes, mode).await {
+            let turns = match resume::prepare(&burst, &classes, mode, self.max_notice_bytes).await {
                 Prepared::Run(turns) => turns,
                 Prepared::Stopped => return None,
                 Prepared::Failed(e) => {

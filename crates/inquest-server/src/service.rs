@@ -7,11 +7,16 @@ use inquest_core::SessionStatus;
 use inquest_core::{
     AfterSeq, IdempotencyKey, IncidentId, IncidentText, Limits, SessionId, UserMessage,
 };
-use inquest_proto::v1::{self as pb, investigations_server::Investigations};
+use inquest_proto::v1::{
+    self as pb,
+    investigations_server::{Investigations, InvestigationsServer},
+};
 use inquest_store::{SendOutcome, Store, Transition};
+use prost::Message;
 use tonic::{Request, Response, Status};
 
 use crate::{
+    api_limits::{ApiLimits, Limited},
     convert, resume,
     runner::Runner,
     status::ApiError,
@@ -24,25 +29,45 @@ const DEFAULT_SESSION_PAGE: u32 = 50;
 const MAX_SESSION_PAGE: u32 = 500;
 const DEFAULT_TURN_PAGE: u32 = 100;
 const MAX_TURN_PAGE: u32 = 1000;
+/// Turns ListTurns reads per database round trip. A page is cut by bytes
+/// too (`limits.max_response_bytes`), so reading the whole count at once
+/// could hold up to 1000 of the largest turns in memory to send a few:
+/// reading in chunks bounds that to one chunk beside the response. Most
+/// pages (the default is 100 turns) take one round trip.
+const TURN_READ_CHUNK: u32 = 100;
+/// ListTurnsResponse's fields besides its turns (two int64s, tagged).
+const LIST_TURNS_FIXED_BYTES: usize = 22;
 
 pub struct InvestigationsService {
     store: Store,
     log: TurnLog,
     watches: Watches,
     limits: Limits,
+    api: ApiLimits,
     /// Starts the burst of a session a call left `pending`.
     runner: Runner,
 }
 
 impl InvestigationsService {
-    pub fn new(watches: Watches, limits: Limits, runner: Runner) -> Self {
+    pub fn new(watches: Watches, limits: Limits, api: ApiLimits, runner: Runner) -> Self {
         Self {
             store: watches.log.store().clone(),
             log: watches.log.clone(),
             watches,
             limits,
+            api,
             runner,
         }
+    }
+
+    /// The gRPC service to serve: requests over `limits.max_request_bytes`
+    /// and undecodable ones answer INVALID_ARGUMENT (see [`Limited`]).
+    pub fn into_server(self) -> Limited<InvestigationsServer<Self>> {
+        let max = self.api.max_request_bytes;
+        Limited::new(
+            InvestigationsServer::new(self).max_decoding_message_size(max),
+            max,
+        )
     }
 }
 
@@ -155,20 +180,52 @@ impl Investigations for InvestigationsService {
         let req = request.into_inner();
         let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
         let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
-        let limit = page_size(req.limit, DEFAULT_TURN_PAGE, MAX_TURN_PAGE);
-        let page = self
-            .store
-            .list_turns(id, after, limit)
-            .await
-            .map_err(ApiError::from)?;
-        let next_after_seq = match (page.more, page.turns.last()) {
-            (true, Some(last)) => last.seq.as_i64(),
+        let limit = page_size(req.limit, DEFAULT_TURN_PAGE, MAX_TURN_PAGE) as usize;
+        // Up to `limit` turns and `max_response_bytes` encoded, whichever
+        // comes first, and always at least one turn when there is one:
+        // `turn_within` shows a turn in less than a whole response.
+        let max = self.api.max_response_bytes;
+        let budget = max - LIST_TURNS_FIXED_BYTES;
+        let (mut turns, mut used) = (Vec::new(), 0);
+        let mut cursor = after;
+        let (head, more) = loop {
+            let want = (limit - turns.len()).min(TURN_READ_CHUNK as usize) as u32;
+            let page = self
+                .store
+                .list_turns(id, cursor, want)
+                .await
+                .map_err(ApiError::from)?;
+            let mut full = false;
+            for turn in &page.turns {
+                let wire = convert::turn_within(turn, max);
+                let len = wire.encoded_len();
+                let entry = 1 + prost::encoding::encoded_len_varint(len as u64) + len;
+                if !turns.is_empty() && used + entry > budget {
+                    full = true;
+                    break;
+                }
+                used += entry;
+                cursor = AfterSeq::after(turn.seq);
+                turns.push(wire);
+            }
+            if full {
+                break (page.head, true);
+            }
+            if !page.more || page.turns.is_empty() {
+                break (page.head, false);
+            }
+            if turns.len() >= limit {
+                break (page.head, true);
+            }
+        };
+        let next_after_seq = match (more, turns.last()) {
+            (true, Some(last)) => last.seq,
             _ => 0,
         };
         Ok(Response::new(pb::ListTurnsResponse {
-            turns: page.turns.iter().map(convert::turn).collect(),
+            turns,
             next_after_seq,
-            head_seq: page.head.map(|h| h.as_i64()).unwrap_or(0),
+            head_seq: head.map(|h| h.as_i64()).unwrap_or(0),
         }))
     }
 

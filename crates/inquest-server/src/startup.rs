@@ -13,7 +13,6 @@ use std::{
 use anyhow::Context;
 use inquest_broadcast::TurnBroadcaster;
 use inquest_core::Limits;
-use inquest_proto::v1::investigations_server::InvestigationsServer;
 use inquest_store::{
     Store,
     embedded::{EmbeddedOptions, EmbeddedPostgres},
@@ -26,6 +25,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
     agent_config::{BuiltAgent, build_agent},
+    api_limits::ApiLimits,
     config::{Config, LeaseSection, WatchSection},
     health::DbHealth,
     runner::Runner,
@@ -54,6 +54,8 @@ pub struct Application {
     max_running_bursts: usize,
     /// `limits.feed_queue_capacity`.
     feed_queue_capacity: usize,
+    /// `[limits]`: request and response sizes, notice size, watch caps.
+    api: ApiLimits,
     grace: Duration,
     /// Idempotency keys older than this are deleted, every
     /// `key_cleanup_interval`.
@@ -94,6 +96,7 @@ impl Application {
             limits: config.limits(),
             max_running_bursts: config.limits.max_running_bursts,
             feed_queue_capacity: config.limits.feed_queue_capacity,
+            api: config.api_limits(),
             grace: config.shutdown.grace,
             key_retention: config.limits.idempotency_key_retention,
             key_cleanup_interval: config.limits.idempotency_cleanup_interval(),
@@ -155,6 +158,7 @@ impl Application {
             drain_delay: self.watch.test_drain_delay,
             metrics: Arc::clone(&self.metrics),
             channel_capacity: self.watch.channel_capacity,
+            limits: self.api,
         };
         // Fires when the shutdown grace runs out: tools still running then
         // are dropped, left dangling for the next replica's plan.
@@ -167,7 +171,8 @@ impl Application {
             abandon.clone(),
             self.lease.clone(),
             self.max_running_bursts,
-        );
+        )
+        .with_max_notice_bytes(self.api.max_notice_bytes);
         let serving = Arc::new(AtomicBool::new(false));
         let listening = spawn_cross_replica_feed(
             &self.database_url,
@@ -206,7 +211,7 @@ impl Application {
             "replica ready"
         );
         let investigations =
-            InvestigationsServer::new(InvestigationsService::new(watches, self.limits, runner));
+            InvestigationsService::new(watches, self.limits, self.api, runner).into_server();
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
         let server = tonic::transport::Server::builder()

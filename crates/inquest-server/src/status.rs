@@ -26,7 +26,22 @@ pub enum ApiError {
     /// A watch cursor beyond the session's newest turn.
     #[error("after_seq {after} is beyond the session's head seq {head}")]
     OutOfRange { after: u64, head: u64 },
+    /// A cap is reached (`limit` names its config key); retrying after
+    /// `retry_after` may succeed.
+    #[error("{what} (limits.{limit} = {value}); retry later")]
+    ResourceExhausted {
+        what: String,
+        limit: &'static str,
+        value: usize,
+        retry_after: std::time::Duration,
+    },
 }
+
+/// `google.rpc.ErrorInfo` domain of Inquest's own reasons.
+pub const ERROR_DOMAIN: &str = "inquest.v1";
+/// Trailing metadata key with the retry hint in milliseconds, beside the
+/// `google.rpc.RetryInfo` detail, for clients that read no details.
+pub const RETRY_AFTER_METADATA: &str = "retry-after-ms";
 
 /// Trailing metadata key carrying the head seq on OUT_OF_RANGE.
 pub const HEAD_SEQ_METADATA: &str = "inquest-head-seq";
@@ -52,6 +67,35 @@ impl From<ApiError> for Status {
             ApiError::InvalidArgument(m) => Status::invalid_argument(m),
             ApiError::Store(e) => store_status(e),
             ApiError::FailedPrecondition(m) => Status::failed_precondition(m),
+            ApiError::ResourceExhausted {
+                ref limit,
+                value,
+                retry_after,
+                ..
+            } => {
+                let message = e.to_string();
+                let mut details = tonic_types::ErrorDetails::with_retry_info(Some(retry_after));
+                details.set_error_info(
+                    "CAP_REACHED",
+                    ERROR_DOMAIN,
+                    [
+                        ("limit".to_owned(), format!("limits.{limit}")),
+                        ("value".to_owned(), value.to_string()),
+                    ],
+                );
+                let mut metadata = tonic::metadata::MetadataMap::new();
+                let millis = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
+                metadata.insert(
+                    RETRY_AFTER_METADATA,
+                    tonic::metadata::MetadataValue::from(millis),
+                );
+                <Status as tonic_types::StatusExt>::with_error_details_and_metadata(
+                    Code::ResourceExhausted,
+                    message,
+                    details,
+                    metadata,
+                )
+            }
             ApiError::OutOfRange { after, head } => {
                 let mut metadata = tonic::metadata::MetadataMap::new();
                 metadata.insert(

@@ -2,8 +2,10 @@
 //!
 //! The handshake (DESIGN.md, "WatchSession"):
 //! 1. subscribe to the broadcaster;
-//! 2. read the session row (404, cursor check, is it running?) and take a
-//!    snapshot of the tool calls running right now;
+//! 2. read the session row (404, cursor check, is it running?), take a
+//!    stream slot (the caps), and only then, for a running session,
+//!    register this replica as a watcher (the one write of a watch) and
+//!    take a snapshot of the tool calls running right now;
 //! 3. send the stored turns with `seq > after_seq`, a page at a time;
 //! 4. if the session is not pending/running, end (OK);
 //! 5. announce the snapshot's calls whose result was not among the stored
@@ -16,6 +18,18 @@
 //! after step 1, so it arrives, once. A tool start published after step 1
 //! arrives live; one published before is in the snapshot of step 2.
 //!
+//! A refused watch (NOT_FOUND, OUT_OF_RANGE, RESOURCE_EXHAUSTED) writes
+//! nothing: every check comes before the registration.
+//!
+//! Each message carries one event; a turn is shown in at most
+//! `limits.max_response_bytes` (`convert::turn_within`), so no message
+//! exceeds what a default client accepts.
+//!
+//! Streams are capped per replica and per session
+//! (`limits.max_watch_streams`, `limits.max_watch_streams_per_session`):
+//! a [`WatchSlot`] is taken before the stream starts and released when
+//! its task ends, however it ends (client gone included).
+//!
 //! Each stream is one task owned by the server's [`TaskTracker`], feeding a
 //! small bounded channel that tonic drains. It ends when the session's
 //! burst ends, when its subscriber lags (Lagged, then ABORTED), on server
@@ -24,9 +38,9 @@
 //! unregisters the subscriber.
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
@@ -41,7 +55,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tonic::Status;
 
-use crate::{convert, status::ApiError, turn_log::TurnLog};
+use crate::{api_limits::ApiLimits, convert, status::ApiError, turn_log::TurnLog};
 
 /// Events buffered between a stream's task and tonic. Small: the task waits
 /// on it (it reads from the database at the client's pace); lag is measured
@@ -52,8 +66,9 @@ const OUTBOX: usize = 16;
 /// for a slow client. Below the default shutdown grace.
 const LAST_WORDS_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Counters over all watch streams of this server. Atomics, read without
-/// locks by tests and the benchmark; they only grow.
+/// Counters over all watch streams of this server. The atomics are read
+/// without locks by tests and the benchmark and only grow; `slots` counts
+/// the streams open now.
 #[derive(Debug, Default)]
 pub struct WatchMetrics {
     pub streams_opened: AtomicU64,
@@ -61,6 +76,106 @@ pub struct WatchMetrics {
     /// Live events not delivered to a watcher because it had fallen behind
     /// (summed over watchers).
     pub dropped_events: AtomicU64,
+    /// The streams open now (the caps count these).
+    pub slots: WatchSlots,
+}
+
+/// How long a watch refused by a cap is told to wait before retrying.
+pub const WATCH_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Watch streams open now, in all and per session. A std mutex: held for
+/// a counter update only, never across an await.
+#[derive(Debug, Default)]
+pub struct WatchSlots {
+    counts: Mutex<SlotCounts>,
+}
+
+#[derive(Debug, Default)]
+struct SlotCounts {
+    total: usize,
+    per_session: HashMap<SessionId, usize>,
+}
+
+impl WatchSlots {
+    fn counts(&self) -> std::sync::MutexGuard<'_, SlotCounts> {
+        // Nothing panics while holding it; a poisoned lock still counts.
+        self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Streams open on this replica.
+    pub fn open(&self) -> usize {
+        self.counts().total
+    }
+
+    /// Streams open on this replica for `session`.
+    pub fn open_for(&self, session: SessionId) -> usize {
+        self.counts()
+            .per_session
+            .get(&session)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// One open stream's place under the caps; dropping it frees the place.
+pub struct WatchSlot {
+    metrics: Arc<WatchMetrics>,
+    session: SessionId,
+}
+
+impl WatchSlot {
+    /// Takes a place for a stream of `session`, or says which cap is
+    /// reached.
+    fn take(
+        metrics: &Arc<WatchMetrics>,
+        session: SessionId,
+        limits: &ApiLimits,
+    ) -> Result<Self, ApiError> {
+        let mut counts = metrics.slots.counts();
+        let here = counts.per_session.get(&session).copied().unwrap_or(0);
+        let refused = if counts.total >= limits.max_watch_streams {
+            Some((
+                format!("this replica has {} watch streams open", counts.total),
+                "max_watch_streams",
+                limits.max_watch_streams,
+            ))
+        } else if here >= limits.max_watch_streams_per_session {
+            Some((
+                format!("session {session} has {here} watch streams open on this replica"),
+                "max_watch_streams_per_session",
+                limits.max_watch_streams_per_session,
+            ))
+        } else {
+            None
+        };
+        if let Some((what, limit, value)) = refused {
+            return Err(ApiError::ResourceExhausted {
+                what,
+                limit,
+                value,
+                retry_after: WATCH_RETRY_AFTER,
+            });
+        }
+        counts.total += 1;
+        *counts.per_session.entry(session).or_insert(0) += 1;
+        Ok(Self {
+            metrics: Arc::clone(metrics),
+            session,
+        })
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let mut counts = self.metrics.slots.counts();
+        counts.total = counts.total.saturating_sub(1);
+        if let Some(n) = counts.per_session.get_mut(&self.session) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.per_session.remove(&self.session);
+            }
+        }
+    }
 }
 
 /// What every watch stream needs; one per server.
@@ -76,25 +191,25 @@ pub struct Watches {
     /// The broadcaster's per-subscriber capacity: how many recent tool
     /// results a watcher remembers (see `Watcher::answered`).
     pub channel_capacity: usize,
+    /// The stream caps and the largest message (`[limits]`).
+    pub limits: ApiLimits,
 }
 
 pub type WatchStream = ReceiverStream<Result<pb::WatchEvent, Status>>;
 
 impl Watches {
-    /// Runs steps 1 and 2 in the caller (so NOT_FOUND / OUT_OF_RANGE come
-    /// back as the call's status) and the rest in a tracked task. Returns
-    /// the session row it read too (the caller checks it for an orphan).
+    /// Runs steps 1 and 2 in the caller (so NOT_FOUND / OUT_OF_RANGE /
+    /// RESOURCE_EXHAUSTED come back as the call's status) and the rest in
+    /// a tracked task. Returns the session row it read too (the caller
+    /// checks it for an orphan).
     pub async fn start(
         &self,
         session: SessionId,
         after: AfterSeq,
     ) -> Result<(WatchStream, SessionRow), ApiError> {
         let subscription = self.log.broadcaster().subscribe(session);
-        // Other replicas announce this session's turns only to replicas
-        // that registered a watcher; registering after subscribing and
-        // before the drain reads means every turn arrives one way or the
-        // other.
-        self.log.store().register_watcher(session).await?;
+        // Every check before the one write, so a refused watch writes
+        // nothing.
         let row = self.log.session(session).await?;
         let head = row.head_seq.map_or(0, |h| h.get());
         if after.get() > head {
@@ -103,8 +218,25 @@ impl Watches {
                 head,
             });
         }
+        let slot = WatchSlot::take(&self.metrics, session, &self.limits)?;
         let running = row.status.is_active();
         let snapshot = if running {
+            // Other replicas announce this session's turns and tool starts
+            // only to replicas that registered a watcher. Registering after
+            // subscribing and before the drain reads means every turn
+            // arrives one way or the other: one committed before the
+            // registration is read by the drain (which starts after it),
+            // one committed after it is announced here, and a turn of this
+            // replica is published to the subscription. The snapshot of
+            // running calls is taken after registering for the same
+            // reason (a start announced before it is in the registry, one
+            // after reaches the subscription). Reading the row before
+            // registering is safe: a session that settles in between ends
+            // the subscription through the status notification, which
+            // every replica hears, watcher or not. A session not running
+            // is not registered at all: its stream ends after the drain
+            // (and the store ignores a registration of it anyway).
+            self.log.store().register_watcher(session).await?;
             self.log.running_calls(session)
         } else {
             Vec::new()
@@ -123,6 +255,7 @@ impl Watches {
             announced: HashSet::new(),
             answered: RecentIds::new(self.channel_capacity),
             open_calls: running.then(Vec::new),
+            _slot: slot,
         };
         self.tasks.spawn(watcher.run());
         Ok((ReceiverStream::new(rx), row))
@@ -169,6 +302,8 @@ struct Watcher {
     /// replica that registered as a watcher after the writer announced that
     /// call never heard of it, so its snapshot lacks it: this fills the gap.
     open_calls: Option<Vec<ToolCallStart>>,
+    /// This stream's place under the caps, freed when the task ends.
+    _slot: WatchSlot,
 }
 
 impl Watcher {
@@ -387,7 +522,8 @@ impl Watcher {
     }
 
     async fn send_turn(&mut self, turn: &Turn) -> Step {
-        self.send(WireEvent::Turn(convert::turn(turn))).await?;
+        let wire = convert::turn_within(turn, self.watches.limits.max_response_bytes);
+        self.send(WireEvent::Turn(wire)).await?;
         self.last = AfterSeq::after(turn.seq);
         if let Some(call_id) = &turn.tool_call_id {
             self.answered.insert(call_id.clone());
