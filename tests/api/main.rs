@@ -6,6 +6,8 @@ mod agent_mcp;
 mod agent_providers;
 mod agent_support;
 mod agent_watch;
+mod call_ids;
+mod caps_provider;
 mod errors;
 mod faults;
 mod faults_support;
