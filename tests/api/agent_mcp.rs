@@ -25,13 +25,13 @@ const ASK: &str = "why is checkout slow?";
 
 /// A temporary directory holding an `mcpServers` file that starts the
 /// incident-tools server as `incident`.
-struct McpFile {
+pub(crate) struct McpFile {
     dir: PathBuf,
-    file: PathBuf,
+    pub(crate) file: PathBuf,
 }
 
 impl McpFile {
-    fn new(python: &str) -> McpFile {
+    pub(crate) fn new(python: &str) -> McpFile {
         let dir =
             std::env::temp_dir().join(format!("inquest-mcp-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();

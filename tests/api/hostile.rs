@@ -86,6 +86,8 @@ async fn nul_from_the_model_a_file_and_the_user_is_kept_watched_and_sent_back() 
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
     fake.reply(
         FakeReply::text("before\0after")
+            // An id with NUL is not one every provider takes: the loop
+            // stores a session-unique id of its own instead (`inq_2_0`).
             .call("call\0one", "read_file", ARGS)
             .call("call-2", "read_file", RAW_ARGS)
             .call("call-3", "no\0such", "{}"),
@@ -168,7 +170,7 @@ async fn nul_from_the_model_a_file_and_the_user_is_kept_watched_and_sent_back() 
     assert_eq!(
         calls,
         [
-            ("call\0one", "read_file", ARGS),
+            ("inq_2_0", "read_file", ARGS),
             ("call-2", "read_file", RAW_ARGS),
             ("call-3", "no\0such", "{}"),
         ]
@@ -180,7 +182,7 @@ async fn nul_from_the_model_a_file_and_the_user_is_kept_watched_and_sent_back() 
     assert_eq!(
         results,
         [
-            ("call\0one", "read_file", false),
+            ("inq_2_0", "read_file", false),
             ("call-2", "read_file", true),
             ("call-3", "no\0such", true),
         ]
@@ -220,7 +222,7 @@ async fn nul_from_the_model_a_file_and_the_user_is_kept_watched_and_sent_back() 
             _ => None,
         })
         .collect();
-    assert!(starts.contains(&("call\0one", "read_file")), "{starts:?}");
+    assert!(starts.contains(&("inq_2_0", "read_file")), "{starts:?}");
     let (drained, ending) = collect(watch(&mut client, &id, 0).await.unwrap()).await;
     assert!(ending.is_ok(), "{ending:?}");
     assert_eq!(turns_of(&drained), stored);
@@ -267,7 +269,7 @@ async fn nul_from_the_model_a_file_and_the_user_is_kept_watched_and_sent_back() 
         })
         .collect();
     assert_eq!(sent_calls, calls);
-    assert_eq!(sent[3]["tool_call_id"], "call\0one");
+    assert_eq!(sent[3]["tool_call_id"], "inq_2_0");
     assert_eq!(sent[3]["content"], file);
     assert_eq!(sent[5]["tool_call_id"], "call-3");
     assert_eq!(sent[6]["content"], "found it: \u{E000}0 is not a NUL");

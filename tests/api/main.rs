@@ -7,6 +7,8 @@ mod agent_providers;
 mod agent_support;
 mod agent_watch;
 mod backpressure;
+mod call_ids;
+mod caps_provider;
 mod errors;
 mod faults;
 mod faults_support;

@@ -8,7 +8,10 @@
 
 use std::sync::Arc;
 
-use inquest_core::{ExitReason, Message, NewTurn, SessionId, ToolCall, Turn};
+use inquest_core::{
+    ExitReason, Message, NewTurn, Seq, SessionId, ToolArguments, ToolCall, Turn, cap::cut_text,
+    session_unique_call_ids,
+};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -66,6 +69,43 @@ impl AgentConfig {
         }
         Ok(())
     }
+}
+
+/// Size caps the loop applies to what a model sends (`[limits]` in the
+/// server config). Every cut leaves a marker saying what was cut and how
+/// much ([`inquest_core::cap::cut_text`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentLimits {
+    /// An assistant turn's text is stored (and sent back to the model) cut
+    /// to this many bytes, plus the marker.
+    pub max_model_text_bytes: usize,
+    /// A tool call whose arguments (as sent) are longer than this is not
+    /// run: its arguments are stored cut, plus the marker, and its result
+    /// tells the model why.
+    pub max_tool_arguments_bytes: usize,
+}
+
+/// Default of `limits.max_model_text_bytes`: 256 KiB.
+pub const DEFAULT_MAX_MODEL_TEXT_BYTES: usize = 256 * 1024;
+/// Default of `limits.max_tool_arguments_bytes`: 64 KiB.
+pub const DEFAULT_MAX_TOOL_ARGUMENTS_BYTES: usize = 64 * 1024;
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        Self {
+            max_model_text_bytes: DEFAULT_MAX_MODEL_TEXT_BYTES,
+            max_tool_arguments_bytes: DEFAULT_MAX_TOOL_ARGUMENTS_BYTES,
+        }
+    }
+}
+
+/// A model reply made fit to store: session-unique call ids, capped text
+/// and arguments.
+struct Shaped {
+    text: String,
+    calls: Vec<ToolCall>,
+    /// Per call: why it must not run (its arguments were cut), if so.
+    refusals: Vec<Option<String>>,
 }
 
 /// What stops a burst from outside.
@@ -127,6 +167,7 @@ pub struct Agent {
     tools: Arc<dyn ToolRunner>,
     config: AgentConfig,
     skills: Vec<Skill>,
+    limits: AgentLimits,
 }
 
 impl Agent {
@@ -141,7 +182,14 @@ impl Agent {
             tools,
             config,
             skills,
+            limits: AgentLimits::default(),
         }
+    }
+
+    /// Replaces the default size caps.
+    pub fn with_limits(mut self, limits: AgentLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// How `tool` affects the world (from the tool runners' catalogs;
@@ -263,9 +311,13 @@ impl Agent {
                 continue;
             }
             burst.empty_replies = 0;
-            let calls = completion.tool_calls.clone();
+            let Shaped {
+                text,
+                calls,
+                refusals,
+            } = self.shape(state, completion.text, completion.tool_calls);
             let assistant = NewTurn::Assistant {
-                text: completion.text.clone(),
+                text: text.clone(),
                 tool_calls: calls.clone(),
                 usage: completion.usage,
             };
@@ -278,7 +330,7 @@ impl Agent {
             state.audit.input_tokens += completion.usage.input_tokens;
             state.audit.output_tokens += completion.usage.output_tokens;
             state.transcript.push(Message::Assistant {
-                text: completion.text,
+                text,
                 tool_calls: calls.clone(),
             });
             if calls.is_empty() {
@@ -311,7 +363,10 @@ impl Agent {
                     return ExitReason::LeaseLost;
                 }
                 failpoints::hit(failpoints::BEFORE_TOOL_RUN).await;
-                let (outcome, stopped) = self.run_tool(state.session_id, call, stop).await;
+                let (outcome, stopped) = match &refusals[index] {
+                    Some(why) => (Some(ToolOutcome::refused(why.clone())), None),
+                    None => self.run_tool(state.session_id, call, stop).await,
+                };
                 failpoints::hit(failpoints::AFTER_TOOL_RUN).await;
                 let Some(outcome) = outcome else {
                     // Cut off mid-run by a lost lease or the end of the
@@ -351,6 +406,60 @@ impl Agent {
             if burst.bad_tool_strikes >= self.config.bad_tool_strikes {
                 return ExitReason::NoProgress;
             }
+        }
+    }
+
+    /// Makes a model reply fit to store: each call gets a session-unique
+    /// id (the provider's when it is valid and unused, else
+    /// `inq_{seq}_{index}` for the seq the turn will be stored at: this
+    /// burst is the session's only writer), the text is cut to
+    /// `max_model_text_bytes`, and arguments over `max_tool_arguments_bytes`
+    /// are cut, their call refused. The ids are recorded as used at once:
+    /// a turn that then fails to store only wastes them.
+    fn shape(&self, state: &mut SessionState, text: String, calls: Vec<ToolCall>) -> Shaped {
+        let seq = state.turns.last().map_or(Seq::FIRST, |t| t.seq.next());
+        let provided: Vec<Option<&str>> = calls.iter().map(|c| Some(c.id.as_str())).collect();
+        let ids = session_unique_call_ids(&state.call_ids, seq.get(), &provided);
+        let text_cap = self.limits.max_model_text_bytes;
+        let text = cut_text(
+            &text,
+            text_cap,
+            &format!("model text over limits.max_model_text_bytes = {text_cap}"),
+        )
+        .into_owned();
+        let args_cap = self.limits.max_tool_arguments_bytes;
+        let mut refusals = Vec::with_capacity(calls.len());
+        let calls = calls
+            .into_iter()
+            .zip(ids)
+            .map(|(mut call, id)| {
+                if call.id != id {
+                    tracing::debug!(provided = %call.id, stored = %id, "tool-call id replaced");
+                }
+                state.call_ids.insert(id.clone());
+                call.id = id;
+                let sent = call.arguments.as_sent();
+                if sent.len() > args_cap {
+                    let what = format!(
+                        "tool-call arguments over limits.max_tool_arguments_bytes = {args_cap}"
+                    );
+                    call.arguments =
+                        ToolArguments::Raw(cut_text(&sent, args_cap, &what).into_owned());
+                    refusals.push(Some(format!(
+                        "not run: the arguments of this call were {} bytes, over \
+                         limits.max_tool_arguments_bytes = {args_cap}; send smaller arguments",
+                        sent.len()
+                    )));
+                } else {
+                    refusals.push(None);
+                }
+                call
+            })
+            .collect();
+        Shaped {
+            text,
+            calls,
+            refusals,
         }
     }
 

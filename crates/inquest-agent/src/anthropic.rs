@@ -44,6 +44,8 @@ pub struct AnthropicProvider {
     model: String,
     api_key: ApiKey,
     timeout: Duration,
+    /// The longest response body read (`limits.max_provider_response_bytes`).
+    max_response_bytes: usize,
 }
 
 impl AnthropicProvider {
@@ -60,7 +62,16 @@ impl AnthropicProvider {
             model: model.to_owned(),
             api_key,
             timeout,
+            max_response_bytes: http::DEFAULT_MAX_RESPONSE_BYTES,
         })
+    }
+
+    /// Caps the response body read (default
+    /// [`crate::DEFAULT_MAX_RESPONSE_BYTES`]); a longer one is
+    /// [`ProviderError::TooLarge`].
+    pub fn with_max_response_bytes(mut self, max_response_bytes: usize) -> Self {
+        self.max_response_bytes = max_response_bytes;
+        self
     }
 
     fn headers(&self) -> Result<HeaderMap, ProviderError> {
@@ -82,8 +93,15 @@ impl Provider for AnthropicProvider {
         Box::pin(async move {
             let body = request_body(&self.model, request);
             let headers = self.headers()?;
-            let answer =
-                http::post_json(&self.client, &self.url, headers, &body, self.timeout).await?;
+            let answer = http::post_json(
+                &self.client,
+                &self.url,
+                headers,
+                &body,
+                self.timeout,
+                self.max_response_bytes,
+            )
+            .await?;
             parse_response(&answer)
         })
     }

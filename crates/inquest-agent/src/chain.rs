@@ -146,14 +146,28 @@ impl ProviderChain {
     }
 
     /// Builds the chain from `[[providers]]`, reading API keys from the
-    /// process environment.
-    pub fn from_config(configs: &[ProviderConfig]) -> Result<Self, ConfigError> {
-        Self::from_config_with_env(configs, |name| std::env::var(name).ok())
+    /// process environment; HTTP providers read no response body past
+    /// `max_response_bytes` (`limits.max_provider_response_bytes`).
+    pub fn from_config(
+        configs: &[ProviderConfig],
+        max_response_bytes: usize,
+    ) -> Result<Self, ConfigError> {
+        Self::from_config_with(configs, max_response_bytes, |name| std::env::var(name).ok())
+    }
+
+    /// Like [`ProviderChain::from_config`] with the default body cap
+    /// ([`crate::DEFAULT_MAX_RESPONSE_BYTES`]) and `env` looking up variables.
+    pub fn from_config_with_env(
+        configs: &[ProviderConfig],
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        Self::from_config_with(configs, crate::DEFAULT_MAX_RESPONSE_BYTES, env)
     }
 
     /// Like [`ProviderChain::from_config`], with `env` looking up variables.
-    pub fn from_config_with_env(
+    pub fn from_config_with(
         configs: &[ProviderConfig],
+        max_response_bytes: usize,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
         if configs.is_empty() {
@@ -194,14 +208,20 @@ impl ProviderChain {
                         name: name.clone(),
                         reason: "`api_key_env` is required".into(),
                     })?;
-                    Box::new(AnthropicProvider::new(base, model, key, config.timeout())?)
+                    Box::new(
+                        AnthropicProvider::new(base, model, key, config.timeout())?
+                            .with_max_response_bytes(max_response_bytes),
+                    )
                 }
                 ProviderKind::OpenAi => {
                     let base = config
                         .base_url
                         .as_deref()
                         .unwrap_or(openai::DEFAULT_BASE_URL);
-                    Box::new(OpenAiProvider::new(base, model, key()?, config.timeout())?)
+                    Box::new(
+                        OpenAiProvider::new(base, model, key()?, config.timeout())?
+                            .with_max_response_bytes(max_response_bytes),
+                    )
                 }
                 ProviderKind::Script => {
                     let path = config.script.as_deref().unwrap_or(std::path::Path::new(""));

@@ -38,15 +38,25 @@ pub(crate) fn install_crypto_provider() {
     });
 }
 
+/// Default of `limits.max_provider_response_bytes`: 8 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
 /// POSTs `body` as JSON and returns the JSON answer of a 2xx response.
+///
+/// The body is read chunk by chunk and never past `max_body` bytes: a
+/// success body that is longer is [`ProviderError::TooLarge`] (as soon as
+/// a `content-length` says so, or the bytes read pass the cap); an error
+/// body is only shown in part anyway, so it is cut there and the status
+/// decides.
 pub(crate) async fn post_json(
     client: &reqwest::Client,
     url: &str,
     headers: HeaderMap,
     body: &Value,
     timeout: Duration,
+    max_body: usize,
 ) -> Result<Value, ProviderError> {
-    let response = client
+    let mut response = client
         .post(url)
         .headers(headers)
         .json(body)
@@ -55,10 +65,28 @@ pub(crate) async fn post_json(
         .map_err(|e| transport_error(&e, timeout))?;
     let status = response.status();
     let retry_after = retry_after(response.headers());
-    let bytes = response
-        .bytes()
+    let too_large = ProviderError::TooLarge { limit: max_body };
+    let declared = response
+        .content_length()
+        .and_then(|n| usize::try_from(n).ok());
+    if status.is_success() && declared.is_some_and(|n| n > max_body) {
+        return Err(too_large);
+    }
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0).min(max_body));
+    while let Some(chunk) = response
+        .chunk()
         .await
-        .map_err(|e| transport_error(&e, timeout))?;
+        .map_err(|e| transport_error(&e, timeout))?
+    {
+        if bytes.len() + chunk.len() > max_body {
+            if status.is_success() {
+                return Err(too_large);
+            }
+            bytes.extend_from_slice(&chunk[..max_body - bytes.len()]);
+            break;
+        }
+        bytes.extend_from_slice(&chunk);
+    }
     if !status.is_success() {
         let (kind, message) = error_details(&bytes);
         return Err(ProviderError::Status {

@@ -32,13 +32,17 @@ pub mod sink;
 pub mod state;
 pub mod toolset;
 
-pub use agent::{Agent, AgentConfig, Stop};
+pub use agent::{
+    Agent, AgentConfig, AgentLimits, DEFAULT_MAX_MODEL_TEXT_BYTES,
+    DEFAULT_MAX_TOOL_ARGUMENTS_BYTES, Stop,
+};
 pub use anthropic::AnthropicProvider;
 pub use chain::{
     Answered, ChainCursor, ChainError, ProviderChain, ProviderFailure, RetryPolicy, retry_delay,
 };
 pub use config::{ApiKey, ConfigError, ProviderConfig, ProviderKind};
 pub use files::FileTools;
+pub use http::DEFAULT_MAX_RESPONSE_BYTES;
 pub use mcp::{McpError, McpSection, McpTools};
 pub use openai::OpenAiProvider;
 pub use provider::{

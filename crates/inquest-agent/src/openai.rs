@@ -42,6 +42,8 @@ pub struct OpenAiProvider {
     /// `None` for servers that need no key (a local Ollama, say).
     api_key: Option<ApiKey>,
     timeout: Duration,
+    /// The longest response body read (`limits.max_provider_response_bytes`).
+    max_response_bytes: usize,
 }
 
 impl OpenAiProvider {
@@ -58,7 +60,16 @@ impl OpenAiProvider {
             model: model.to_owned(),
             api_key,
             timeout,
+            max_response_bytes: http::DEFAULT_MAX_RESPONSE_BYTES,
         })
+    }
+
+    /// Caps the response body read (default
+    /// [`crate::DEFAULT_MAX_RESPONSE_BYTES`]); a longer one is
+    /// [`ProviderError::TooLarge`].
+    pub fn with_max_response_bytes(mut self, max_response_bytes: usize) -> Self {
+        self.max_response_bytes = max_response_bytes;
+        self
     }
 
     fn headers(&self) -> Result<HeaderMap, ProviderError> {
@@ -78,8 +89,15 @@ impl Provider for OpenAiProvider {
         Box::pin(async move {
             let body = request_body(&self.model, request);
             let headers = self.headers()?;
-            let answer =
-                http::post_json(&self.client, &self.url, headers, &body, self.timeout).await?;
+            let answer = http::post_json(
+                &self.client,
+                &self.url,
+                headers,
+                &body,
+                self.timeout,
+                self.max_response_bytes,
+            )
+            .await?;
             parse_response(&answer)
         })
     }
@@ -172,18 +190,16 @@ pub fn parse_response(answer: &Value) -> Result<Completion, ProviderError> {
     };
     let mut tool_calls = Vec::new();
     if let Some(calls) = message["tool_calls"].as_array() {
-        for (index, call) in calls.iter().enumerate() {
+        for call in calls {
             let function = &call["function"];
             let name = function["name"]
                 .as_str()
                 .filter(|n| !n.is_empty())
                 .ok_or_else(|| ProviderError::BadResponse("tool call without a name".into()))?;
-            // Some compatible servers leave the id out; any id unique in
-            // this reply will do, since results are matched within it.
-            let id = match call["id"].as_str().filter(|i| !i.is_empty()) {
-                Some(id) => id.to_owned(),
-                None => format!("call_{index}"),
-            };
+            // Some compatible servers leave the id out: it stays empty here,
+            // and the loop gives the call a session-unique one (as it does
+            // for an id the session used already).
+            let id = call["id"].as_str().unwrap_or_default().to_owned();
             let arguments = match &function["arguments"] {
                 Value::String(text) => ToolArguments::from_model(text),
                 // A few servers send the object itself.
@@ -257,7 +273,7 @@ mod tests {
             c.tool_calls[0].arguments,
             ToolArguments::Raw("{\"a\": ".into())
         );
-        assert_eq!(c.tool_calls[1].id, "call_1");
+        assert_eq!(c.tool_calls[1].id, "", "a missing id is left to the loop");
         assert_eq!(
             c.usage,
             TokenUsage {

@@ -71,6 +71,10 @@ pub struct Completion {
     pub text: String,
     /// Tool calls in the order the model made them. Arguments that are not
     /// a JSON object are kept verbatim (`ToolArguments::Raw`).
+    /// Ids are the provider's, or empty when it sent none; they need not
+    /// be unique in the session: the loop replaces missing, invalid and
+    /// repeated ones (`inquest_core::session_unique_call_ids`) before the
+    /// turn is stored.
     pub tool_calls: Vec<ToolCall>,
     pub usage: TokenUsage,
     pub stop_reason: StopReason,
@@ -99,6 +103,11 @@ pub enum ProviderError {
     /// A success status with a body this adapter cannot read.
     #[error("unreadable response: {0}")]
     BadResponse(String),
+    /// The answer's body was longer than `limits.max_provider_response_bytes`
+    /// (it was not read further). Not retried: the same request would most
+    /// likely get as long an answer; the chain fails over.
+    #[error("response body is over limits.max_provider_response_bytes = {limit} bytes")]
+    TooLarge { limit: usize },
     /// The request could not be built (for example a transcript the
     /// adapter cannot express).
     #[error("invalid request: {0}")]
@@ -110,7 +119,7 @@ impl ProviderError {
     /// (429), request timeouts (408), conflicts/locks (409), server errors
     /// (5xx, including Anthropic's 529 "overloaded"), our own timeout and
     /// connection failures. Everything else (400, 401, 403, 404, 413, 422,
-    /// an unreadable body, a request we cannot build) is fatal for this
+    /// an unreadable or too long body, a request we cannot build) is fatal for this
     /// provider.
     pub fn is_retryable(&self) -> bool {
         match self {
@@ -118,7 +127,9 @@ impl ProviderError {
                 matches!(status, 408 | 409 | 429) || (500..=599).contains(status)
             }
             ProviderError::Timeout(_) | ProviderError::Connection(_) => true,
-            ProviderError::BadResponse(_) | ProviderError::InvalidRequest(_) => false,
+            ProviderError::BadResponse(_)
+            | ProviderError::TooLarge { .. }
+            | ProviderError::InvalidRequest(_) => false,
         }
     }
 
@@ -155,6 +166,7 @@ mod tests {
         assert!(ProviderError::Timeout(Duration::from_secs(1)).is_retryable());
         assert!(ProviderError::Connection("reset".into()).is_retryable());
         assert!(!ProviderError::BadResponse("x".into()).is_retryable());
+        assert!(!ProviderError::TooLarge { limit: 1 }.is_retryable());
         let shown = ProviderError::Status {
             status: 400,
             kind: Some("invalid_request_error".into()),

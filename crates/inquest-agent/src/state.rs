@@ -2,9 +2,9 @@
 //! [`SessionState::begin_burst`], is the only place that knows which
 //! fields reset at a burst boundary.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use inquest_core::{AuditCounters, Message, Restored, SessionId, Turn, restore};
+use inquest_core::{AuditCounters, Message, Restored, SessionId, Turn, restore, used_call_ids};
 
 use crate::{ChainCursor, sink::ToolRunner};
 
@@ -31,6 +31,10 @@ pub struct SessionState {
     /// Where the provider chain stands. Failover is sticky within a burst;
     /// `begin_burst` puts it back on the first provider.
     pub provider: ChainCursor,
+    /// Every tool-call id the session has used (stored calls, results and
+    /// the rebuilt transcript), and each id the loop gives out: what
+    /// `inquest_core::session_unique_call_ids` keeps new ids apart from.
+    pub call_ids: HashSet<String>,
 }
 
 /// Reset at every burst: the no-progress rails and the burst's own count.
@@ -53,6 +57,7 @@ impl SessionState {
         let tool_servers = tools.server_map();
         let restored: Restored = restore(&turns, &tool_servers);
         let transcript = inquest_core::rebuild_messages(&turns).messages;
+        let call_ids = used_call_ids(&turns, &transcript);
         Self {
             session_id,
             transcript,
@@ -63,6 +68,7 @@ impl SessionState {
             provider: ChainCursor::new(),
             tool_servers,
             turns,
+            call_ids,
         }
     }
 

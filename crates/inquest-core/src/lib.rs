@@ -5,6 +5,8 @@
 //! narrow conversions, so the hard rules (what a valid turn is, how seqs and
 //! cursors behave, how a transcript is rebuilt) are tested with plain data.
 
+pub mod call_ids;
+pub mod cap;
 pub mod exit;
 pub mod fixture;
 pub mod idempotency;
@@ -16,6 +18,7 @@ pub mod session;
 pub mod tools;
 pub mod turn;
 
+pub use call_ids::{is_valid_call_id, session_unique_call_ids, used_call_ids};
 pub use exit::ExitReason;
 pub use idempotency::RequestFingerprint;
 pub use ids::{IdError, IncidentId, SessionId};

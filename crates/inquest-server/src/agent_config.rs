@@ -7,7 +7,9 @@ use std::{
 };
 
 use anyhow::Context;
-use inquest_agent::{Agent, FileTools, McpError, McpTools, ProviderChain, ToolRunner, ToolSet};
+use inquest_agent::{
+    Agent, AgentLimits, FileTools, McpError, McpTools, ProviderChain, ToolRunner, ToolSet,
+};
 use serde::Deserialize;
 
 use crate::config::{Config, ConfigError};
@@ -78,7 +80,8 @@ pub async fn build_agent(config: &Config) -> anyhow::Result<BuiltAgent> {
         });
     }
     let chain =
-        ProviderChain::from_config(&config.providers).context("building the provider chain")?;
+        ProviderChain::from_config(&config.providers, config.limits.max_provider_response_bytes)
+            .context("building the provider chain")?;
     let mut runners: Vec<Arc<dyn ToolRunner>> = Vec::new();
     let mut mcp_tools = None;
     let mut servers_down = false;
@@ -126,7 +129,11 @@ pub async fn build_agent(config: &Config) -> anyhow::Result<BuiltAgent> {
         Arc::new(tools),
         config.agent.clone(),
         config.skills.clone(),
-    );
+    )
+    .with_limits(AgentLimits {
+        max_model_text_bytes: config.limits.max_model_text_bytes,
+        max_tool_arguments_bytes: config.limits.max_tool_arguments_bytes,
+    });
     Ok(BuiltAgent {
         agent: Some(Arc::new(agent)),
         mcp: mcp_tools,

@@ -92,6 +92,9 @@ pub fn content_caps(c: &LimitsConfig) -> Vec<(&'static str, usize)> {
         // Recovery and refusal notices (plus their cut marker, inside the
         // overhead).
         ("limits.max_notice_bytes", c.max_notice_bytes),
+        // An assistant turn's text (its tool calls' arguments are bounded
+        // each, not in number: the read-time cut covers a turn of many).
+        ("limits.max_model_text_bytes", c.max_model_text_bytes),
     ]
 }
 

@@ -89,6 +89,19 @@ pub struct LimitsConfig {
     /// WatchSession streams open at once on this replica for one session.
     pub max_watch_streams_per_session: usize,
     // --- end API sizes and watch caps ---
+    // -- What a model sends (provider side of the agent). Every cut leaves
+    // a marker saying what was cut and how much.
+    /// Longest model-provider response body read, in bytes; a longer one
+    /// fails that provider's call (not retried; the chain fails over).
+    pub max_provider_response_bytes: usize,
+    /// An assistant turn's text is stored cut to this many bytes (plus a
+    /// marker).
+    pub max_model_text_bytes: usize,
+    /// A tool call whose arguments are longer than this many bytes is not
+    /// run; its arguments are stored cut (plus a marker) and its error
+    /// result tells the model why.
+    pub max_tool_arguments_bytes: usize,
+    // -- end of the model-side caps.
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -229,6 +242,10 @@ impl Default for LimitsConfig {
             max_watch_streams: 10_000,
             max_watch_streams_per_session: 1_000,
             // --- end API sizes and watch caps ---
+            // -- model-side caps
+            max_provider_response_bytes: inquest_agent::DEFAULT_MAX_RESPONSE_BYTES,
+            max_model_text_bytes: inquest_agent::DEFAULT_MAX_MODEL_TEXT_BYTES,
+            max_tool_arguments_bytes: inquest_agent::DEFAULT_MAX_TOOL_ARGUMENTS_BYTES,
         }
     }
 }
@@ -387,6 +404,28 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "limits.max_message_bytes must be > 0".into(),
             ));
+        }
+        // -- model-side caps
+        const GIB: usize = 1 << 30;
+        for (key, value) in [
+            (
+                "limits.max_provider_response_bytes",
+                self.limits.max_provider_response_bytes,
+            ),
+            (
+                "limits.max_model_text_bytes",
+                self.limits.max_model_text_bytes,
+            ),
+            (
+                "limits.max_tool_arguments_bytes",
+                self.limits.max_tool_arguments_bytes,
+            ),
+        ] {
+            if !(1..=GIB).contains(&value) {
+                return Err(ConfigError::Invalid(format!(
+                    "{key} must be between 1 and {GIB} (1 GiB)"
+                )));
+            }
         }
         // API sizes and watch caps.
         crate::api_limits::validate(&self.limits).map_err(ConfigError::Invalid)?;
@@ -549,6 +588,29 @@ mod tests {
     }
 
     #[test]
+    fn model_side_caps_are_read_and_validated() {
+        let c = Config::from_toml(
+            "[limits]\nmax_provider_response_bytes = 1000\nmax_model_text_bytes = 10\nmax_tool_arguments_bytes = 20",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.limits.max_provider_response_bytes, 1000);
+        assert_eq!(c.limits.max_model_text_bytes, 10);
+        assert_eq!(c.limits.max_tool_arguments_bytes, 20);
+        for key in [
+            "max_provider_response_bytes",
+            "max_model_text_bytes",
+            "max_tool_arguments_bytes",
+        ] {
+            for bad in ["0", "2000000000"] {
+                let c = Config::from_toml(&format!("[limits]\n{key} = {bad}")).unwrap();
+                let err = c.validate().unwrap_err().to_string();
+                assert!(err.contains(key), "{err}");
+            }
+        }
+    }
+
+    #[test]
     fn watch_section_is_read_and_validated() {
         let c = Config::from_toml("[watch]\nheartbeat = \"50ms\"\nchannel_capacity = 8").unwrap();
         assert_eq!(c.watch.heartbeat, Duration::from_millis(50));
@@ -620,6 +682,18 @@ mod example_file {
         assert_eq!(
             parsed.limits.idempotency_key_retention,
             defaults.limits.idempotency_key_retention
+        );
+        assert_eq!(
+            (
+                parsed.limits.max_provider_response_bytes,
+                parsed.limits.max_model_text_bytes,
+                parsed.limits.max_tool_arguments_bytes,
+            ),
+            (
+                defaults.limits.max_provider_response_bytes,
+                defaults.limits.max_model_text_bytes,
+                defaults.limits.max_tool_arguments_bytes,
+            )
         );
         assert_eq!(
             parsed.store.turn_write_timeout,

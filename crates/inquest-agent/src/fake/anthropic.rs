@@ -76,6 +76,14 @@ pub(super) fn validate(body: &Value) -> Result<(), String> {
                 "tool_use" if role == "assistant" => {
                     let id = block["id"].as_str().filter(|s| !s.is_empty());
                     let id = id.ok_or(format!("{at}.id: Field required"))?;
+                    if !id
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                    {
+                        return Err(format!(
+                            "{at}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+                        ));
+                    }
                     if block["name"].as_str().is_none_or(str::is_empty) {
                         return Err(format!("{at}.name: Field required"));
                     }

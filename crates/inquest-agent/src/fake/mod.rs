@@ -42,7 +42,8 @@ pub enum Flavor {
     OpenAi,
 }
 
-/// A tool call the fake model makes; `arguments` is the raw text it
+/// A tool call the fake model makes; an empty `id` is sent as no id at
+/// all (OpenAI flavour); `arguments` is the raw text it
 /// "sends" (for Anthropic, text that is not a JSON object is sent as a
 /// JSON string `input`).
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +77,12 @@ impl FakeReply {
             arguments: arguments.to_owned(),
         });
         self
+    }
+
+    /// Adds a tool call sent without an id (the OpenAI flavour leaves the
+    /// `id` field out, as some compatible servers do).
+    pub fn call_without_id(self, name: &str, arguments: &str) -> Self {
+        self.call("", name, arguments)
     }
 
     pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {

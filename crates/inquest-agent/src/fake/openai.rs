@@ -145,8 +145,13 @@ pub(super) fn reply_body(reply: &FakeReply, model: &str) -> Value {
             .tool_calls
             .iter()
             .map(|c| {
-                json!({"id": c.id, "type": "function",
-                       "function": {"name": c.name, "arguments": c.arguments}})
+                let mut call = json!({"type": "function",
+                       "function": {"name": c.name, "arguments": c.arguments}});
+                // An empty id is left out, as some compatible servers do.
+                if !c.id.is_empty() {
+                    call["id"] = json!(c.id);
+                }
+                call
             })
             .collect();
         message["tool_calls"] = Value::Array(calls);

@@ -179,3 +179,78 @@ async fn a_stopped_server_is_a_retryable_connection_error() {
     assert!(matches!(err, ProviderError::Connection(_)), "{err:?}");
     assert!(err.is_retryable());
 }
+
+#[tokio::test]
+async fn a_success_body_over_the_cap_is_a_fatal_too_large_naming_the_limit() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text(&"x".repeat(5000)))
+        .reply(FakeReply::text("short"))
+        .push(Behaviour::Raw(
+            503,
+            format!("{{\"error\": \"{}\"}}", "y".repeat(5000)),
+        ));
+    let provider = openai(&fake).with_max_response_bytes(1000);
+    let transcript = vec![user("q")];
+    let err = provider
+        .complete(&request(&transcript, &[]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::TooLarge { limit: 1000 }),
+        "{err:?}"
+    );
+    assert!(!err.is_retryable());
+    assert!(
+        err.to_string()
+            .contains("limits.max_provider_response_bytes = 1000"),
+        "{err}"
+    );
+    // A body under the cap is read as before.
+    let ok = provider.complete(&request(&transcript, &[])).await.unwrap();
+    assert_eq!(ok.text, "short");
+    // An error body over the cap is cut; its status still decides.
+    let err = provider
+        .complete(&request(&transcript, &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(503), "{err:?}");
+    assert!(err.is_retryable());
+}
+
+/// A server that streams a chunked body without end (no content-length):
+/// the adapter stops reading at the cap instead of buffering forever.
+#[tokio::test]
+async fn an_endless_chunked_body_stops_at_the_cap() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = vec![0u8; 64 * 1024];
+        let _ = socket.read(&mut request).await;
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+        socket.write_all(head.as_bytes()).await.unwrap();
+        let chunk = format!("400\r\n{}\r\n", "z".repeat(0x400));
+        // Until the client hangs up.
+        while socket.write_all(chunk.as_bytes()).await.is_ok() {}
+    });
+    let provider = inquest_agent::OpenAiProvider::new(
+        &format!("http://{addr}/v1"),
+        "gpt-test",
+        None,
+        crate::support::TIMEOUT,
+    )
+    .unwrap()
+    .with_max_response_bytes(64 * 1024);
+    let transcript = vec![user("q")];
+    let err = provider
+        .complete(&request(&transcript, &[]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProviderError::TooLarge { limit: 65536 }),
+        "{err:?}"
+    );
+    drop(provider);
+    server.await.unwrap();
+}
