@@ -191,10 +191,10 @@ async fn tool_errors_and_content_blocks_become_result_text() {
         .await;
     assert!(!big.is_error);
     assert!(big.content.starts_with(&"x".repeat(MAX_RESULT_BYTES)));
-    assert!(
-        big.content
-            .ends_with("the tool returned 100000 bytes; the first 65536 are shown]")
-    );
+    assert!(big.content.ends_with(
+        "\n…[cut by inquest: 34464 more bytes of tool result over \
+         limits.max_tool_result_bytes = 65536]"
+    ));
     tools.close().await;
 }
 
