@@ -323,7 +323,7 @@ fn chain(error: &dyn std::error::Error) -> String {
 /// the line says how much), invalid UTF-8 is replaced with U+FFFD.
 async fn forward_stderr(
     server: String,
-    stderr: tokio::process::ChildStderr,
+    stderr: impl tokio::io::AsyncRead + Unpin,
     tail: Arc<Mutex<VecDeque<String>>>,
     max_line: usize,
 ) {
@@ -366,6 +366,35 @@ fn stderr_line(kept: &[u8], dropped: u64, max_line: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_ten_megabyte_stderr_line_is_kept_only_up_to_the_cap() {
+        let mut data = vec![b'E'; 10 * 1024 * 1024];
+        data.extend_from_slice(b"\nshort\n");
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        forward_stderr("s".into(), &data[..], tail.clone(), 4096).await;
+        let tail: Vec<String> = tail.lock().unwrap().iter().cloned().collect();
+        assert_eq!(tail.len(), 2);
+        assert_eq!(&tail[0][..4096], "E".repeat(4096));
+        assert_eq!(
+            &tail[0][4096..],
+            format!(
+                "…[cut by inquest: {} more bytes of this stderr line over \
+                 limits.max_mcp_stderr_line_bytes = 4096]",
+                10 * 1024 * 1024 - 4096
+            )
+        );
+        assert_eq!(tail[1], "short");
+        // Only the last lines are kept.
+        let many: Vec<u8> = (0..100)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        forward_stderr("s".into(), &many[..], tail.clone(), 4096).await;
+        let tail = tail.lock().unwrap();
+        assert_eq!(tail.len(), STDERR_TAIL);
+        assert_eq!(tail.back().map(String::as_str), Some("line 99"));
+    }
 
     #[test]
     fn a_stderr_line_is_lossy_and_marked_when_cut() {

@@ -247,10 +247,20 @@ pub(crate) fn shrink_message(prefix: &[u8], total: u64) -> Option<Vec<u8>> {
 /// block last.
 fn cut_result(mut result: Map<String, Value>, cut: Value) -> Value {
     let mut blocks: Vec<Value> = match result.remove("content") {
-        Some(Value::Array(blocks)) => blocks
-            .into_iter()
-            .filter(|b| serde_json::from_value::<ContentBlock>(b.clone()).is_ok())
-            .collect(),
+        Some(Value::Array(mut blocks)) => {
+            // The block the cut went through may have lost its `type`
+            // (the Python SDK writes `text` first): text it is, then.
+            if let Some(Value::Object(last)) = blocks.last_mut()
+                && !last.contains_key("type")
+                && last.get("text").is_some_and(Value::is_string)
+            {
+                last.insert("type".into(), Value::String("text".into()));
+            }
+            blocks
+                .into_iter()
+                .filter(|b| serde_json::from_value::<ContentBlock>(b.clone()).is_ok())
+                .collect()
+        }
         _ => Vec::new(),
     };
     if !blocks.is_empty() {
@@ -468,10 +478,11 @@ mod tests {
 
     #[test]
     fn an_over_long_result_becomes_its_prefix_and_a_marker_block() {
-        // In the order the Python SDK writes it (`json!` would sort keys).
+        // In the order the Python SDK writes it (`json!` would sort keys):
+        // `text` before `type`.
         let text = "x".repeat(1000);
         let full = format!(
-            r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"head"}},{{"type":"text","text":"{text}"}}],"structuredContent":{{"result":"{text}"}},"isError":false}}}}"#
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"text":"head","type":"text"}},{{"text":"{text}","type":"text"}}],"structuredContent":{{"result":"{text}"}},"isError":false}}}}"#
         );
         let prefix = &full.as_bytes()[..300];
         let shrunk: Value =
