@@ -3,7 +3,9 @@
 //! result, a user message, an incident, a
 //! report — is stored losslessly (the encoding of `inquest-store/src/text.rs`),
 //! read back, watched and sent to the model again exactly as it was, and
-//! announced to other replicas exactly as it was.
+//! announced to other replicas exactly as it was. A NUL-padded file the
+//! built-in tools read is binary to them: described, escaped
+//! (`caps_tools.rs`).
 
 use std::{path::PathBuf, time::Duration};
 
