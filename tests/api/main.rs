@@ -9,6 +9,7 @@ mod agent_watch;
 mod backpressure;
 mod call_ids;
 mod caps_provider;
+mod caps_tools;
 mod errors;
 mod faults;
 mod faults_support;

@@ -23,6 +23,7 @@ pub mod failpoints;
 pub mod fake;
 pub mod files;
 mod http;
+pub mod limit;
 pub mod mcp;
 pub mod openai;
 pub mod provider;
@@ -43,6 +44,7 @@ pub use chain::{
 pub use config::{ApiKey, ConfigError, ProviderConfig, ProviderKind};
 pub use files::FileTools;
 pub use http::DEFAULT_MAX_RESPONSE_BYTES;
+pub use limit::ToolLimits;
 pub use mcp::{McpError, McpSection, McpTools};
 pub use openai::OpenAiProvider;
 pub use provider::{

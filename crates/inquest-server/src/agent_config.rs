@@ -86,7 +86,7 @@ pub async fn build_agent(config: &Config) -> anyhow::Result<BuiltAgent> {
     let mut mcp_tools = None;
     let mut servers_down = false;
     if let Some(section) = &config.mcp {
-        match McpTools::start(section).await {
+        match McpTools::start_with_limits(section, config.tool_limits()).await {
             Ok(tools) => {
                 for down in tools.unavailable() {
                     tracing::warn!(server = %down.server, reason = %down.reason, "MCP server unavailable");
@@ -113,7 +113,9 @@ pub async fn build_agent(config: &Config) -> anyhow::Result<BuiltAgent> {
             .files_server
             .clone()
             .unwrap_or_else(|| "files".into());
-        runners.push(Arc::new(FileTools::new(server, root)));
+        runners.push(Arc::new(
+            FileTools::new(server, root).with_limits(config.tool_limits()),
+        ));
     }
     let mut tools = ToolSet::new(runners);
     if servers_down {

@@ -95,6 +95,8 @@ pub fn content_caps(c: &LimitsConfig) -> Vec<(&'static str, usize)> {
         // An assistant turn's text (its tool calls' arguments are bounded
         // each, not in number: the read-time cut covers a turn of many).
         ("limits.max_model_text_bytes", c.max_model_text_bytes),
+        // A tool's result (plus its cut marker, inside the overhead).
+        ("limits.max_tool_result_bytes", c.max_tool_result_bytes),
     ]
 }
 

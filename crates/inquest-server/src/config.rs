@@ -102,6 +102,21 @@ pub struct LimitsConfig {
     /// result tells the model why.
     pub max_tool_arguments_bytes: usize,
     // -- end of the model-side caps.
+    // --- Tool output (MCP servers and the built-in file tools) ---
+    /// Longest tool result text stored and shown to the model, in bytes
+    /// (default 64 KiB, at most 16 MiB). A longer result is cut on a
+    /// character boundary and ends with `…[cut by inquest: N more bytes of
+    /// tool result over limits.max_tool_result_bytes = …]`. One MCP stdio
+    /// message is held only up to 4 × this + 64 KiB: the rest of a longer
+    /// one is read and discarded, and the call answered with what was kept;
+    /// over streamable HTTP a response past that ceiling fails the call.
+    /// The file tools never read more than this of a file into memory.
+    pub max_tool_result_bytes: usize,
+    /// Longest line of an MCP server's stderr kept for logs and the "could
+    /// not start" report, in bytes (default 4 KiB, at most 1 MiB); the rest
+    /// of a longer line is read and dropped, and the line says how much.
+    pub max_mcp_stderr_line_bytes: usize,
+    // --- end tool output ---
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -246,6 +261,8 @@ impl Default for LimitsConfig {
             max_provider_response_bytes: inquest_agent::DEFAULT_MAX_RESPONSE_BYTES,
             max_model_text_bytes: inquest_agent::DEFAULT_MAX_MODEL_TEXT_BYTES,
             max_tool_arguments_bytes: inquest_agent::DEFAULT_MAX_TOOL_ARGUMENTS_BYTES,
+            max_tool_result_bytes: inquest_agent::limit::DEFAULT_MAX_TOOL_RESULT_BYTES,
+            max_mcp_stderr_line_bytes: inquest_agent::limit::DEFAULT_MAX_MCP_STDERR_LINE_BYTES,
         }
     }
 }
@@ -405,6 +422,7 @@ impl Config {
                 "limits.max_message_bytes must be > 0".into(),
             ));
         }
+        self.validate_tool_limits()?;
         // -- model-side caps
         const GIB: usize = 1 << 30;
         for (key, value) in [
@@ -496,6 +514,38 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// `[limits]` keys of tool output: within (0, their maximum].
+    fn validate_tool_limits(&self) -> Result<(), ConfigError> {
+        use inquest_agent::limit::{MAX_STDERR_LINE_BYTES_LIMIT, MAX_TOOL_RESULT_BYTES_LIMIT};
+        for (name, value, max) in [
+            (
+                "limits.max_tool_result_bytes",
+                self.limits.max_tool_result_bytes,
+                MAX_TOOL_RESULT_BYTES_LIMIT,
+            ),
+            (
+                "limits.max_mcp_stderr_line_bytes",
+                self.limits.max_mcp_stderr_line_bytes,
+                MAX_STDERR_LINE_BYTES_LIMIT,
+            ),
+        ] {
+            if value == 0 || value > max {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} must be between 1 and {max}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The caps the tools run under.
+    pub fn tool_limits(&self) -> inquest_agent::ToolLimits {
+        inquest_agent::ToolLimits {
+            max_result_bytes: self.limits.max_tool_result_bytes,
+            max_stderr_line_bytes: self.limits.max_mcp_stderr_line_bytes,
+        }
     }
 
     pub fn limits(&self) -> inquest_core::Limits {
@@ -651,6 +701,30 @@ mod tests {
     }
 
     #[test]
+    fn tool_output_limits_are_read_and_validated() {
+        let defaults = Config::default();
+        assert_eq!(defaults.limits.max_tool_result_bytes, 64 * 1024);
+        assert_eq!(defaults.limits.max_mcp_stderr_line_bytes, 4 * 1024);
+        defaults.validate().unwrap();
+        let c = Config::from_toml(
+            "[limits]\nmax_tool_result_bytes = 1000\nmax_mcp_stderr_line_bytes = 200",
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.tool_limits().max_result_bytes, 1000);
+        assert_eq!(c.tool_limits().max_stderr_line_bytes, 200);
+        for bad in [
+            "[limits]\nmax_tool_result_bytes = 0",
+            "[limits]\nmax_tool_result_bytes = 16777217",
+            "[limits]\nmax_mcp_stderr_line_bytes = 0",
+            "[limits]\nmax_mcp_stderr_line_bytes = 1048577",
+        ] {
+            let error = Config::from_toml(bad).unwrap().validate().unwrap_err();
+            assert!(error.to_string().contains("limits.max_"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
     fn durations_parse() {
         assert_eq!(duration_text::parse("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(duration_text::parse("5m"), Ok(Duration::from_secs(300)));
@@ -679,6 +753,7 @@ mod example_file {
             parsed.limits.max_message_bytes,
             defaults.limits.max_message_bytes
         );
+        assert_eq!(parsed.tool_limits(), defaults.tool_limits());
         assert_eq!(
             parsed.limits.idempotency_key_retention,
             defaults.limits.idempotency_key_retention

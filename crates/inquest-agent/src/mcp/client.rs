@@ -4,7 +4,6 @@
 use std::{
     collections::{HashMap, VecDeque},
     error::Error as _,
-    process::Stdio,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -18,17 +17,19 @@ use rmcp::{
     },
     service::{Peer, RunningService},
     transport::{
-        StreamableHttpClientTransport, TokioChildProcess,
+        StreamableHttpClientTransport,
         streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError},
     },
 };
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 
-use super::{McpTransport, content};
+use super::{McpTransport, content, stdio::BoundedChild};
+use crate::limit::{self, ToolLimits};
 
 /// The `_meta` key that carries the idempotency key of a tool call.
 pub const IDEMPOTENCY_META_KEY: &str = "inquest/idempotency_key";
-/// Stderr lines of a stdio server kept for the "could not start" report.
+/// Stderr lines of a stdio server kept for the "could not start" report
+/// (each at most `limits.max_mcp_stderr_line_bytes` plus its marker).
 const STDERR_TAIL: usize = 10;
 /// How long `close` waits for a server to finish before giving up on it
 /// (rmcp's stdio shutdown itself escalates to SIGTERM and SIGKILL).
@@ -45,6 +46,7 @@ pub(crate) struct Connection {
     /// The child's pid, for stdio servers.
     pub(crate) pid: Option<u32>,
     http: bool,
+    limits: ToolLimits,
 }
 
 /// What a call produced before it is turned into a `ToolOutcome`.
@@ -63,9 +65,10 @@ impl Connection {
         name: &str,
         transport: &McpTransport,
         timeout: Duration,
+        limits: ToolLimits,
     ) -> Result<(Connection, Vec<Tool>), String> {
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
-        let opening = Self::open_inner(name, transport, timeout, stderr.clone());
+        let opening = Self::open_inner(name, transport, timeout, limits, stderr.clone());
         let result = match tokio::time::timeout(timeout, opening).await {
             Ok(result) => result,
             Err(_) => Err(format!(
@@ -88,6 +91,7 @@ impl Connection {
         name: &str,
         transport: &McpTransport,
         timeout: Duration,
+        limits: ToolLimits,
         stderr_tail: Arc<Mutex<VecDeque<String>>>,
     ) -> Result<(Connection, Vec<Tool>), String> {
         let info = client_info();
@@ -108,13 +112,18 @@ impl Connection {
                 // children too. Kill-on-drop: the last resort when the
                 // transport is dropped without rmcp's graceful shutdown.
                 wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-                let (child, stderr) = TokioChildProcess::builder(wrapped)
-                    .stderr(Stdio::piped())
-                    .spawn()
+                // Its stdout is read through a pump that bounds one
+                // message (`stdio.rs`).
+                let (child, stderr) = BoundedChild::spawn(wrapped, name, limits)
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
                 let pid = child.id();
                 if let Some(stderr) = stderr {
-                    tokio::spawn(forward_stderr(name.to_owned(), stderr, stderr_tail));
+                    tokio::spawn(forward_stderr(
+                        name.to_owned(),
+                        stderr,
+                        stderr_tail,
+                        limits.max_stderr_line_bytes,
+                    ));
                 }
                 let service = info
                     .serve(child)
@@ -141,8 +150,14 @@ impl Connection {
                         _ => return Err("a configured header is not a valid HTTP header".into()),
                     };
                 }
+                // rmcp reads one response (a JSON body or an SSE event) up
+                // to this ceiling and fails the request past it: over HTTP a
+                // result is cut only after it arrived, within the ceiling.
+                let ceiling = limits.message_ceiling();
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom);
+                    .custom_headers(custom)
+                    .max_json_response_size(ceiling)
+                    .max_sse_event_size(ceiling);
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 let service = info
                     .serve(transport)
@@ -158,6 +173,7 @@ impl Connection {
             service: tokio::sync::Mutex::new(Some(service)),
             pid,
             http,
+            limits,
         };
         match connection.peer.list_all_tools().await {
             Ok(tools) => Ok((connection, tools)),
@@ -197,7 +213,7 @@ impl Connection {
         // Dropping the request future on timeout makes rmcp send a
         // `notifications/cancelled` for it.
         match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
-            Ok(Ok(result)) => answered(result),
+            Ok(Ok(result)) => answered(result, &self.limits),
             Ok(Err(error)) => CallResult::Failed {
                 reached: self.may_have_reached(&error),
                 message: describe(&error),
@@ -264,9 +280,9 @@ fn client_info() -> ClientConfig {
     )
 }
 
-fn answered(result: CallToolResult) -> CallResult {
+fn answered(result: CallToolResult, limits: &ToolLimits) -> CallResult {
     CallResult::Answered {
-        content: content::render(&result.content, result.structured_content.as_ref()),
+        content: content::render(&result.content, result.structured_content.as_ref(), limits),
         is_error: result.is_error == Some(true),
     }
 }
@@ -303,13 +319,26 @@ fn chain(error: &dyn std::error::Error) -> String {
 }
 
 /// Logs a stdio server's stderr at debug level and keeps its last lines.
+/// A line is kept up to `max_line` bytes (the rest is read and dropped, and
+/// the line says how much), invalid UTF-8 is replaced with U+FFFD.
 async fn forward_stderr(
     server: String,
-    stderr: tokio::process::ChildStderr,
+    stderr: impl tokio::io::AsyncRead + Unpin,
     tail: Arc<Mutex<VecDeque<String>>>,
+    max_line: usize,
 ) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
+    let mut reader = BufReader::with_capacity(8 * 1024, stderr);
+    let mut kept = Vec::new();
+    loop {
+        let read = match limit::read_line_capped(&mut reader, max_line, &mut kept).await {
+            Ok(Some(read)) => read,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::debug!(server = %server, error = %e, "reading an MCP server's stderr failed");
+                return;
+            }
+        };
+        let line = stderr_line(&kept, read.dropped(&kept), max_line);
         tracing::debug!(server = %server, "mcp stderr: {line}");
         if let Ok(mut tail) = tail.lock() {
             if tail.len() == STDERR_TAIL {
@@ -317,5 +346,63 @@ async fn forward_stderr(
             }
             tail.push_back(line);
         }
+    }
+}
+
+/// One stderr line as logged: lossy UTF-8, and the cut marker when
+/// `dropped` bytes of it were not kept.
+fn stderr_line(kept: &[u8], dropped: u64, max_line: usize) -> String {
+    let kept = kept.strip_suffix(b"\r").unwrap_or(kept);
+    let mut line = String::from_utf8_lossy(kept).into_owned();
+    if dropped > 0 {
+        line.push_str(&limit::marker(
+            dropped,
+            &format!("this stderr line over limits.max_mcp_stderr_line_bytes = {max_line}"),
+        ));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_ten_megabyte_stderr_line_is_kept_only_up_to_the_cap() {
+        let mut data = vec![b'E'; 10 * 1024 * 1024];
+        data.extend_from_slice(b"\nshort\n");
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        forward_stderr("s".into(), &data[..], tail.clone(), 4096).await;
+        let tail: Vec<String> = tail.lock().unwrap().iter().cloned().collect();
+        assert_eq!(tail.len(), 2);
+        assert_eq!(&tail[0][..4096], "E".repeat(4096));
+        assert_eq!(
+            &tail[0][4096..],
+            format!(
+                "…[cut by inquest: {} more bytes of this stderr line over \
+                 limits.max_mcp_stderr_line_bytes = 4096]",
+                10 * 1024 * 1024 - 4096
+            )
+        );
+        assert_eq!(tail[1], "short");
+        // Only the last lines are kept.
+        let many: Vec<u8> = (0..100)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        forward_stderr("s".into(), &many[..], tail.clone(), 4096).await;
+        let tail = tail.lock().unwrap();
+        assert_eq!(tail.len(), STDERR_TAIL);
+        assert_eq!(tail.back().map(String::as_str), Some("line 99"));
+    }
+
+    #[test]
+    fn a_stderr_line_is_lossy_and_marked_when_cut() {
+        assert_eq!(stderr_line(b"warn \xff x\r", 0, 10), "warn \u{fffd} x");
+        assert_eq!(
+            stderr_line(b"abc", 1_000_000, 3),
+            "abc…[cut by inquest: 1000000 more bytes of this stderr line over \
+             limits.max_mcp_stderr_line_bytes = 3]"
+        );
     }
 }

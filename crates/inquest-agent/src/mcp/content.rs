@@ -3,22 +3,54 @@
 use rmcp::model::{ContentBlock, ResourceContents};
 use serde_json::Value;
 
-/// Longest result text kept; the rest is cut with a note saying so.
-pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+use super::stdio::CUT_META_KEY;
+use crate::limit::{self, ToolLimits};
+
+/// The default longest result text kept (`[limits] max_tool_result_bytes`);
+/// the rest is cut with a marker saying so.
+pub const MAX_RESULT_BYTES: usize = limit::DEFAULT_MAX_TOOL_RESULT_BYTES;
 
 /// Joins text blocks with newlines; other blocks become a short
 /// placeholder (`[image image/png 1234 bytes]`); an embedded text
 /// resource is shown with its URI. With no content blocks, the structured
-/// content (if any) is shown as JSON. The result is capped at
-/// [`MAX_RESULT_BYTES`].
-pub fn render(blocks: &[ContentBlock], structured: Option<&Value>) -> String {
-    let mut parts: Vec<String> = blocks.iter().map(block).collect();
+/// content (if any) is shown as JSON. The result is cut at
+/// `limits.max_result_bytes` with a marker; when the stdio transport
+/// stopped reading an over-long message (its marker block, see
+/// `mcp/stdio.rs`), the bytes it did not read count in the marker too.
+pub fn render(blocks: &[ContentBlock], structured: Option<&Value>, limits: &ToolLimits) -> String {
+    let mut not_read: u64 = 0;
+    let mut parts: Vec<String> = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        match transport_cut(b) {
+            Some(bytes) => not_read += bytes,
+            None => parts.push(block(b)),
+        }
+    }
     if parts.is_empty()
         && let Some(value) = structured
     {
         parts.push(value.to_string());
     }
-    cap(parts.join("\n"))
+    let text = parts.join("\n");
+    limit::cut_text_plus(
+        &text,
+        limits.max_result_bytes,
+        not_read,
+        &limits.result_what(),
+    )
+    .into_owned()
+}
+
+/// The bytes of the MCP message the transport did not read, when `block`
+/// is the marker block it left.
+fn transport_cut(block: &ContentBlock) -> Option<u64> {
+    let ContentBlock::Text(text) = block else {
+        return None;
+    };
+    let cut = text.meta.as_ref()?.0.get(CUT_META_KEY)?;
+    let total = cut.get("message_bytes")?.as_u64()?;
+    let kept = cut.get("kept_bytes")?.as_u64()?;
+    Some(total.saturating_sub(kept))
 }
 
 fn block(block: &ContentBlock) -> String {
@@ -66,21 +98,6 @@ fn base64_len(data: &str) -> usize {
     (data.len() / 4 * 3 + (data.len() % 4).saturating_sub(1)).saturating_sub(padding)
 }
 
-fn cap(text: String) -> String {
-    if text.len() <= MAX_RESULT_BYTES {
-        return text;
-    }
-    let mut cut = MAX_RESULT_BYTES;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!(
-        "{}\n[output truncated: the tool returned {} bytes; the first {cut} are shown]",
-        &text[..cut],
-        text.len()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,23 +118,70 @@ mod tests {
             {"type": "resource_link", "uri": "file:///c", "name": "c"},
         ]));
         assert_eq!(
-            render(&b, None),
+            render(&b, None, &ToolLimits::default()),
             "CPU at 97%\n[image image/png 8 bytes]\n[audio audio/wav 3 bytes]\n\
              [resource file:///a.log]\nline\n\
              [resource file:///b.bin application/octet-stream 2 bytes]\n\
              [resource link file:///c (c)]"
         );
-        assert_eq!(render(&[], Some(&json!({"ok": true}))), r#"{"ok":true}"#);
-        assert_eq!(render(&[], None), "");
+        let limits = ToolLimits::default();
+        assert_eq!(
+            render(&[], Some(&json!({"ok": true})), &limits),
+            r#"{"ok":true}"#
+        );
+        assert_eq!(render(&[], None, &limits), "");
     }
 
     #[test]
-    fn large_output_is_cut_on_a_char_boundary() {
-        let text = "é".repeat(MAX_RESULT_BYTES);
-        let shown = render(&blocks(json!([{"type": "text", "text": text}])), None);
-        assert!(shown.len() < MAX_RESULT_BYTES + 100);
-        assert!(shown.contains(&format!("returned {} bytes", 2 * MAX_RESULT_BYTES)));
+    fn large_output_is_cut_on_a_char_boundary_with_a_marker() {
+        let limits = ToolLimits {
+            max_result_bytes: 101,
+            ..ToolLimits::default()
+        };
+        let text = "é".repeat(100);
+        let shown = render(
+            &blocks(json!([{"type": "text", "text": text}])),
+            None,
+            &limits,
+        );
+        assert_eq!(
+            shown,
+            format!(
+                "{}\n…[cut by inquest: 100 more bytes of tool result over \
+                 limits.max_tool_result_bytes = 101]",
+                "é".repeat(50)
+            )
+        );
         assert_eq!(base64_len("iVBORw0KGgo="), 8);
         assert_eq!(base64_len("AAE"), 2);
+    }
+
+    #[test]
+    fn the_transport_marker_block_counts_what_was_not_read() {
+        let limits = ToolLimits {
+            max_result_bytes: 10,
+            ..ToolLimits::default()
+        };
+        let cut = json!({"message_bytes": 5000, "kept_bytes": 1000});
+        let b = blocks(json!([
+            {"type": "text", "text": "x".repeat(30)},
+            {"type": "text", "text": "", "_meta": {CUT_META_KEY: cut}},
+        ]));
+        // 20 bytes of text cut here, 4000 bytes of the message never read.
+        assert_eq!(
+            render(&b, None, &limits),
+            "xxxxxxxxxx\n…[cut by inquest: 4020 more bytes of tool result over \
+             limits.max_tool_result_bytes = 10]"
+        );
+        // Short text that arrived whole is still marked when the rest of
+        // the message was not read.
+        let b = blocks(json!([
+            {"type": "text", "text": "ok"},
+            {"type": "text", "text": "", "_meta": {CUT_META_KEY: cut}},
+        ]));
+        assert!(
+            render(&b, Some(&json!({"x": 1})), &limits)
+                .starts_with("ok\n…[cut by inquest: 4000 more")
+        );
     }
 }

@@ -29,6 +29,15 @@
 //!   [`IDEMPOTENCY_META_KEY`] (`"inquest/idempotency_key"`).
 //!   `reached_server` is `false` only when the request provably was not
 //!   delivered (see [`ToolOutcome::reached_server`]).
+//! - **Sizes** ([`ToolLimits`], the server's `[limits]`): a result's text
+//!   is cut at `max_tool_result_bytes` with a marker saying how much was
+//!   cut. Over stdio one message is held only up to
+//!   [`ToolLimits::message_ceiling`] bytes: the rest of a longer one is
+//!   read and discarded as it arrives, and the call is answered with what
+//!   was kept (`stdio.rs`). Over streamable HTTP, rmcp's body and SSE event
+//!   limits are set to the same ceiling, and a longer response fails that
+//!   call (rmcp cannot hand over a prefix). A stdio server's stderr lines
+//!   are kept up to `max_mcp_stderr_line_bytes`.
 //! - **Shutdown.** [`McpTools::close`] ends every session and child
 //!   process. Stdio servers run in their own process group with
 //!   kill-on-drop, so dropping [`McpTools`] without `close` still ends
@@ -40,6 +49,7 @@ mod client;
 pub mod config;
 pub mod content;
 mod section;
+mod stdio;
 #[cfg(feature = "fake")]
 pub mod testing;
 
@@ -57,6 +67,7 @@ pub use config::{
 pub use section::{DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, McpSection};
 
 use crate::ToolSpec;
+pub use crate::limit::ToolLimits;
 pub use crate::sink::ToolOutcome;
 
 /// A server that could not be used, and why.
@@ -98,6 +109,8 @@ pub struct McpOptions {
     pub overrides: ToolClassOverrides,
     pub call_timeout: Duration,
     pub connect_timeout: Duration,
+    /// Result and stderr line caps.
+    pub limits: ToolLimits,
 }
 
 impl Default for McpOptions {
@@ -106,6 +119,7 @@ impl Default for McpOptions {
             overrides: ToolClassOverrides::default(),
             call_timeout: DEFAULT_CALL_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            limits: ToolLimits::default(),
         }
     }
 }
@@ -139,14 +153,24 @@ impl McpTools {
         Self::assemble(Vec::new(), Vec::new(), McpOptions::default())
     }
 
-    /// Reads the section's `mcpServers` file and connects.
+    /// Reads the section's `mcpServers` file and connects, with the
+    /// default [`ToolLimits`].
     pub async fn start(section: &McpSection) -> Result<Self, McpError> {
+        Self::start_with_limits(section, ToolLimits::default()).await
+    }
+
+    /// Reads the section's `mcpServers` file and connects under `limits`.
+    pub async fn start_with_limits(
+        section: &McpSection,
+        limits: ToolLimits,
+    ) -> Result<Self, McpError> {
         section.validate()?;
         let servers = McpServers::load(&section.config)?;
         let options = McpOptions {
             overrides: section.side_effects.clone(),
             call_timeout: section.call_timeout(),
             connect_timeout: section.connect_timeout(),
+            limits,
         };
         Self::connect(servers, options).await
     }
@@ -158,8 +182,10 @@ impl McpTools {
         let mut set = tokio::task::JoinSet::new();
         for (index, server) in servers.0.iter().cloned().enumerate() {
             let timeout = options.connect_timeout;
+            let limits = options.limits;
             set.spawn(async move {
-                let opened = Connection::open(&server.name, &server.transport, timeout).await;
+                let opened =
+                    Connection::open(&server.name, &server.transport, timeout, limits).await;
                 (index, opened)
             });
         }

@@ -6,8 +6,9 @@
 //! `restart_service` (destructiveHint; appends a line per execution to the
 //! file in `INQUEST_MCP_COUNT_FILE`), `page_oncall` (no annotations),
 //! `echo_meta` (returns the request `_meta` and its idempotency key),
-//! `fail` (an `isError` result), `big_output`, `dashboard` (text + image),
-//! `server_pid` and `sleep`.
+//! `fail` (an `isError` result), `big_output`, `nul_output` (text with
+//! U+0000), `stderr_flood` (one long stderr line), `dashboard` (text +
+//! image), `server_pid` and `sleep`.
 //!
 //! The interpreter is `$INQUEST_TEST_PYTHON`, else `python3`. Install the
 //! SDK with `python3 -m pip install 'mcp==2.3.0'` (or into a venv and point

@@ -11,7 +11,7 @@ mod support;
 use std::time::Duration;
 
 use inquest_agent::mcp::{
-    McpError, McpOptions, McpSection, McpServer, McpServers, McpTools, McpTransport,
+    McpError, McpOptions, McpSection, McpServer, McpServers, McpTools, McpTransport, ToolLimits,
     content::MAX_RESULT_BYTES, testing::incident_tools_server,
 };
 use inquest_core::{SessionId, SideEffect, ToolServers, tool_idempotency_key};
@@ -191,10 +191,10 @@ async fn tool_errors_and_content_blocks_become_result_text() {
         .await;
     assert!(!big.is_error);
     assert!(big.content.starts_with(&"x".repeat(MAX_RESULT_BYTES)));
-    assert!(
-        big.content
-            .ends_with("the tool returned 100000 bytes; the first 65536 are shown]")
-    );
+    assert!(big.content.ends_with(
+        "\n…[cut by inquest: 34464 more bytes of tool result over \
+         limits.max_tool_result_bytes = 65536]"
+    ));
     tools.close().await;
 }
 
@@ -348,6 +348,109 @@ async fn a_call_past_its_timeout_is_an_error_that_may_have_run() {
         .call(session, &call("c2", "read_log", json!({"service": "api"})))
         .await;
     assert!(!read.is_error, "{}", read.content);
+    tools.close().await;
+}
+
+#[tokio::test]
+async fn streamable_http_results_are_cut_and_a_response_over_the_ceiling_fails_the_call() {
+    let python = python_or_skip!();
+    let server = support::HttpServer::start(&python).await;
+    let servers = McpServers(vec![McpServer {
+        name: "remote".into(),
+        transport: McpTransport::StreamableHttp {
+            url: server.url(),
+            headers: Default::default(),
+        },
+    }]);
+    let limits = ToolLimits {
+        max_result_bytes: 1000,
+        ..ToolLimits::default()
+    };
+    let tools = McpTools::connect(
+        servers,
+        McpOptions {
+            limits,
+            ..options()
+        },
+    )
+    .await
+    .unwrap();
+    let session = SessionId::new();
+    // Within the ceiling (4 x 1000 + 64 KiB): the whole answer is read and
+    // the text cut to the cap.
+    let cut = tools
+        .call(session, &call("h1", "big_output", json!({"size": 5000})))
+        .await;
+    assert!(!cut.is_error, "{}", cut.content);
+    assert_eq!(
+        cut.content,
+        format!(
+            "{}\n…[cut by inquest: 4000 more bytes of tool result over \
+             limits.max_tool_result_bytes = 1000]",
+            "x".repeat(1000)
+        )
+    );
+    // Over it: rmcp refuses the response body; the call fails at once
+    // (no timeout) and the server still answers the next call.
+    let over = tools
+        .call(
+            session,
+            &call("h2", "big_output", json!({"size": 1_000_000})),
+        )
+        .await;
+    assert!(over.is_error && over.reached_server, "{over:?}");
+    assert!(over.content.len() < 2000, "{}", over.content);
+    let next = tools
+        .call(session, &call("h3", "read_log", json!({"service": "api"})))
+        .await;
+    assert!(!next.is_error, "{}", next.content);
+    tools.close().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_stdio_answer_over_the_ceiling_is_cut_from_its_prefix() {
+    let python = python_or_skip!();
+    let servers = McpServers(vec![incident_tools_server(&python, "incidents", None)]);
+    let limits = ToolLimits {
+        max_result_bytes: 1000,
+        ..ToolLimits::default()
+    };
+    let tools = McpTools::connect(
+        servers,
+        McpOptions {
+            limits,
+            ..options()
+        },
+    )
+    .await
+    .unwrap();
+    let session = SessionId::new();
+    let size = 3_000_000;
+    let cut = tools
+        .call(session, &call("s1", "big_output", json!({"size": size})))
+        .await;
+    assert!(!cut.is_error, "{}", cut.content);
+    let (text, marker) = cut
+        .content
+        .split_once('\n')
+        .unwrap_or_else(|| panic!("{:?}", &cut.content[..cut.content.len().min(500)]));
+    assert_eq!(text, "x".repeat(1000));
+    let dropped: u64 = marker
+        .strip_prefix("…[cut by inquest: ")
+        .and_then(|m| {
+            m.strip_suffix(" more bytes of tool result over limits.max_tool_result_bytes = 1000]")
+        })
+        .unwrap_or_else(|| panic!("{marker}"))
+        .parse()
+        .unwrap();
+    // The text past the cap, and the structuredContent copy the transport
+    // never kept.
+    assert!(dropped >= 2 * size - 1000, "{dropped}");
+    let next = tools
+        .call(session, &call("s2", "read_log", json!({"service": "api"})))
+        .await;
+    assert!(!next.is_error, "{}", next.content);
     tools.close().await;
 }
 

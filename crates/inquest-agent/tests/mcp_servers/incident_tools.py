@@ -98,6 +98,20 @@ def big_output(size: int) -> str:
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def nul_output() -> str:
+    """Returns text with NUL characters in it (a NUL-padded log)."""
+    return "before\x00\x00\x00after"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def stderr_flood(size: int) -> str:
+    """Writes one stderr line of `size` bytes, then answers."""
+    sys.stderr.write("E" * size + "\n")
+    sys.stderr.flush()
+    return f"wrote {size} bytes to stderr"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 def dashboard() -> list:
     """A text block and an image."""
     return ["CPU at 97%", Image(data=b"\x89PNG\r\n\x1a\n" + b"\0" * 8, format="png")]
