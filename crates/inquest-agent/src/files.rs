@@ -119,7 +119,7 @@ impl FileTools {
             // It does not fit: stop before it, or show the part of a first
             // line that does.
             let (rest, next) = if out.is_empty() {
-                let cut = limit::floor_boundary(&numbered, cap);
+                let cut = limit::floor_char_boundary(&numbered, cap);
                 out.push_str(&numbered[..cut]);
                 let content_shown = cut.saturating_sub(numbered.len() - text.len()) as u64;
                 (line_start + content_shown, line_no + 1)
@@ -331,7 +331,7 @@ impl ToolRunner for FileTools {
                 Ok(text) => {
                     let cap = self.limits.max_result_bytes;
                     let what = self.limits.result_what();
-                    (limit::cut_text(&text, cap, &what).into_owned(), false)
+                    (limit::cut_lines(&text, cap, 0, &what).into_owned(), false)
                 }
                 Err(text) => (text, true),
             };

@@ -6,8 +6,6 @@
 //! `…[cut by inquest: 1234567 more bytes of tool result over
 //! limits.max_tool_result_bytes = 65536]`.
 
-use std::borrow::Cow;
-
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// Default of `[limits] max_tool_result_bytes`: the longest tool result
@@ -66,53 +64,7 @@ impl ToolLimits {
     }
 }
 
-/// The marker left where `dropped` bytes of `what` were cut.
-pub fn marker(dropped: u64, what: &str) -> String {
-    format!("…[cut by inquest: {dropped} more bytes of {what}]")
-}
-
-/// The longest prefix of `text` of at most `cap` bytes that ends on a char
-/// boundary.
-pub fn floor_boundary(text: &str, cap: usize) -> usize {
-    if cap >= text.len() {
-        return text.len();
-    }
-    let mut cut = cap;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    cut
-}
-
-/// `text` when it fits in `cap` bytes; otherwise its first `cap` bytes (cut
-/// on a char boundary) and, on a new line, the [`marker`] with how many
-/// bytes were left out. The marker comes on top of the cap.
-pub fn cut_text<'a>(text: &'a str, cap: usize, what: &str) -> Cow<'a, str> {
-    cut_text_plus(text, cap, 0, what)
-}
-
-/// [`cut_text`] where `already_dropped` bytes were dropped before `text`
-/// got here (a transport that stopped reading): they count in the marker,
-/// and a marker is left even when `text` itself fits.
-pub fn cut_text_plus<'a>(
-    text: &'a str,
-    cap: usize,
-    already_dropped: u64,
-    what: &str,
-) -> Cow<'a, str> {
-    let cut = floor_boundary(text, cap);
-    if cut == text.len() && already_dropped == 0 {
-        return Cow::Borrowed(text);
-    }
-    let dropped = (text.len() - cut) as u64 + already_dropped;
-    let head = &text[..cut];
-    let sep = if head.is_empty() || head.ends_with('\n') {
-        ""
-    } else {
-        "\n"
-    };
-    Cow::Owned(format!("{head}{sep}{}", marker(dropped, what)))
-}
+pub use inquest_core::cap::{cut_lines, floor_char_boundary, marker};
 
 /// Whether the first bytes of a file (up to [`SNIFF_BYTES`]) are binary.
 ///
@@ -282,29 +234,32 @@ mod tests {
 
     #[test]
     fn cut_keeps_short_text_and_marks_long_text_on_a_char_boundary() {
-        assert!(matches!(cut_text("short", 5, "x"), Cow::Borrowed("short")));
+        assert!(matches!(
+            cut_lines("short", 5, 0, "x"),
+            std::borrow::Cow::Borrowed("short")
+        ));
         let text = "é".repeat(10); // 20 bytes
-        let cut = cut_text(&text, 5, "tool result");
+        let cut = cut_lines(&text, 5, 0, "tool result");
         assert_eq!(
             cut, "éé\n…[cut by inquest: 16 more bytes of tool result]",
             "5 bytes fall inside the third é"
         );
         assert_eq!(
-            cut_text("abc\ndef", 4, "w"),
+            cut_lines("abc\ndef", 4, 0, "w"),
             "abc\n…[cut by inquest: 3 more bytes of w]"
         );
         assert_eq!(
-            cut_text("abc", 0, "w"),
+            cut_lines("abc", 0, 0, "w"),
             "…[cut by inquest: 3 more bytes of w]"
         );
         // Bytes a transport dropped count, and are marked even when the
         // text that arrived fits.
         assert_eq!(
-            cut_text_plus("abc", 10, 7, "w"),
+            cut_lines("abc", 10, 7, "w"),
             "abc\n…[cut by inquest: 7 more bytes of w]"
         );
         assert_eq!(
-            cut_text_plus("abcdef", 2, 7, "w"),
+            cut_lines("abcdef", 2, 7, "w"),
             "ab\n…[cut by inquest: 11 more bytes of w]"
         );
         let limits = ToolLimits::default();

@@ -21,25 +21,44 @@ pub fn cut_text<'a>(text: &'a str, cap: usize, what: &str) -> Cow<'a, str> {
         return Cow::Borrowed(text);
     }
     let end = floor_char_boundary(text, cap);
-    let dropped = text.len() - end;
+    let dropped = (text.len() - end) as u64;
     let mut out = String::with_capacity(end + marker_len(dropped, what));
     out.push_str(&text[..end]);
     out.push_str(&marker(dropped, what));
     Cow::Owned(out)
 }
 
+/// [`cut_text`] for line-oriented output (tool results, files): the marker
+/// goes on a line of its own, and `already_dropped` bytes that never
+/// reached `text` (a transport that stopped reading) count in it — a
+/// marker is left even when `text` itself fits.
+pub fn cut_lines<'a>(text: &'a str, cap: usize, already_dropped: u64, what: &str) -> Cow<'a, str> {
+    let cut = floor_char_boundary(text, cap);
+    if cut == text.len() && already_dropped == 0 {
+        return Cow::Borrowed(text);
+    }
+    let dropped = (text.len() - cut) as u64 + already_dropped;
+    let head = &text[..cut];
+    let sep = if head.is_empty() || head.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    Cow::Owned(format!("{head}{sep}{}", marker(dropped, what)))
+}
+
 /// The marker appended after a cut that dropped `dropped` bytes.
-pub fn marker(dropped: usize, what: &str) -> String {
+pub fn marker(dropped: u64, what: &str) -> String {
     format!("…[cut by inquest: {dropped} more bytes of {what}]")
 }
 
 /// The length in bytes of `marker(dropped, what)`.
-pub fn marker_len(dropped: usize, what: &str) -> usize {
+pub fn marker_len(dropped: u64, what: &str) -> usize {
     marker(dropped, what).len()
 }
 
 /// The largest char boundary of `text` that is `<= index`.
-fn floor_char_boundary(text: &str, index: usize) -> usize {
+pub fn floor_char_boundary(text: &str, index: usize) -> usize {
     if index >= text.len() {
         return text.len();
     }
@@ -96,8 +115,8 @@ mod tests {
                 prop_assert!(text.starts_with(kept));
                 let dropped = text.len() - kept.len();
                 prop_assert!(dropped >= 1);
-                prop_assert_eq!(&cut[kept.len()..], marker(dropped, "x"));
-                prop_assert!(cut.len() <= cap + marker_len(dropped, "x"));
+                prop_assert_eq!(&cut[kept.len()..], marker(dropped as u64, "x"));
+                prop_assert!(cut.len() <= cap + marker_len(dropped as u64, "x"));
                 // The cut is as long as it can be: one more char would not fit.
                 let next = text[kept.len()..].chars().next().map_or(0, char::len_utf8);
                 prop_assert!(kept.len() + next > cap);

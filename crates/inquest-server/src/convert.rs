@@ -194,11 +194,7 @@ fn cut_marker(cut: usize, what: &str, limit: usize) -> String {
 
 /// Largest index ≤ `at` that is a char boundary of `s`.
 fn floor_boundary(s: &str, at: usize) -> usize {
-    let mut at = at.min(s.len());
-    while !s.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
+    inquest_core::cap::floor_char_boundary(s, at)
 }
 
 /// Cuts `wire`'s largest text fields until it encodes in `budget` bytes.

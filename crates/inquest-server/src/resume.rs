@@ -173,25 +173,20 @@ async fn close(burst: &BurstLog, reason: ExitReason) -> Prepared {
     }
 }
 
-/// The marker a cut notice ends with.
-fn notice_marker(cut: usize, cap: usize) -> String {
-    format!("…[cut by inquest: {cut} more bytes of notice over limits.max_notice_bytes = {cap}]")
+/// What a cut notice's marker names.
+fn notice_what(cap: usize) -> String {
+    format!("notice over limits.max_notice_bytes = {cap}")
 }
 
-/// `text` cut to at most `cap` bytes at a char boundary, with a marker
-/// saying how much was cut (so the result is at most `cap` + the marker).
-// TODO(lead): the same as `inquest_core::cap::cut_text` once it lands.
+/// The marker a cut notice ends with.
+fn notice_marker(cut: usize, cap: usize) -> String {
+    inquest_core::cap::marker(cut as u64, &notice_what(cap))
+}
+
+/// `text` cut to at most `cap` bytes at a char boundary, with the marker
+/// saying how much of the notice was cut.
 fn cut_notice(text: &str, cap: usize) -> std::borrow::Cow<'_, str> {
-    if text.len() <= cap {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut keep = cap;
-    while !text.is_char_boundary(keep) {
-        keep -= 1;
-    }
-    let mut out = text[..keep].to_owned();
-    out.push_str(&notice_marker(text.len() - keep, cap));
-    std::borrow::Cow::Owned(out)
+    inquest_core::cap::cut_text(text, cap, &notice_what(cap))
 }
 
 /// A recovery notice's text within `cap` bytes (plus a marker). The last

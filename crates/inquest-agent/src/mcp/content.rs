@@ -32,7 +32,7 @@ pub fn render(blocks: &[ContentBlock], structured: Option<&Value>, limits: &Tool
         parts.push(value.to_string());
     }
     let text = parts.join("\n");
-    limit::cut_text_plus(
+    limit::cut_lines(
         &text,
         limits.max_result_bytes,
         not_read,
