@@ -19,6 +19,7 @@ mod idempotency;
 mod leases;
 mod limits;
 mod messages;
+mod metrics;
 mod resume;
 mod sessions;
 mod turns;

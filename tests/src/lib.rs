@@ -85,6 +85,8 @@ pub struct TestApp {
     pub watch_metrics: Arc<WatchMetrics>,
     /// Database round trips the server's health checking made.
     pub health_probes: Arc<std::sync::atomic::AtomicU64>,
+    /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
+    pub admin_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     server: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -104,12 +106,14 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     };
     config.store.max_connections = 6;
     config.store.burst_connections = 4;
+    config.admin.listen = "127.0.0.1:0".parse().expect("literal address");
     config.store.connect_timeout = std::time::Duration::from_secs(2);
     tweak(&mut config);
     let app = Application::build(&config, &db_url)
         .await
         .expect("building the application");
     let addr = app.local_addr().expect("bound address");
+    let admin_addr = app.admin_addr();
     let store = Store::connect(&config.store_config(&db_url)).expect("test store");
     let turn_log = app.turn_log().clone();
     let watch_metrics = app.watch_metrics();
@@ -125,6 +129,7 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         turn_log,
         watch_metrics,
         health_probes,
+        admin_addr,
         shutdown,
         server: Some(server),
     }

@@ -28,6 +28,7 @@ pub struct Config {
     pub shutdown: ShutdownSection,
     pub watch: WatchSection,
     pub lease: LeaseSection,
+    pub admin: AdminSection,
     /// The model providers, in failover order. None: no agent runs.
     pub providers: Vec<inquest_agent::ProviderConfig>,
     /// The loop's rails and prompt.
@@ -190,6 +191,28 @@ impl LeaseSection {
     }
 }
 
+/// The admin HTTP listener: `/metrics` (Prometheus), `/healthz`,
+/// `/readyz`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSection {
+    /// Where it listens. A port that cannot be bound (another process on
+    /// a shared host) is logged and the server runs without it: metrics are
+    /// not worth an outage.
+    pub listen: SocketAddr,
+    /// `false` turns the listener off.
+    pub enabled: bool,
+}
+
+impl Default for AdminSection {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            enabled: true,
+        }
+    }
+}
+
 /// `WatchSession` tuning.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -234,6 +257,7 @@ impl Default for Config {
             shutdown: ShutdownSection::default(),
             watch: WatchSection::default(),
             lease: LeaseSection::default(),
+            admin: AdminSection::default(),
             providers: Vec::new(),
             agent: inquest_agent::AgentConfig::default(),
             mcp: None,
@@ -382,6 +406,12 @@ impl Config {
         if let Some(v) = get("INQUEST_LISTEN") {
             self.listen = v.parse().map_err(|e| ConfigError::Env {
                 name: "INQUEST_LISTEN",
+                reason: format!("{e}"),
+            })?;
+        }
+        if let Some(v) = get("INQUEST_ADMIN_LISTEN") {
+            self.admin.listen = v.parse().map_err(|e| ConfigError::Env {
+                name: "INQUEST_ADMIN_LISTEN",
                 reason: format!("{e}"),
             })?;
         }

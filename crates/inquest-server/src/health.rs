@@ -44,6 +44,21 @@ struct Probe {
     at: Instant,
 }
 
+/// Whether the latest probe is fresh and good, for `/readyz`.
+#[derive(Clone)]
+pub struct Readiness {
+    latest: watch::Receiver<Option<Probe>>,
+}
+
+impl Readiness {
+    pub fn ready(&self) -> bool {
+        matches!(
+            *self.latest.borrow(),
+            Some(p) if p.status == ServingStatus::Serving && p.at.elapsed() <= STALE_AFTER
+        )
+    }
+}
+
 pub struct DbHealth {
     latest: watch::Receiver<Option<Probe>>,
     /// Server shutdown: checks answer NOT_SERVING and watch streams end.
@@ -68,6 +83,7 @@ impl DbHealth {
         tasks.spawn(async move {
             loop {
                 probes.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("inquest_health_probes_total").increment(1);
                 let status = probe(&store).await;
                 tx.send_replace(Some(Probe {
                     status,
@@ -83,6 +99,15 @@ impl DbHealth {
             latest,
             shutdown,
             tasks,
+        }
+    }
+}
+
+impl DbHealth {
+    /// The same probe's answer, for the admin listener.
+    pub fn readiness(&self) -> Readiness {
+        Readiness {
+            latest: self.latest.clone(),
         }
     }
 }

@@ -5,13 +5,14 @@
 //! and the domain types (`inquest-core`), so conversions ([`convert`]) and
 //! the error → status mapping ([`status`]) live here and nowhere else.
 
+pub mod admin;
 pub mod agent_config;
 pub mod api_limits;
 pub mod burst_log;
 pub mod config;
 pub mod convert;
 mod duration_text;
-mod health;
+pub mod health;
 pub mod resume;
 pub mod runner;
 mod service;

@@ -31,6 +31,17 @@ pub enum Mode {
     Recovered,
 }
 
+impl Mode {
+    /// A bounded label for metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Fresh => "fresh",
+            Mode::Confirmed => "confirmed",
+            Mode::Recovered => "recovered",
+        }
+    }
+}
+
 /// What the runner does after [`prepare`].
 pub(crate) enum Prepared {
     /// Run the burst from these turns (a notice just written included).

@@ -263,6 +263,8 @@ impl Runner {
                         break;
                     };
                     tracing::warn!(session = %lease.session(), epoch = lease.epoch(), "claimed an orphaned session; recovering it");
+                    metrics::counter!("inquest_orphans_recovered_total", "by" => "reaper")
+                        .increment(1);
                     self.spawn_claimed(lease, Mode::Recovered, self.slots.bind(permit));
                     started += 1;
                 }
@@ -323,6 +325,7 @@ impl Runner {
         match self.log.burst_store().claim_orphan(row.id).await {
             Ok(Some(lease)) => {
                 tracing::warn!(session = %row.id, epoch = lease.epoch(), "claimed an orphaned session on access; recovering it");
+                metrics::counter!("inquest_orphans_recovered_total", "by" => "access").increment(1);
                 self.spawn_claimed(lease, Mode::Recovered, self.slots.bind(permit));
                 true
             }
@@ -350,6 +353,7 @@ impl Runner {
             // claims it (oldest first) when one frees.
             tracing::debug!(%session, running = self.running_bursts(), "no free burst slot; the session waits pending");
             self.slots.deferred.store(true, Ordering::SeqCst);
+            metrics::counter!("inquest_bursts_deferred_total").increment(1);
             // A slot freed between the take and the flag woke a reaper
             // that saw no flag: wake it again so it looks.
             self.slots.freed.notify_one();
@@ -400,6 +404,7 @@ impl Runner {
         mode: Mode,
     ) {
         let session = burst.session();
+        metrics::counter!("inquest_bursts_started_total", "mode" => mode.as_str()).increment(1);
         let lost = CancellationToken::new();
         let keeper = keep_lease(
             self.log.burst_store().clone(),
@@ -517,6 +522,8 @@ impl Runner {
     /// (the next claimer finds the final answer and only reports).
     async fn land(&self, burst: &BurstLog, exit: ExitReason) {
         let session = burst.session();
+        metrics::counter!("inquest_bursts_ended_total", "exit_reason" => exit.as_str())
+            .increment(1);
         match exit.ending() {
             Ending::Abandon => {
                 tracing::warn!(%session, "lease lost or past its deadline: this burst writes nothing more");
@@ -606,17 +613,23 @@ async fn keep_lease(
                 }
             }
             Ok(Ok(Renewal::Lost)) => {
+                metrics::counter!("inquest_leases_lost_total", "why" => "taken_over").increment(1);
                 tracing::warn!(%session, epoch = lease.epoch(), "lease lost: another replica claimed the session");
                 lost.cancel();
                 return std::future::pending().await;
             }
             Ok(Err(e)) => {
+                metrics::counter!("inquest_lease_renewals_failed_total").increment(1);
                 tracing::warn!(%session, error = %chain(&e), "lease renewal failed");
             }
-            Err(_) => tracing::warn!(%session, "lease renewal timed out"),
+            Err(_) => {
+                metrics::counter!("inquest_lease_renewals_failed_total").increment(1);
+                tracing::warn!(%session, "lease renewal timed out")
+            }
         }
     }
     tracing::warn!(%session, epoch = lease.epoch(), "no lease renewal succeeded in time; stopping the burst before the lease can expire");
+    metrics::counter!("inquest_leases_lost_total", "why" => "deadline").increment(1);
     lost.cancel();
     std::future::pending().await
 }

@@ -38,6 +38,8 @@ use crate::{
 /// A server bound to its port, connected and migrated, not yet serving.
 pub struct Application {
     listener: TcpListener,
+    /// The admin HTTP listener (`[admin]`), when enabled and bound.
+    admin: Option<TcpListener>,
     store: Store,
     /// The persist-then-publish path and its broadcaster. Exposed so tests
     /// (and the agent loop) write turns exactly as the server does.
@@ -75,6 +77,7 @@ impl Application {
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}", config.listen))?;
+        let admin = bind_admin(&config.admin).await;
         let log = TurnLog::new(
             store.clone(),
             TurnBroadcaster::new(config.watch.channel_capacity),
@@ -86,6 +89,7 @@ impl Application {
         let agent = build_agent(config).await?;
         Ok(Self {
             listener,
+            admin,
             store,
             log,
             watch: config.watch.clone(),
@@ -106,6 +110,12 @@ impl Application {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// Where the admin listener (`/metrics`, `/healthz`, `/readyz`) is
+    /// bound, if it is.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     pub fn store(&self) -> &Store {
@@ -143,12 +153,14 @@ impl Application {
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1alpha()
             .context("building reflection (v1alpha)")?;
-        let health = tonic_health::pb::health_server::HealthServer::new(DbHealth::new(
+        let db_health = DbHealth::new(
             self.store.clone(),
             shutdown.clone(),
             tasks.clone(),
             Arc::clone(&self.health_probes),
-        ));
+        );
+        let readiness = db_health.readiness();
+        let health = tonic_health::pb::health_server::HealthServer::new(db_health);
         let watches = Watches {
             log: self.log.clone(),
             shutdown: shutdown.clone(),
@@ -193,6 +205,17 @@ impl Application {
             tracing::warn!(wait = ?LISTEN_WAIT, "cross-replica feed not listening yet; serving anyway");
         }
         serving.store(true, Ordering::SeqCst);
+        if let Some(listener) = self.admin {
+            let state = crate::admin::AdminState {
+                readiness,
+                serving: Arc::clone(&serving),
+                watch: Arc::clone(&self.metrics),
+                runner: runner.clone(),
+                store: self.store.clone(),
+            };
+            let addr = crate::admin::serve(listener, state, &tasks, shutdown.clone())?;
+            tracing::info!(%addr, "admin listener: /metrics, /healthz, /readyz");
+        }
         let pickup = runner.clone();
         tasks.spawn(async move {
             pickup.start_pending().await;
@@ -219,7 +242,7 @@ impl Application {
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(investigations)
+            .add_service(crate::admin::Measured::new(investigations))
             .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), async move {
                 stop_accepting.cancelled().await
             });
@@ -260,6 +283,20 @@ impl Application {
         }
         tracing::info!("shutdown complete");
         Ok(())
+    }
+}
+
+/// Binds the admin listener, or says why not and goes on without it.
+async fn bind_admin(admin: &crate::config::AdminSection) -> Option<TcpListener> {
+    if !admin.enabled {
+        return None;
+    }
+    match TcpListener::bind(admin.listen).await {
+        Ok(listener) => Some(listener),
+        Err(e) => {
+            tracing::warn!(listen = %admin.listen, error = %e, "cannot bind the admin listener; running without /metrics, /healthz and /readyz");
+            None
+        }
     }
 }
 
@@ -312,6 +349,7 @@ fn spawn_cross_replica_feed(
                 // Everything dropped committed before it was announced, so
                 // a watcher rereading the store from its cursor sees it.
                 let lagged = log.lag_all_watchers();
+                metrics::counter!("inquest_feed_resyncs_total", "cause" => "queue_full").increment(1);
                 tracing::warn!(
                     watchers = lagged,
                     capacity,
@@ -327,12 +365,17 @@ fn spawn_cross_replica_feed(
                 }
             }
             first = false;
+            if matches!(event, ListenEvent::Notification(_)) {
+                metrics::counter!("inquest_feed_notifications_total").increment(1);
+            }
             match event {
                 ListenEvent::Notification(payload) => match Notification::parse(&payload) {
                     Ok(n) => log.apply_remote(n).await,
                     Err(e) => tracing::warn!(error = %e, "ignoring an undecodable notification"),
                 },
                 ListenEvent::Listening | ListenEvent::Lost => {
+                    let cause = if event == ListenEvent::Lost { "lost" } else { "listening" };
+                    metrics::counter!("inquest_feed_resyncs_total", "cause" => cause).increment(1);
                     let lagged = log.lag_all_watchers();
                     if lagged > 0 {
                         tracing::warn!(

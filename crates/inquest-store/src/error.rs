@@ -57,6 +57,24 @@ impl StoreError {
         )
     }
 
+    /// A bounded name of this error's kind, for metrics labels.
+    pub fn class(&self) -> &'static str {
+        match self {
+            StoreError::NotFound { .. } => "not_found",
+            StoreError::Unavailable(_) => "unavailable",
+            StoreError::Timeout { .. } => "timeout",
+            StoreError::OutcomeUnknown { .. } => "outcome_unknown",
+            StoreError::Database(_) => "database",
+            StoreError::Corrupt(_) => "corrupt",
+            StoreError::InvalidUrl(_) | StoreError::Config(_) => "config",
+            StoreError::Migration(_) => "migration",
+            StoreError::ShuttingDown => "shutting_down",
+            StoreError::LeaseLost { .. } => "lease_lost",
+            StoreError::IdempotencyConflict { .. } => "idempotency_conflict",
+            StoreError::Internal(_) => "internal",
+        }
+    }
+
     /// Whether sending the same operation again may succeed: the database
     /// was unreachable, did not answer in time, or aborted the statement
     /// for a reason of the moment (a serialization failure, a deadlock, a

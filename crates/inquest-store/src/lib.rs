@@ -106,6 +106,20 @@ pub struct Store {
     lease_ttl: Duration,
 }
 
+/// One pool's occupancy, for metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct LaneStatus {
+    /// `"api"` or `"burst"`.
+    pub lane: &'static str,
+    /// Connections open now.
+    pub size: usize,
+    /// Of those, idle.
+    pub available: usize,
+    /// Callers waiting for a connection.
+    pub waiting: usize,
+    pub max_size: usize,
+}
+
 /// The two pools behind a [`Store`].
 #[derive(Clone)]
 struct Lanes {
@@ -165,6 +179,24 @@ impl Store {
         }
     }
 
+    /// How full each lane's pool is.
+    pub fn pool_status(&self) -> [LaneStatus; 2] {
+        let status = |lane, pool: &Pool| {
+            let s = pool.status();
+            LaneStatus {
+                lane,
+                size: s.size,
+                available: s.available,
+                waiting: s.waiting,
+                max_size: s.max_size,
+            }
+        };
+        [
+            status("api", &self.lanes.api),
+            status("burst", &self.lanes.burst),
+        ]
+    }
+
     /// One round trip to the database; what the health check asks.
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.run("ping", async |client| {
@@ -217,6 +249,14 @@ impl Store {
             Err(_) => Err(StoreError::Timeout { op, after: limit }),
         };
         span.record("elapsed_ms", started.elapsed().as_millis() as u64);
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(e) => e.class(),
+        };
+        metrics::counter!("inquest_store_calls_total", "op" => op, "outcome" => outcome)
+            .increment(1);
+        metrics::histogram!("inquest_store_call_duration_seconds", "op" => op)
+            .record(started.elapsed().as_secs_f64());
         result
     }
 
