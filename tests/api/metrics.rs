@@ -60,9 +60,13 @@ fn sum(page: &str, name: &str, label: &str) -> f64 {
 #[tokio::test]
 async fn metrics_move_when_an_investigation_runs() {
     let fake = FakeProvider::start(Flavor::OpenAi).await.expect("fake");
-    fake.reply(FakeReply::text("Looking.").call("c1", "list_files", "{}"))
-        .reply(FakeReply::text("The pool was exhausted."))
-        .reply(FakeReply::text("summary"));
+    fake.reply(
+        FakeReply::text("Looking.")
+            .call("c1", "list_files", "{}")
+            .usage(100, 20),
+    )
+    .reply(FakeReply::text("The pool was exhausted.").usage(150, 30))
+    .reply(FakeReply::text("summary"));
     let app = app_with_fake(&fake, |_| {}).await;
     let admin = app.admin_addr.expect("the admin listener is bound");
     let (status, before) = get(admin, "/metrics").await;
@@ -96,6 +100,19 @@ async fn metrics_move_when_an_investigation_runs() {
     );
     assert!(
         moved(r#"inquest_bursts_ended_total{exit_reason="completed"}"#) >= 1.0,
+        "{after}"
+    );
+    assert!(
+        moved(r#"inquest_provider_requests_total{provider="fake",outcome="ok"}"#) >= 3.0,
+        "{after}"
+    );
+    assert!(
+        moved(r#"inquest_provider_tokens_total{provider="fake",kind="output"}"#) >= 50.0,
+        "{after}"
+    );
+    assert!(
+        moved(r#"inquest_tool_calls_total{server="evidence",tool="list_files",outcome="ok"}"#)
+            >= 1.0,
         "{after}"
     );
     let appends = |page: &str| sum(page, "inquest_store_calls_total", r#"outcome="ok""#);

@@ -491,7 +491,7 @@ impl Agent {
                 };
                 (Some(outcome), Some(reason))
             }
-            outcome = self.tools.call(session, call) => (Some(outcome), None),
+            outcome = timed(self.tools.call(session, call), call) => (Some(outcome), None),
         }
     }
 
@@ -603,4 +603,29 @@ async fn persist(
             Err(ExitReason::StoreFailed)
         }
     }
+}
+
+/// Runs a tool call and records its metrics: by server and tool (only
+/// tools a server listed, so the labels stay bounded; a name the model
+/// made up counts as `unknown`) and outcome, with its latency.
+async fn timed(
+    call_tool: impl std::future::Future<Output = ToolOutcome>,
+    call: &ToolCall,
+) -> ToolOutcome {
+    let started = std::time::Instant::now();
+    let outcome = call_tool.await;
+    let (server, tool) = match &outcome.server {
+        Some(server) => (server.clone(), call.name.clone()),
+        None => ("unknown".to_owned(), "unknown".to_owned()),
+    };
+    let result = match (outcome.is_error, outcome.reached_server) {
+        (false, _) => "ok",
+        (true, true) => "error",
+        (true, false) => "not_reached",
+    };
+    metrics::counter!("inquest_tool_calls_total", "server" => server.clone(), "tool" => tool.clone(), "outcome" => result)
+        .increment(1);
+    metrics::histogram!("inquest_tool_call_duration_seconds", "server" => server, "tool" => tool)
+        .record(started.elapsed().as_secs_f64());
+    outcome
 }

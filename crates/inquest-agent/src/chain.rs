@@ -308,7 +308,10 @@ async fn call_with_retries(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match entry.provider.complete(request).await {
+        let started = std::time::Instant::now();
+        let outcome = entry.provider.complete(request).await;
+        record(entry, &outcome, started.elapsed());
+        match outcome {
             Ok(completion) => return Ok((completion, attempt)),
             Err(error) if error.is_retryable() && attempt <= entry.policy.max_retries => {
                 let retry_after = match &error {
@@ -327,6 +330,26 @@ async fn call_with_retries(
             }
             Err(error) => return Err((error, attempt)),
         }
+    }
+}
+
+/// One provider request's metrics: by provider (the config's name: a
+/// bounded set) and outcome, its latency, and the tokens it reported.
+fn record(entry: &Entry, outcome: &Result<Completion, ProviderError>, took: Duration) {
+    let provider = entry.name.clone();
+    let result = match outcome {
+        Ok(_) => "ok",
+        Err(e) => e.class(),
+    };
+    metrics::counter!("inquest_provider_requests_total", "provider" => provider.clone(), "outcome" => result)
+        .increment(1);
+    metrics::histogram!("inquest_provider_request_duration_seconds", "provider" => provider.clone())
+        .record(took.as_secs_f64());
+    if let Ok(c) = outcome {
+        metrics::counter!("inquest_provider_tokens_total", "provider" => provider.clone(), "kind" => "input")
+            .increment(c.usage.input_tokens);
+        metrics::counter!("inquest_provider_tokens_total", "provider" => provider, "kind" => "output")
+            .increment(c.usage.output_tokens);
     }
 }
 

@@ -115,6 +115,18 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
+    /// A bounded name of this error's kind, for metrics labels.
+    pub fn class(&self) -> &'static str {
+        match self {
+            ProviderError::Status { .. } => "http_status",
+            ProviderError::Timeout(_) => "timeout",
+            ProviderError::Connection(_) => "connection",
+            ProviderError::BadResponse(_) => "bad_response",
+            ProviderError::TooLarge { .. } => "too_large",
+            ProviderError::InvalidRequest(_) => "invalid_request",
+        }
+    }
+
     /// Whether the same request may succeed if sent again: rate limits
     /// (429), request timeouts (408), conflicts/locks (409), server errors
     /// (5xx, including Anthropic's 529 "overloaded"), our own timeout and
