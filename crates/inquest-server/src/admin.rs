@@ -77,6 +77,7 @@ impl AdminState {
     /// Gauges that are read, not counted: set just before a scrape.
     fn refresh_gauges(&self) {
         metrics::gauge!("inquest_bursts_running").set(self.runner.running_bursts() as f64);
+        metrics::gauge!("inquest_bursts_max").set(self.runner.max_running_bursts() as f64);
         metrics::gauge!("inquest_watch_streams").set(self.watch.slots.open() as f64);
         metrics::counter!("inquest_watch_streams_opened_total")
             .absolute(self.watch.streams_opened.load(Ordering::Relaxed));

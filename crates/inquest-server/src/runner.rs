@@ -153,6 +153,11 @@ impl Runner {
         self
     }
 
+    /// `limits.max_running_bursts`.
+    pub fn max_running_bursts(&self) -> usize {
+        self.slots.max
+    }
+
     /// Bursts running on this replica now.
     pub fn running_bursts(&self) -> usize {
         self.slots.max - self.slots.permits.available_permits()

@@ -17,6 +17,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 mod compose;
 mod docker;
 mod kubernetes;
+mod observability;
 
 // ---------------------------------------------------------------------------
 // Files
