@@ -37,6 +37,21 @@ pub fn status(s: SessionStatus) -> pb::SessionStatus {
     }
 }
 
+/// A status a request names: `None` for UNSPECIFIED or a value this
+/// server does not know.
+pub fn status_from_wire(value: i32) -> Option<SessionStatus> {
+    match pb::SessionStatus::try_from(value).ok()? {
+        pb::SessionStatus::Unspecified => None,
+        pb::SessionStatus::Pending => Some(SessionStatus::Pending),
+        pb::SessionStatus::Running => Some(SessionStatus::Running),
+        pb::SessionStatus::Idle => Some(SessionStatus::Idle),
+        pb::SessionStatus::Completed => Some(SessionStatus::Completed),
+        pb::SessionStatus::Failed => Some(SessionStatus::Failed),
+        pb::SessionStatus::Cancelled => Some(SessionStatus::Cancelled),
+        pb::SessionStatus::AwaitingConfirmation => Some(SessionStatus::AwaitingConfirmation),
+    }
+}
+
 pub fn session(s: SessionRow) -> pb::Session {
     pb::Session {
         id: s.id.to_string(),
