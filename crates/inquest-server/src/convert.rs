@@ -317,6 +317,19 @@ mod tests {
     use super::*;
     use prost::Message;
 
+    #[test]
+    fn every_status_filters_by_itself_and_unspecified_or_unknown_none() {
+        for s in SessionStatus::ALL {
+            assert_eq!(status_from_wire(status(s) as i32), Some(s), "{s}");
+        }
+        assert_eq!(
+            status_from_wire(pb::SessionStatus::Unspecified as i32),
+            None
+        );
+        assert_eq!(status_from_wire(99), None);
+        assert_eq!(status_from_wire(-1), None);
+    }
+
     fn wire(content: &str, args: &[&str]) -> pb::SessionTurn {
         pb::SessionTurn {
             session_id: "00000000-0000-0000-0000-000000000000".into(),
