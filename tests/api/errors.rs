@@ -140,6 +140,7 @@ async fn bad_input_gets_exact_codes_and_writes_nothing() {
                     incident_id: UNKNOWN.into(),
                     page_size: 0,
                     page_token: String::new(),
+                    ..Default::default()
                 })
                 .await
                 .map(drop),
@@ -152,6 +153,7 @@ async fn bad_input_gets_exact_codes_and_writes_nothing() {
                     incident_id: inc.id.clone(),
                     page_size: 0,
                     page_token: "zzz".into(),
+                    ..Default::default()
                 })
                 .await
                 .map(drop),

@@ -44,6 +44,7 @@ async fn sessions_of(client: &mut Client, incident: &str) -> Vec<pb::Session> {
             incident_id: incident.into(),
             page_size: 500,
             page_token: String::new(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -18,6 +18,7 @@ mod hostile;
 mod idempotency;
 mod leases;
 mod limits;
+mod listing;
 mod messages;
 mod metrics;
 mod resume;

@@ -145,6 +145,7 @@ async fn list_sessions_pages_newest_first() {
                 incident_id: inc.id.clone(),
                 page_size: 2,
                 page_token: token,
+                ..Default::default()
             })
             .await
             .unwrap()

@@ -37,6 +37,21 @@ pub fn status(s: SessionStatus) -> pb::SessionStatus {
     }
 }
 
+/// A status a request names: `None` for UNSPECIFIED or a value this
+/// server does not know.
+pub fn status_from_wire(value: i32) -> Option<SessionStatus> {
+    match pb::SessionStatus::try_from(value).ok()? {
+        pb::SessionStatus::Unspecified => None,
+        pb::SessionStatus::Pending => Some(SessionStatus::Pending),
+        pb::SessionStatus::Running => Some(SessionStatus::Running),
+        pb::SessionStatus::Idle => Some(SessionStatus::Idle),
+        pb::SessionStatus::Completed => Some(SessionStatus::Completed),
+        pb::SessionStatus::Failed => Some(SessionStatus::Failed),
+        pb::SessionStatus::Cancelled => Some(SessionStatus::Cancelled),
+        pb::SessionStatus::AwaitingConfirmation => Some(SessionStatus::AwaitingConfirmation),
+    }
+}
+
 pub fn session(s: SessionRow) -> pb::Session {
     pb::Session {
         id: s.id.to_string(),
@@ -301,6 +316,19 @@ pub fn report(r: inquest_store::ReportRow) -> pb::Report {
 mod tests {
     use super::*;
     use prost::Message;
+
+    #[test]
+    fn every_status_filters_by_itself_and_unspecified_or_unknown_none() {
+        for s in SessionStatus::ALL {
+            assert_eq!(status_from_wire(status(s) as i32), Some(s), "{s}");
+        }
+        assert_eq!(
+            status_from_wire(pb::SessionStatus::Unspecified as i32),
+            None
+        );
+        assert_eq!(status_from_wire(99), None);
+        assert_eq!(status_from_wire(-1), None);
+    }
 
     fn wire(content: &str, args: &[&str]) -> pb::SessionTurn {
         pb::SessionTurn {

@@ -27,6 +27,8 @@ use crate::{
 /// Default and largest page sizes of the list calls.
 const DEFAULT_SESSION_PAGE: u32 = 50;
 const MAX_SESSION_PAGE: u32 = 500;
+const DEFAULT_INCIDENT_PAGE: u32 = 50;
+const MAX_INCIDENT_PAGE: u32 = 500;
 const DEFAULT_TURN_PAGE: u32 = 100;
 const MAX_TURN_PAGE: u32 = 1000;
 /// Turns ListTurns reads per database round trip. A page is cut by bytes
@@ -69,6 +71,20 @@ impl InvestigationsService {
             max,
         )
     }
+}
+
+/// A page token is the id of the last item of the previous page; anything
+/// else is refused.
+fn page_token<T>(
+    token: &str,
+    parse: impl FnOnce(&str) -> Result<T, inquest_core::IdError>,
+) -> Result<Option<T>, ApiError> {
+    if token.is_empty() {
+        return Ok(None);
+    }
+    parse(token)
+        .map(Some)
+        .map_err(|_| ApiError::InvalidArgument("page_token is not one this server issued".into()))
 }
 
 fn page_size(requested: u32, default: u32, max: u32) -> u32 {
@@ -147,23 +163,62 @@ impl Investigations for InvestigationsService {
     }
 
     #[tracing::instrument(skip_all, fields(incident_id = %request.get_ref().incident_id))]
+    async fn get_incident(
+        &self,
+        request: Request<pb::GetIncidentRequest>,
+    ) -> Result<Response<pb::Incident>, Status> {
+        let id = IncidentId::parse(&request.get_ref().incident_id).map_err(ApiError::from)?;
+        let incident = self.store.get_incident(id).await.map_err(ApiError::from)?;
+        Ok(Response::new(convert::incident(incident)))
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn list_incidents(
+        &self,
+        request: Request<pb::ListIncidentsRequest>,
+    ) -> Result<Response<pb::ListIncidentsResponse>, Status> {
+        let req = request.into_inner();
+        let before = page_token(&req.page_token, IncidentId::parse)?;
+        let limit = page_size(req.page_size, DEFAULT_INCIDENT_PAGE, MAX_INCIDENT_PAGE);
+        let page = self
+            .store
+            .list_incidents(before, limit)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListIncidentsResponse {
+            incidents: page.incidents.into_iter().map(convert::incident).collect(),
+            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(incident_id = %request.get_ref().incident_id))]
     async fn list_sessions(
         &self,
         request: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
         let req = request.into_inner();
-        let incident = IncidentId::parse(&req.incident_id).map_err(ApiError::from)?;
-        let before = if req.page_token.is_empty() {
+        let incident = if req.incident_id.is_empty() {
             None
         } else {
-            Some(SessionId::parse(&req.page_token).map_err(|_| {
-                ApiError::InvalidArgument("page_token is not one this server issued".into())
-            })?)
+            Some(IncidentId::parse(&req.incident_id).map_err(ApiError::from)?)
         };
+        let statuses = req
+            .statuses
+            .iter()
+            .map(|&v| {
+                convert::status_from_wire(v).ok_or_else(|| {
+                    ApiError::InvalidArgument(format!(
+                        "statuses: {v} is not a session status to filter by \
+                         (SESSION_STATUS_UNSPECIFIED or unknown)"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<SessionStatus>, _>>()?;
+        let before = page_token(&req.page_token, SessionId::parse)?;
         let limit = page_size(req.page_size, DEFAULT_SESSION_PAGE, MAX_SESSION_PAGE);
         let page = self
             .store
-            .list_sessions(incident, before, limit)
+            .list_sessions(incident, &statuses, before, limit)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::ListSessionsResponse {

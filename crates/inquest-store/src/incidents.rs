@@ -1,6 +1,9 @@
 use inquest_core::{IncidentId, IncidentText};
 use time::OffsetDateTime;
 
+use tokio_postgres::Row;
+use uuid::Uuid;
+
 use crate::{Store, StoreError, rows::get, text};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -9,6 +12,24 @@ pub struct Incident {
     pub title: String,
     pub description: String,
     pub created_at: OffsetDateTime,
+}
+
+/// One page of incidents, newest first.
+#[derive(Debug, Clone)]
+pub struct IncidentPage {
+    pub incidents: Vec<Incident>,
+    /// Pass as `before` to get the next page; `None` on the last page.
+    pub next: Option<IncidentId>,
+}
+
+fn incident_from_row(row: &Row) -> Result<Incident, StoreError> {
+    let escaped: bool = get(row, 4)?;
+    Ok(Incident {
+        id: IncidentId::from_uuid(get(row, 0)?),
+        title: text::read(get(row, 1)?, escaped, "incident title")?,
+        description: text::read(get(row, 2)?, escaped, "incident description")?,
+        created_at: get(row, 3)?,
+    })
 }
 
 impl Store {
@@ -57,5 +78,38 @@ impl Store {
             description: text::read(get(&row, 1)?, escaped, "incident description")?,
             created_at: get(&row, 2)?,
         })
+    }
+
+    /// Incidents newest first (ids are UUIDv7), `limit` at a time, starting
+    /// after the incident `before` (exclusive) when given. One read of the
+    /// primary key, at most `limit + 1` rows.
+    pub async fn list_incidents(
+        &self,
+        before: Option<IncidentId>,
+        limit: u32,
+    ) -> Result<IncidentPage, StoreError> {
+        let before = before.map_or(Uuid::max(), |b| *b.as_uuid());
+        let fetch = i64::from(limit) + 1;
+        let rows = self
+            .run("list_incidents", async |c| {
+                Ok(c.query(
+                    "SELECT id, title, description, created_at, escaped FROM incidents \
+                     WHERE id < $1 ORDER BY id DESC LIMIT $2",
+                    &[&before, &fetch],
+                )
+                .await?)
+            })
+            .await?;
+        let mut incidents = rows
+            .iter()
+            .map(incident_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = if incidents.len() > limit as usize {
+            incidents.truncate(limit as usize);
+            incidents.last().map(|i| i.id)
+        } else {
+            None
+        };
+        Ok(IncidentPage { incidents, next })
     }
 }

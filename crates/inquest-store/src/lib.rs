@@ -35,7 +35,7 @@ use tracing::Instrument;
 pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;
 pub use idempotency::EXPIRE_BATCH;
-pub use incidents::Incident;
+pub use incidents::{Incident, IncidentPage};
 pub use lease::{Lease, Renewal, ReplicaId};
 pub use listen::{ListenEvent, ListenerConfig, run_listener};
 pub use reports::{NewReport, ReportRow};

@@ -87,7 +87,7 @@ pub struct StartedSession {
     pub created: bool,
 }
 
-/// One page of an incident's sessions, newest first.
+/// One page of sessions, newest first.
 #[derive(Debug, Clone)]
 pub struct SessionPage {
     pub sessions: Vec<SessionRow>,
@@ -179,40 +179,77 @@ impl Store {
         session_from_row(&row)
     }
 
-    /// Sessions of an incident, newest first, `limit` at a time, starting
-    /// after the session `before` (exclusive) when given.
+    /// Sessions newest first (ids are UUIDv7), of `incident` or of every
+    /// incident, only those whose status is in `statuses` (empty: any),
+    /// `limit` at a time, starting after the session `before` (exclusive)
+    /// when given. An unknown incident is [`StoreError::NotFound`].
+    ///
+    /// Every page is index-backed and reads at most `limit + 1` rows per
+    /// status named: without a status filter from the primary key or
+    /// `sessions_by_incident`; with one, each status is read newest first
+    /// from `sessions_by_status` / `sessions_by_incident_status` (V10) and
+    /// the runs are merged, so a rare status among many sessions costs no
+    /// scan. Statuses are bound as parameters, never SQL literals.
     pub async fn list_sessions(
         &self,
-        incident: IncidentId,
+        incident: Option<IncidentId>,
+        statuses: &[SessionStatus],
         before: Option<SessionId>,
         limit: u32,
     ) -> Result<SessionPage, StoreError> {
-        let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions \
-             WHERE incident_id = $1 AND ($2::uuid IS NULL OR id < $2) \
-             ORDER BY id DESC LIMIT $3"
-        );
+        let mut wanted: Vec<&'static str> = statuses.iter().map(|s| s.as_str()).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        // $1 the keyset bound, $2 the row count; then the incident ($3)
+        // when given, then the status set, each only when used.
+        let by_incident = if incident.is_some() {
+            "incident_id = $3 AND "
+        } else {
+            ""
+        };
+        let statuses_param = if incident.is_some() { "$4" } else { "$3" };
+        let sql = if wanted.is_empty() {
+            format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions \
+                 WHERE {by_incident}id < $1 ORDER BY id DESC LIMIT $2"
+            )
+        } else {
+            format!(
+                "SELECT page.* FROM unnest({statuses_param}::text[]) AS wanted(status) \
+                 CROSS JOIN LATERAL (SELECT {SESSION_COLUMNS} FROM sessions \
+                   WHERE {by_incident}sessions.status = wanted.status AND id < $1 \
+                   ORDER BY id DESC LIMIT $2) AS page \
+                 ORDER BY page.id DESC LIMIT $2"
+            )
+        };
         let fetch = i64::from(limit) + 1;
-        let before_uuid = before.map(|b| *b.as_uuid());
+        let before = before.map_or(uuid::Uuid::max(), |b| *b.as_uuid());
+        let incident_uuid = incident.map(|i| *i.as_uuid());
         let (exists, rows) = self
             .run("list_sessions", async |c| {
-                let exists = c
-                    .query_opt(
-                        "SELECT 1 FROM incidents WHERE id = $1",
-                        &[incident.as_uuid()],
-                    )
-                    .await?
-                    .is_some();
-                let rows = c
-                    .query(&sql, &[incident.as_uuid(), &before_uuid, &fetch])
-                    .await?;
+                let exists = match &incident_uuid {
+                    Some(id) => c
+                        .query_opt("SELECT 1 FROM incidents WHERE id = $1", &[id])
+                        .await?
+                        .is_some(),
+                    None => true,
+                };
+                let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                    vec![&before, &fetch];
+                if let Some(id) = &incident_uuid {
+                    params.push(id);
+                }
+                if !wanted.is_empty() {
+                    params.push(&wanted);
+                }
+                let rows = c.query(&sql, &params).await?;
                 Ok((exists, rows))
             })
             .await?;
         if !exists {
             return Err(StoreError::NotFound {
                 what: "incident",
-                id: incident.to_string(),
+                id: incident.map(|i| i.to_string()).unwrap_or_default(),
             });
         }
         let mut sessions = rows

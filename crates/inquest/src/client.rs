@@ -36,6 +36,19 @@ pub enum IncidentCommand {
         #[arg(long)]
         id_only: bool,
     },
+    /// List incidents, newest first, one line each: id, created, title.
+    List(PageArgs),
+}
+
+/// How much of a listing to print.
+#[derive(Args, Clone, Copy)]
+pub struct PageArgs {
+    /// Items per page (the server caps it at 500).
+    #[arg(long, default_value_t = 50)]
+    limit: u32,
+    /// Follow the page tokens to the end instead of printing one page.
+    #[arg(long)]
+    all: bool,
 }
 
 #[derive(Subcommand)]
@@ -53,8 +66,19 @@ pub enum SessionCommand {
     },
     /// Show one session.
     Get { session_id: String },
-    /// List an incident's sessions, newest first.
-    List { incident_id: String },
+    /// List sessions, newest first, one line each: id, status, created,
+    /// incident, exit reason. E.g. what runs now: `--status running`.
+    List {
+        /// Only this incident's sessions (default: every incident's).
+        #[arg(long = "incident", value_name = "ID")]
+        incident_id: Option<String>,
+        /// Only sessions in this status (repeat for several): pending,
+        /// running, idle, completed, failed, cancelled, awaiting_confirmation.
+        #[arg(long = "status", value_name = "STATUS", value_parser = parse_status)]
+        statuses: Vec<pb::SessionStatus>,
+        #[command(flatten)]
+        page: PageArgs,
+    },
     /// Stop a pending or running session (exit reason "cancelled").
     Cancel { session_id: String },
     /// Confirm the recovery plan of a session awaiting confirmation (its
@@ -70,6 +94,76 @@ pub struct TurnsArgs {
     after_seq: i64,
     #[command(flatten)]
     target: Target,
+}
+
+/// A status as the CLI spells it: the proto name's lowercase tail.
+fn parse_status(text: &str) -> Result<pb::SessionStatus, String> {
+    pb::SessionStatus::from_str_name(&format!("SESSION_STATUS_{}", text.to_uppercase()))
+        .filter(|s| *s != pb::SessionStatus::Unspecified)
+        .ok_or_else(|| {
+            format!(
+                "unknown status {text:?} (pending, running, idle, completed, failed, \
+                 cancelled, awaiting_confirmation)"
+            )
+        })
+}
+
+fn status_name(status: i32) -> String {
+    pb::SessionStatus::try_from(status)
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("SESSION_STATUS_")
+                .to_lowercase()
+        })
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn created(t: Option<&prost_types::Timestamp>) -> String {
+    t.map(|t| t.to_string()).unwrap_or_else(|| "-".into())
+}
+
+/// One line per incident: id, created, title.
+pub fn incident_line(i: &pb::Incident) -> String {
+    format!("{}  {}  {}", i.id, created(i.created_at.as_ref()), i.title)
+}
+
+/// One line per session: id, status, created, incident, exit reason.
+pub fn session_line(s: &pb::Session) -> String {
+    let mut line = format!(
+        "{}  {:<21}  {}  incident {}",
+        s.id,
+        status_name(s.status),
+        created(s.created_at.as_ref()),
+        s.incident_id
+    );
+    if !s.exit_reason.is_empty() {
+        line.push_str(&format!("  ({})", s.exit_reason));
+    }
+    line
+}
+
+/// Prints one page, or every page with `--all`; says on stderr when more
+/// pages are left.
+async fn print_pages<F, Fut>(page: PageArgs, what: &str, mut fetch: F) -> anyhow::Result<()>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<(Vec<String>, String)>>,
+{
+    let mut token = String::new();
+    loop {
+        let (lines, next) = fetch(token).await?;
+        for line in lines {
+            println!("{line}");
+        }
+        if next.is_empty() {
+            return Ok(());
+        }
+        if !page.all {
+            eprintln!("(more {what}: --all lists every page)");
+            return Ok(());
+        }
+        token = next;
+    }
 }
 
 pub fn status_error(e: tonic::Status) -> anyhow::Error {
@@ -95,18 +189,30 @@ pub async fn incident(target: Target, command: IncidentCommand) -> anyhow::Resul
                 println!("incident {}  {}", incident.id, incident.title);
             }
         }
+        IncidentCommand::List(page) => {
+            print_pages(page, "incidents", |page_token| {
+                let mut client = client.clone();
+                async move {
+                    let page = client
+                        .list_incidents(pb::ListIncidentsRequest {
+                            page_size: page.limit,
+                            page_token,
+                        })
+                        .await
+                        .map_err(status_error)?
+                        .into_inner();
+                    let lines = page.incidents.iter().map(incident_line).collect();
+                    Ok((lines, page.next_page_token))
+                }
+            })
+            .await?;
+        }
     }
     Ok(())
 }
 
 fn print_session(s: &pb::Session) {
-    let status = pb::SessionStatus::try_from(s.status)
-        .map(|s| {
-            s.as_str_name()
-                .trim_start_matches("SESSION_STATUS_")
-                .to_lowercase()
-        })
-        .unwrap_or_else(|_| "unknown".into());
+    let status = status_name(s.status);
     println!(
         "session {}  incident {}  status {}{}  turns {}  head_seq {}  tokens {}/{}",
         s.id,
@@ -194,24 +300,32 @@ pub async fn session(target: Target, command: SessionCommand) -> anyhow::Result<
                 .into_inner();
             print_session(&s);
         }
-        SessionCommand::List { incident_id } => {
-            let mut page_token = String::new();
-            loop {
-                let page = client
-                    .list_sessions(pb::ListSessionsRequest {
-                        incident_id: incident_id.clone(),
-                        page_size: 100,
-                        page_token,
-                    })
-                    .await
-                    .map_err(status_error)?
-                    .into_inner();
-                page.sessions.iter().for_each(print_session);
-                if page.next_page_token.is_empty() {
-                    break;
+        SessionCommand::List {
+            incident_id,
+            statuses,
+            page,
+        } => {
+            let incident_id = incident_id.unwrap_or_default();
+            let statuses: Vec<i32> = statuses.into_iter().map(i32::from).collect();
+            print_pages(page, "sessions", |page_token| {
+                let mut client = client.clone();
+                let (incident_id, statuses) = (incident_id.clone(), statuses.clone());
+                async move {
+                    let page = client
+                        .list_sessions(pb::ListSessionsRequest {
+                            incident_id,
+                            page_size: page.limit,
+                            page_token,
+                            statuses,
+                        })
+                        .await
+                        .map_err(status_error)?
+                        .into_inner();
+                    let lines = page.sessions.iter().map(session_line).collect();
+                    Ok((lines, page.next_page_token))
                 }
-                page_token = page.next_page_token;
-            }
+            })
+            .await?;
         }
     }
     Ok(())

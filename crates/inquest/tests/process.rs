@@ -77,3 +77,38 @@ async fn a_session_left_pending_starts_when_a_server_with_an_agent_starts() {
     assert_eq!(s.exit_reason, "completed");
     second.stop().await;
 }
+
+/// `inquest session list --status running` (the binary as a client) prints
+/// the running session and leaves out the pending one.
+#[tokio::test]
+async fn session_list_status_running_prints_what_runs() {
+    let app = inquest_tests::spawn_app().await;
+    let mut c = app.client().await;
+    let incident = create_incident(&mut c, "listing").await;
+    let running = start_session(&mut c, &incident.id, "running")
+        .await
+        .unwrap();
+    let pending = start_session(&mut c, &incident.id, "pending")
+        .await
+        .unwrap();
+    let _burst = inquest_tests::driver::Driver::claim(&app, &running.id).await;
+
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_inquest"))
+        .args(["session", "list", "--status", "running"])
+        .args(["--server", &app.endpoint()])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    assert!(lines[0].starts_with(&running.id), "{stdout}");
+    assert!(lines[0].contains(" running "), "{stdout}");
+    assert!(lines[0].contains(&incident.id), "{stdout}");
+    assert!(!stdout.contains(&pending.id), "{stdout}");
+}
