@@ -397,7 +397,8 @@ async fn watch_caps_refuse_with_a_retry_hint_and_free_on_drop() {
     let info = refused
         .get_details_error_info()
         .expect("an ErrorInfo detail");
-    assert_eq!(info.reason, "CAP_REACHED");
+    assert_eq!(info.reason, "LIMIT_EXCEEDED");
+    assert_eq!(info.domain, "inquest.v1");
     assert_eq!(
         info.metadata.get("limit").map(String::as_str),
         Some("limits.max_watch_streams_per_session")

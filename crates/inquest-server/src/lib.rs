@@ -12,6 +12,7 @@ pub mod config;
 pub mod convert;
 mod duration_text;
 mod health;
+pub mod reason;
 pub mod resume;
 pub mod runner;
 mod service;
