@@ -475,3 +475,51 @@ async fn shutdown_ends_a_watch_with_shutting_down_and_the_cursor() {
     );
     assert_eq!(r.number("after_seq"), Some(2));
 }
+
+/// ContinueSession of a held session whose plan needs no confirmation, or
+/// whose history cannot be resumed: each refusal has its own reason.
+#[tokio::test]
+async fn continue_session_refusals_of_a_held_session_are_named() {
+    use inquest_core::{SessionId, SideEffect, plan_resume};
+    use inquest_tests::resume::{incident, insert_session};
+
+    let app = spawn_app().await;
+    let mut client = app.client().await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    let incident = incident(&mut client).await;
+
+    // Held, with no stored plan: nothing asks for confirmation.
+    let no_plan = SessionId::new();
+    insert_session(&db, incident, no_plan, "awaiting_confirmation", &[]).await;
+    let refused = continue_session(&mut client, &no_plan.to_string())
+        .await
+        .unwrap_err();
+    assert_reason(
+        &refused,
+        Code::FailedPrecondition,
+        Reason::NothingToConfirm,
+        &[("status", "awaiting_confirmation")],
+    );
+
+    // Held for a plan that requires confirmation, but no turn to resume.
+    let empty = SessionId::new();
+    insert_session(&db, incident, empty, "awaiting_confirmation", &[]).await;
+    let mut plan = plan_resume(empty, &[], &|_: &str| SideEffect::ReadOnly);
+    plan.requires_confirmation = true;
+    db.execute(
+        "UPDATE sessions SET last_recovery_plan = $2 WHERE id = $1",
+        &[empty.as_uuid(), &serde_json::to_value(&plan).unwrap()],
+    )
+    .await
+    .unwrap();
+    let refused = continue_session(&mut client, &empty.to_string())
+        .await
+        .unwrap_err();
+    assert_reason(
+        &refused,
+        Code::FailedPrecondition,
+        Reason::HistoryNotResumable,
+        &[],
+    );
+    app.stop().await.unwrap();
+}
