@@ -590,6 +590,12 @@ async fn a_write_whose_outcome_is_unknown_answers_deadline_exceeded() {
         "{}",
         unknown.message()
     );
+    crate::error_details::assert_reason(
+        &unknown,
+        Code::DeadlineExceeded,
+        inquest_server::reason::Reason::WriteOutcomeUnknown,
+        &[],
+    );
     lock.release().await;
 
     let retried = client.send_message(request()).await.unwrap().into_inner();

@@ -53,7 +53,12 @@ async fn health_follows_the_database() {
             service: "nope.Svc".into(),
         })
         .await;
-    assert_eq!(unknown.unwrap_err().code(), tonic::Code::NotFound);
+    crate::error_details::assert_reason(
+        &unknown.unwrap_err(),
+        tonic::Code::NotFound,
+        inquest_server::reason::Reason::UnknownService,
+        &[],
+    );
 
     // The answer comes from a probe taken at most once a second: it
     // follows the database within a few probes.

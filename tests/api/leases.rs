@@ -374,7 +374,12 @@ async fn get_watch_and_send_claim_an_orphan_on_the_spot() {
     let refused = inquest_tests::resume::send(&mut client, by_send, "hello?")
         .await
         .unwrap_err();
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    crate::error_details::assert_reason(
+        &refused,
+        tonic::Code::FailedPrecondition,
+        inquest_server::reason::Reason::SessionRunning,
+        &[("status", "running")],
+    );
     assert!(
         refused.message().contains("recovering"),
         "{}",

@@ -252,6 +252,12 @@ async fn an_oversized_request_answers_invalid_argument_naming_the_limit() {
         .unwrap_err();
     assert_eq!(send.code(), Code::InvalidArgument, "{send:?}");
     assert!(send.message().contains("limits.max_request_bytes"));
+    crate::error_details::assert_reason(
+        &send,
+        Code::InvalidArgument,
+        inquest_server::reason::Reason::LimitExceeded,
+        &[("limit", "limits.max_request_bytes"), ("value", "4194304")],
+    );
 
     // Under the transport limit, over max_message_bytes (32 KiB).
     let over = client
@@ -319,6 +325,12 @@ async fn invalid_utf8_answers_invalid_argument() {
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
     assert!(status.message().contains("UTF-8"), "{}", status.message());
+    crate::error_details::assert_reason(
+        &status,
+        Code::InvalidArgument,
+        inquest_server::reason::Reason::MalformedRequest,
+        &[],
+    );
     assert_eq!(app.count("sessions").await, sessions);
 
     // The same raw path with valid UTF-8 works: the check is the bytes.
@@ -397,7 +409,8 @@ async fn watch_caps_refuse_with_a_retry_hint_and_free_on_drop() {
     let info = refused
         .get_details_error_info()
         .expect("an ErrorInfo detail");
-    assert_eq!(info.reason, "CAP_REACHED");
+    assert_eq!(info.reason, "LIMIT_EXCEEDED");
+    assert_eq!(info.domain, "inquest.v1");
     assert_eq!(
         info.metadata.get("limit").map(String::as_str),
         Some("limits.max_watch_streams_per_session")

@@ -64,18 +64,23 @@ async fn send_message_to_a_running_session_is_refused() {
         .send_message(send(&session, "hello?", ""))
         .await
         .unwrap_err();
-    assert_eq!(pending.code(), Code::FailedPrecondition);
-    assert!(
-        pending.message().contains("already running"),
-        "{}",
-        pending.message()
+    crate::error_details::assert_reason(
+        &pending,
+        Code::FailedPrecondition,
+        inquest_server::reason::Reason::SessionRunning,
+        &[("status", "pending")],
     );
     let driver = Driver::claim(&app, &session).await;
     let running = client
         .send_message(send(&session, "hello?", ""))
         .await
         .unwrap_err();
-    assert_eq!(running.code(), Code::FailedPrecondition);
+    crate::error_details::assert_reason(
+        &running,
+        Code::FailedPrecondition,
+        inquest_server::reason::Reason::SessionRunning,
+        &[("status", "running")],
+    );
     assert_eq!(app.count("turns").await, 1);
 
     // Bad input is refused before the state is looked at.
@@ -112,7 +117,12 @@ async fn send_message_to_a_running_session_is_refused() {
         .send_message(send(&session, "again", ""))
         .await
         .unwrap_err();
-    assert_eq!(cancelled.code(), Code::FailedPrecondition);
+    crate::error_details::assert_reason(
+        &cancelled,
+        Code::FailedPrecondition,
+        inquest_server::reason::Reason::SessionCancelled,
+        &[("status", "cancelled")],
+    );
     assert!(
         cancelled.message().contains("cancelled"),
         "{}",
@@ -145,7 +155,14 @@ async fn concurrent_messages_open_one_burst() {
                 assert_eq!(r.into_inner().seq, 2);
                 ok += 1;
             }
-            Err(s) => assert_eq!(s.code(), Code::FailedPrecondition),
+            Err(s) => {
+                crate::error_details::assert_reason(
+                    &s,
+                    Code::FailedPrecondition,
+                    inquest_server::reason::Reason::SessionRunning,
+                    &[],
+                );
+            }
         }
     }
     assert_eq!(ok, 1);

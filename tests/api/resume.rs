@@ -11,7 +11,7 @@ use inquest_core::{
     resume::INTERRUPTED_TOOL_RESULT,
 };
 use inquest_proto::v1 as pb;
-use inquest_server::convert;
+use inquest_server::{convert, reason::Reason};
 use inquest_tests::resume::*;
 use serde_json::Value;
 
@@ -279,7 +279,12 @@ async fn a_cut_off_mutating_call_waits_for_continue_session() {
         })
         .await
         .unwrap_err();
-    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    crate::error_details::assert_reason(
+        &e,
+        tonic::Code::FailedPrecondition,
+        Reason::NothingToConfirm,
+        &[("status", "idle")],
+    );
 
     send(&mut client, session, "did the restart happen?")
         .await
@@ -309,7 +314,12 @@ async fn a_cut_off_mutating_call_waits_for_continue_session() {
 
     // A second message waits too.
     let e = send(&mut client, session, "hello?").await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+    crate::error_details::assert_reason(
+        &e,
+        tonic::Code::FailedPrecondition,
+        Reason::AwaitingConfirmation,
+        &[("status", "awaiting_confirmation")],
+    );
     assert!(e.message().contains("ContinueSession"), "{}", e.message());
 
     let continued = client
@@ -343,7 +353,12 @@ async fn a_cut_off_mutating_call_waits_for_continue_session() {
         })
         .await
         .unwrap_err();
-    assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+    crate::error_details::assert_reason(
+        &e,
+        tonic::Code::FailedPrecondition,
+        Reason::NothingToConfirm,
+        &[("status", "idle")],
+    );
 }
 
 #[tokio::test]

@@ -150,13 +150,28 @@ async fn cursor_errors_are_typed() {
         "1"
     );
     let negative = watch(&mut client, &session, -1).await.unwrap_err();
-    assert_eq!(negative.code(), Code::InvalidArgument);
+    crate::error_details::assert_reason(
+        &negative,
+        Code::InvalidArgument,
+        inquest_server::reason::Reason::InvalidCursor,
+        &[],
+    );
     let unknown = watch(&mut client, "01890a5d-ac96-774b-bcce-b302099a8057", 0)
         .await
         .unwrap_err();
-    assert_eq!(unknown.code(), Code::NotFound);
+    crate::error_details::assert_reason(
+        &unknown,
+        Code::NotFound,
+        inquest_server::reason::Reason::SessionNotFound,
+        &[("session_id", "01890a5d-ac96-774b-bcce-b302099a8057")],
+    );
     let malformed = watch(&mut client, "nope", 0).await.unwrap_err();
-    assert_eq!(malformed.code(), Code::InvalidArgument);
+    crate::error_details::assert_reason(
+        &malformed,
+        Code::InvalidArgument,
+        inquest_server::reason::Reason::InvalidId,
+        &[("field", "session_id")],
+    );
     // Refused calls leave no subscriber behind.
     let id = inquest_core::SessionId::parse(&session).unwrap();
     inquest_tests::watching::eventually("subscribers freed", || {

@@ -66,6 +66,15 @@ async fn slow_watcher_is_lagged_and_the_writer_never_stalls() {
     assert_eq!(lagged.last_delivered_seq, last);
     assert_eq!(lagged.head_seq, TURNS + 1);
     assert!(ending.message().contains(&format!("after_seq={last}")));
+    crate::error_details::assert_reason(
+        &ending,
+        Code::Aborted,
+        inquest_server::reason::Reason::WatcherLagged,
+        &[
+            ("after_seq", &last.to_string()),
+            ("head_seq", &(TURNS + 1).to_string()),
+        ],
+    );
     assert!(last < TURNS + 1, "the watcher was not behind");
     assert!(app.watch_metrics.streams_lagged.load(Ordering::Relaxed) >= 1);
     assert!(app.watch_metrics.dropped_events.load(Ordering::Relaxed) >= 1);
@@ -149,4 +158,10 @@ async fn every_disconnect_frees_its_subscriber() {
     let status = ending.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert!(status.message().contains("after_seq=1"));
+    crate::error_details::assert_reason(
+        &status,
+        Code::Unavailable,
+        inquest_server::reason::Reason::ShuttingDown,
+        &[("after_seq", "1")],
+    );
 }

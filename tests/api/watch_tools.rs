@@ -188,7 +188,12 @@ async fn cancel_session_mid_tool() {
         })
         .await
         .unwrap_err();
-    assert_eq!(refused.code(), Code::FailedPrecondition);
+    crate::error_details::assert_reason(
+        &refused,
+        Code::FailedPrecondition,
+        inquest_server::reason::Reason::SessionCancelled,
+        &[("status", "cancelled")],
+    );
     assert!(
         refused.message().contains("cancelled"),
         "{}",
@@ -209,8 +214,12 @@ async fn cancel_of_an_idle_session_is_refused() {
         })
         .await
         .unwrap_err();
-    assert_eq!(refused.code(), Code::FailedPrecondition);
-    assert!(refused.message().contains("idle"), "{}", refused.message());
+    crate::error_details::assert_reason(
+        &refused,
+        Code::FailedPrecondition,
+        inquest_server::reason::Reason::NotCancellable,
+        &[("status", "idle")],
+    );
     app.stop().await.unwrap();
 }
 

@@ -179,6 +179,27 @@ impl TestApp {
             ))
             .await
             .expect("taking the database down");
+        // A backend still starting up when the database was closed passed
+        // the check before it and is not yet listed under the database's
+        // name: terminate until none is left, twice in a row.
+        let mut clear = 0;
+        for _ in 0..200 {
+            let left: i64 = admin
+                .query_one(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                     WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    &[&self.db_name],
+                )
+                .await
+                .expect("terminating the database's backends")
+                .get(0);
+            clear = if left == 0 { clear + 1 } else { 0 };
+            if clear == 2 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("backends of {} kept reconnecting", self.db_name);
     }
 
     pub async fn bring_database_up(&self) {

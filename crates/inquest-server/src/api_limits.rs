@@ -228,9 +228,12 @@ where
                 })
                 .map(|s| s.message().to_owned());
             Ok(match undecodable {
-                Some(detail) => Status::invalid_argument(format!(
-                    "the request is not a valid message of this API: {detail}"
-                ))
+                Some(detail) => crate::reason::status(
+                    Code::InvalidArgument,
+                    crate::reason::Reason::MalformedRequest,
+                    format!("the request is not a valid message of this API: {detail}"),
+                    Vec::new(),
+                )
                 .into_http(),
                 None => response,
             })
@@ -240,10 +243,19 @@ where
 
 /// The status a frame over the limit ends its request with.
 pub fn oversized(len: usize, limit: usize) -> Status {
-    Status::invalid_argument(format!(
-        "request message is {len} bytes, over the server's limit of {limit} bytes \
-         (limits.max_request_bytes)"
-    ))
+    use crate::reason::{Reason, key};
+    crate::reason::status(
+        Code::InvalidArgument,
+        Reason::LimitExceeded,
+        format!(
+            "request message is {len} bytes, over the server's limit of {limit} bytes \
+             (limits.max_request_bytes)"
+        ),
+        vec![
+            (key::LIMIT, "limits.max_request_bytes".to_owned()),
+            (key::VALUE, limit.to_string()),
+        ],
+    )
 }
 
 /// Reads gRPC frame headers as they pass (see [`Limited`]). A pure state

@@ -150,7 +150,12 @@ fn known(service: &str) -> Result<(), Status> {
     if SERVICES.contains(&service) {
         Ok(())
     } else {
-        Err(Status::not_found(format!("unknown service {service:?}")))
+        Err(crate::reason::status(
+            tonic::Code::NotFound,
+            crate::reason::Reason::UnknownService,
+            format!("unknown service {service:?}"),
+            Vec::new(),
+        ))
     }
 }
 

@@ -13,6 +13,7 @@ pub mod config;
 pub mod convert;
 mod duration_text;
 pub mod health;
+pub mod reason;
 pub mod resume;
 pub mod runner;
 mod service;

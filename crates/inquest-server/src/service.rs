@@ -17,7 +17,9 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     api_limits::{ApiLimits, Limited},
-    convert, resume,
+    convert,
+    reason::{Reason, key},
+    resume,
     runner::Runner,
     status::ApiError,
     turn_log::TurnLog,
@@ -84,7 +86,7 @@ fn page_token<T>(
     }
     parse(token)
         .map(Some)
-        .map_err(|_| ApiError::InvalidArgument("page_token is not one this server issued".into()))
+        .map_err(|_| ApiError::InvalidPageToken)
 }
 
 fn page_size(requested: u32, default: u32, max: u32) -> u32 {
@@ -320,10 +322,14 @@ impl Investigations for InvestigationsService {
             }
             SendOutcome::Busy {
                 status: SessionStatus::AwaitingConfirmation,
-            } => Err(ApiError::FailedPrecondition(format!(
-                "session {id} is awaiting confirmation of its recovery plan (see GetSession's \
-                 last_recovery_plan); confirm with ContinueSession or cancel it"
-            ))
+            } => Err(ApiError::precondition(
+                Reason::AwaitingConfirmation,
+                format!(
+                    "session {id} is awaiting confirmation of its recovery plan (see \
+                     GetSession's last_recovery_plan); confirm with ContinueSession or cancel it"
+                ),
+                vec![(key::STATUS, SessionStatus::AwaitingConfirmation.to_string())],
+            )
             .into()),
             SendOutcome::Busy { status } => {
                 let recovering = match self.store.get_session(id).await {
@@ -335,20 +341,28 @@ impl Investigations for InvestigationsService {
                 } else {
                     ""
                 };
-                Err(ApiError::FailedPrecondition(format!(
-                    "session {id} is already running (status {status}){detail}; wait for its \
-                     burst to end or cancel it"
-                ))
+                Err(ApiError::precondition(
+                    Reason::SessionRunning,
+                    format!(
+                        "session {id} is already running (status {status}){detail}; wait for \
+                         its burst to end or cancel it"
+                    ),
+                    vec![(key::STATUS, status.to_string())],
+                )
                 .into())
             }
             SendOutcome::Ended {
                 status,
                 exit_reason,
-            } => Err(ApiError::FailedPrecondition(format!(
-                "session {id} is {status} (exit reason: {}) and takes no more messages; start a \
-                 new session of the incident to go on",
-                exit_reason.as_deref().unwrap_or("none")
-            ))
+            } => Err(ApiError::precondition(
+                Reason::SessionCancelled,
+                format!(
+                    "session {id} is {status} (exit reason: {}) and takes no more messages; \
+                     start a new session of the incident to go on",
+                    exit_reason.as_deref().unwrap_or("none")
+                ),
+                vec![(key::STATUS, status.to_string())],
+            )
             .into()),
         }
     }
@@ -383,10 +397,14 @@ impl Investigations for InvestigationsService {
             Transition::Unchanged(row) if row.status == SessionStatus::Cancelled => {
                 Ok(Response::new(convert::session(row)))
             }
-            Transition::Unchanged(row) => Err(ApiError::FailedPrecondition(format!(
-                "session {id} is not running (status {}); nothing to cancel",
-                row.status
-            ))
+            Transition::Unchanged(row) => Err(ApiError::precondition(
+                Reason::NotCancellable,
+                format!(
+                    "session {id} is not running (status {}); nothing to cancel",
+                    row.status
+                ),
+                vec![(key::STATUS, row.status.to_string())],
+            )
             .into()),
         }
     }
@@ -401,24 +419,34 @@ impl Investigations for InvestigationsService {
             .await
             .map_err(ApiError::from)?;
         if row.status != SessionStatus::AwaitingConfirmation {
-            return Err(ApiError::FailedPrecondition(format!(
-                "session {id} is {} and has nothing to confirm; ContinueSession confirms a \
-                 session awaiting confirmation of its recovery plan",
-                row.status
-            ))
+            return Err(ApiError::precondition(
+                Reason::NothingToConfirm,
+                format!(
+                    "session {id} is {} and has nothing to confirm; ContinueSession confirms a \
+                     session awaiting confirmation of its recovery plan",
+                    row.status
+                ),
+                vec![(key::STATUS, row.status.to_string())],
+            )
             .into());
         }
         let plan = resume::stored_plan(&row);
         if !plan.as_ref().is_some_and(|p| p.requires_confirmation) {
-            return Err(ApiError::FailedPrecondition(format!(
-                "session {id}'s last recovery plan does not require confirmation"
-            ))
+            return Err(ApiError::precondition(
+                Reason::NothingToConfirm,
+                format!("session {id}'s last recovery plan does not require confirmation"),
+                vec![(key::STATUS, row.status.to_string())],
+            )
             .into());
         }
         resume::request(&row, turns)
             .validate_history()
             .map_err(|e| {
-                ApiError::FailedPrecondition(format!("session {id} cannot be resumed: {e}"))
+                ApiError::precondition(
+                    Reason::HistoryNotResumable,
+                    format!("session {id} cannot be resumed: {e}"),
+                    Vec::new(),
+                )
             })?;
         let (log, runner) = (self.log.clone(), self.runner.clone());
         let confirmed = self
@@ -436,10 +464,14 @@ impl Investigations for InvestigationsService {
                 tracing::info!("recovery confirmed; burst starting");
                 Ok(Response::new(convert::session(row)))
             }
-            Transition::Unchanged(row) => Err(ApiError::FailedPrecondition(format!(
-                "session {id} is {} (confirmed or cancelled concurrently)",
-                row.status
-            ))
+            Transition::Unchanged(row) => Err(ApiError::precondition(
+                Reason::SessionStateChanged,
+                format!(
+                    "session {id} is {} (confirmed or cancelled concurrently)",
+                    row.status
+                ),
+                vec![(key::STATUS, row.status.to_string())],
+            )
             .into()),
         }
     }

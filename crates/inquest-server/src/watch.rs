@@ -53,9 +53,15 @@ use inquest_store::{SessionRow, StoreError};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
-use tonic::Status;
+use tonic::{Code, Status};
 
-use crate::{api_limits::ApiLimits, convert, status::ApiError, turn_log::TurnLog};
+use crate::{
+    api_limits::ApiLimits,
+    convert,
+    reason::{self, Reason, key},
+    status::ApiError,
+    turn_log::TurnLog,
+};
 
 /// Events buffered between a stream's task and tonic. Small: the task waits
 /// on it (it reads from the database at the client's pace); lag is measured
@@ -324,9 +330,12 @@ impl Watcher {
         let mut last_words = Vec::new();
         match end {
             End::Finished | End::ClientGone => {}
-            End::Shutdown => last_words.push(Err(Status::unavailable(format!(
-                "server shutting down; reconnect with after_seq={last}"
-            )))),
+            End::Shutdown => last_words.push(Err(reason::status(
+                Code::Unavailable,
+                Reason::ShuttingDown,
+                format!("server shutting down; reconnect with after_seq={last}"),
+                vec![(key::AFTER_SEQ, last.to_string())],
+            ))),
             End::Lagged => {
                 let metrics = &self.watches.metrics;
                 metrics.streams_lagged.fetch_add(1, Ordering::Relaxed);
@@ -341,9 +350,15 @@ impl Watcher {
                     head_seq: i64::try_from(head).unwrap_or(i64::MAX),
                 });
                 last_words.push(Ok(convert::watch_event(lagged)));
-                last_words.push(Err(Status::aborted(format!(
-                    "watcher fell behind; reconnect with after_seq={last}"
-                ))));
+                last_words.push(Err(reason::status(
+                    Code::Aborted,
+                    Reason::WatcherLagged,
+                    format!("watcher fell behind; reconnect with after_seq={last}"),
+                    vec![
+                        (key::AFTER_SEQ, last.to_string()),
+                        (key::HEAD_SEQ, head.to_string()),
+                    ],
+                )));
             }
             End::Failed(status) => last_words.push(Err(status)),
         }
@@ -487,10 +502,11 @@ impl Watcher {
     /// cursor, never OK.
     fn unavailable(&self, e: StoreError) -> End {
         tracing::warn!(session_id = %self.session, error = %crate::status::chain(&e), "watch cannot read the session");
-        End::Failed(Status::unavailable(format!(
-            "database unavailable; reconnect with after_seq={}",
-            self.last.get()
-        )))
+        let last = self.last.get();
+        End::Failed(crate::status::store_unavailable(
+            format!("database unavailable; reconnect with after_seq={last}"),
+            Some(last),
+        ))
     }
 
     /// Sends stored turns after `last`, up to `until` (inclusive) or the

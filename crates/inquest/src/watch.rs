@@ -12,9 +12,9 @@ use inquest_proto::v1::{
     self as pb, investigations_client::InvestigationsClient, watch_event::Event,
 };
 use serde_json::json;
-use tonic::{Code, transport::Channel};
+use tonic::transport::Channel;
 
-use crate::client::{Target, status_error};
+use crate::client::{Target, reconnect_after, should_reconnect, status_error};
 
 /// Reconnect attempts in a row without receiving anything before giving up.
 const MAX_RETRIES: u32 = 8;
@@ -68,14 +68,6 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
     follow(&mut client, &args.session_id, seq - 1, args.json).await
 }
 
-/// Whether a failed stream is worth reopening from the last seq.
-fn retryable(code: Code) -> bool {
-    matches!(
-        code,
-        Code::Aborted | Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled
-    )
-}
-
 fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(200u64.saturating_mul(1 << attempt.min(5)))
 }
@@ -124,12 +116,12 @@ pub(crate) async fn follow(
                             view.end(&s);
                             return Ok(());
                         }
-                        Err(status) if retryable(status.code()) => break status,
+                        Err(status) if should_reconnect(&status) => break status,
                         Err(status) => return Err(status_error(status)),
                     }
                 }
             }
-            Err(status) if retryable(status.code()) => status,
+            Err(status) if should_reconnect(&status) => status,
             Err(status) => return Err(status_error(status)),
         };
         attempt += 1;
@@ -140,6 +132,7 @@ pub(crate) async fn follow(
                 reason.message()
             );
         }
+        after_seq = reconnect_after(&reason, after_seq);
         view.reconnect(after_seq, &reason);
         tokio::time::sleep(backoff(attempt)).await;
     }
