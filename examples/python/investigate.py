@@ -44,10 +44,9 @@ def show_turn(turn: pb.SessionTurn) -> None:
         error = " (error)" if turn.is_error else ""
         print(f"[{turn.seq}] tool {turn.tool_name}{error}: {first[:100]}")
         return
-    if turn.content:
-        print(f"[{turn.seq}] {role}: {turn.content}")
+    print(f"[{turn.seq}] {role}: {turn.content}")
     for call in turn.tool_calls:
-        print(f"[{turn.seq}] {role} calls {call.name}({call.arguments_json})")
+        print(f"      -> {call.name}({call.arguments_json})")
 
 
 def watch(stub, session_id: str, after_seq: int, drop_after: int = 0) -> int:

@@ -128,17 +128,24 @@ fn run(what: &str, mut cmd: Command) -> anyhow::Result<()> {
 /// The `mcp` Python SDK the MCP tests run their real server with, pinned.
 const MCP_SDK: &str = "mcp==2.3.0";
 
-/// A virtualenv under target/ with the MCP SDK, created once and reused.
+/// What the Python example client (`examples/python/requirements.txt`,
+/// keep the two in step) needs; its test runs it with the same venv.
+const GRPC_PACKAGES: [&str; 3] = ["grpcio==1.71.0", "grpcio-tools==1.71.0", "protobuf==5.29.4"];
+
+/// A virtualenv under target/ with the MCP SDK and the Python client's gRPC
+/// packages, created once and reused (recreated when the pins change).
 /// Returns its interpreter.
 fn ensure_mcp_python() -> anyhow::Result<PathBuf> {
     let venv = target_dir().join("test-python");
     let python = venv.join("bin/python");
     let ready = venv.join(".mcp-sdk");
-    if python.is_file() && std::fs::read_to_string(&ready).is_ok_and(|v| v == MCP_SDK) {
+    let packages: Vec<&str> = std::iter::once(MCP_SDK).chain(GRPC_PACKAGES).collect();
+    let marker = packages.join(" ");
+    if python.is_file() && std::fs::read_to_string(&ready).is_ok_and(|v| v == marker) {
         return Ok(python);
     }
     step(&format!(
-        "installing the MCP Python SDK ({MCP_SDK}) into {}",
+        "installing the test Python packages ({marker}) into {}",
         venv.display()
     ));
     let host = ["python3", "python"]
@@ -160,10 +167,10 @@ fn ensure_mcp_python() -> anyhow::Result<PathBuf> {
         "install",
         "--quiet",
         "--disable-pip-version-check",
-        MCP_SDK,
-    ]);
-    run(&format!("pip install {MCP_SDK}"), pip)?;
-    std::fs::write(&ready, MCP_SDK).context("marking the MCP venv ready")?;
+    ])
+    .args(&packages);
+    run(&format!("pip install {marker}"), pip)?;
+    std::fs::write(&ready, &marker).context("marking the test venv ready")?;
     Ok(python)
 }
 
@@ -506,4 +513,20 @@ fn chaos(args: &[String]) -> anyhow::Result<()> {
     run("cargo test --package inquest --test chaos", test)?;
     eprintln!("\nchaos test passed in {:.0?}", started.elapsed());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The test venv installs what the Python client's requirements pin.
+    #[test]
+    fn grpc_pins_match_the_python_clients_requirements() {
+        let file = super::workspace_root().join("examples/python/requirements.txt");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let pinned: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        assert_eq!(pinned, super::GRPC_PACKAGES);
+    }
 }
