@@ -257,20 +257,34 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
     let bin = target_dir().join("debug/inquest");
 
     let config = workspace_root().join("examples/checkout-latency/inquest.toml");
+    // The server's log goes to a file, so the live view below is not
+    // interleaved with its lines.
+    let log_dir = target_dir().join("demo");
+    std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
+    let log_path = log_dir.join("inquest-server.log");
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
     step(&format!(
         "starting `inquest serve --config examples/checkout-latency/inquest.toml --listen {listen}` \
-         on its embedded PostgreSQL"
+         on its embedded PostgreSQL; its log: {}",
+        log_path.display()
     ));
     let child = Command::new(&bin)
         .args(["serve", "--listen", &listen, "--config"])
         .arg(&config)
+        .env("NO_COLOR", "1")
+        .stdout(log.try_clone().context("sharing the server log file")?)
+        .stderr(log)
         .spawn()
         .context("starting inquest serve")?;
     let mut server = ServerGuard(child);
     let deadline = Instant::now() + Duration::from_secs(120);
     while TcpStream::connect(&listen).is_err() {
         if let Ok(Some(status)) = server.0.try_wait() {
-            bail!("inquest serve exited early ({status}); see its log above");
+            bail!(
+                "inquest serve exited early ({status}); see its log: {}",
+                log_path.display()
+            );
         }
         if Instant::now() > deadline {
             bail!("inquest serve did not start listening on {listen} within 120 s");
@@ -298,8 +312,13 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
         bail!("inquest investigate failed ({status})");
     }
 
+    eprintln!("\n(the server's log: {})", log_path.display());
     if keep {
-        step(&format!("server still running on {url}; Ctrl-C to stop it"));
+        step(&format!(
+            "server still running on {url}; Ctrl-C to stop it (follow a session with \
+             `inquest watch --follow SESSION`, its log with `tail -f {}`)",
+            log_path.display()
+        ));
         let _ = server.0.wait();
     } else {
         step("stopping the server (SIGTERM; it stops its embedded PostgreSQL)");
