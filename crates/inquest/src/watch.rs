@@ -1,6 +1,9 @@
 //! `inquest watch SESSION` and `inquest send SESSION TEXT`: follow a session
 //! live, reconnecting with the last seq received when the stream drops,
 //! falls behind (Lagged / ABORTED) or the server goes away (UNAVAILABLE).
+//! `inquest watch --follow` goes on across bursts: after one settles it
+//! polls `GetSession` (a watch of a settled session ends at once) until the
+//! next one starts, and stops when the session is cancelled or on Ctrl-C.
 
 use std::{
     io::{IsTerminal, Write},
@@ -29,6 +32,14 @@ pub struct WatchArgs {
     /// One JSON object per line, for scripts.
     #[arg(long)]
     json: bool,
+    /// Keep following after a burst settles: wait for the next burst (a
+    /// follow-up sent from anywhere) and show it too. Ends when the session
+    /// is cancelled, its only final status (completed, failed and idle
+    /// sessions can be reopened by a follow-up, so they are waited on), or
+    /// on Ctrl-C; both exit 0. Without it, watch ends when the burst
+    /// settles.
+    #[arg(long)]
+    follow: bool,
     #[command(flatten)]
     target: Target,
 }
@@ -49,7 +60,72 @@ pub struct SendArgs {
 
 pub async fn watch(args: WatchArgs) -> anyhow::Result<()> {
     let mut client = args.target.connect().await?;
-    follow(&mut client, &args.session_id, args.after_seq, args.json).await
+    if !args.follow {
+        return follow(&mut client, &args.session_id, args.after_seq, args.json).await;
+    }
+    let mut view = View::new(args.json);
+    let following = follow_bursts(&mut client, &args.session_id, args.after_seq, &mut view);
+    tokio::select! {
+        result = following => result,
+        // Ctrl-C is how a follow ends: quietly, exit 0.
+        _ = tokio::signal::ctrl_c() => {
+            view.clear_spinner();
+            Ok(())
+        }
+    }
+}
+
+/// Follows burst after burst until the session is cancelled.
+async fn follow_bursts(
+    client: &mut InvestigationsClient<Channel>,
+    session: &str,
+    mut after_seq: i64,
+    view: &mut View,
+) -> anyhow::Result<()> {
+    loop {
+        let (settled, last) = follow_burst(client, session, after_seq, view).await?;
+        after_seq = last;
+        if settled.status() == pb::SessionStatus::Cancelled {
+            return Ok(());
+        }
+        view.waiting();
+        next_burst(client, session, after_seq).await?;
+    }
+}
+
+/// Polls the session (backing off to every 2 s) until there is something
+/// to watch: a turn after `after_seq`, or a burst pending or running, or a
+/// cancel. Transient errors are polled through.
+async fn next_burst(
+    client: &mut InvestigationsClient<Channel>,
+    session: &str,
+    after_seq: i64,
+) -> anyhow::Result<()> {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(2));
+        let s = match client
+            .get_session(pb::GetSessionRequest {
+                session_id: session.into(),
+            })
+            .await
+        {
+            Ok(s) => s.into_inner(),
+            Err(status) if should_reconnect(&status) => continue,
+            Err(status) => return Err(status_error(status)),
+        };
+        if s.head_seq > after_seq
+            || matches!(
+                s.status(),
+                pb::SessionStatus::Pending
+                    | pb::SessionStatus::Running
+                    | pb::SessionStatus::Cancelled
+            )
+        {
+            return Ok(());
+        }
+    }
 }
 
 /// Sends the message, then watches from it on (the new burst).
@@ -72,13 +148,27 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(200u64.saturating_mul(1 << attempt.min(5)))
 }
 
+/// Follows one burst until it settles.
 pub(crate) async fn follow(
     client: &mut InvestigationsClient<Channel>,
     session: &str,
-    mut after_seq: i64,
+    after_seq: i64,
     json: bool,
 ) -> anyhow::Result<()> {
     let mut view = View::new(json);
+    follow_burst(client, session, after_seq, &mut view)
+        .await
+        .map(|_| ())
+}
+
+/// Watches until the stream ends OK (the burst settled); returns the
+/// settled session and the last seq received.
+async fn follow_burst(
+    client: &mut InvestigationsClient<Channel>,
+    session: &str,
+    mut after_seq: i64,
+    view: &mut View,
+) -> anyhow::Result<(pb::Session, i64)> {
     let mut attempt = 0;
     loop {
         let reason = match client
@@ -114,7 +204,7 @@ pub(crate) async fn follow(
                                 .map_err(status_error)?
                                 .into_inner();
                             view.end(&s);
-                            return Ok(());
+                            return Ok((s, after_seq));
                         }
                         Err(status) if should_reconnect(&status) => break status,
                         Err(status) => return Err(status_error(status)),
@@ -201,6 +291,22 @@ impl View {
         );
         let _ = std::io::stdout().flush();
         self.spinner_shown = true;
+    }
+
+    fn clear_spinner(&mut self) {
+        if self.spinner_shown {
+            print!("\r\x1b[2K");
+            let _ = std::io::stdout().flush();
+            self.spinner_shown = false;
+        }
+    }
+
+    /// Between bursts of `watch --follow` (text only: JSON readers see the
+    /// next burst's turns after the `end` object).
+    fn waiting(&mut self) {
+        if !self.json {
+            self.line("(waiting for the next burst; Ctrl-C to stop)");
+        }
     }
 
     /// Prints a line, clearing the spinner first and redrawing it after.

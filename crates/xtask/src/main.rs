@@ -128,17 +128,24 @@ fn run(what: &str, mut cmd: Command) -> anyhow::Result<()> {
 /// The `mcp` Python SDK the MCP tests run their real server with, pinned.
 const MCP_SDK: &str = "mcp==2.3.0";
 
-/// A virtualenv under target/ with the MCP SDK, created once and reused.
+/// What the Python example client (`examples/python/requirements.txt`,
+/// keep the two in step) needs; its test runs it with the same venv.
+const GRPC_PACKAGES: [&str; 3] = ["grpcio==1.71.0", "grpcio-tools==1.71.0", "protobuf==5.29.4"];
+
+/// A virtualenv under target/ with the MCP SDK and the Python client's gRPC
+/// packages, created once and reused (recreated when the pins change).
 /// Returns its interpreter.
 fn ensure_mcp_python() -> anyhow::Result<PathBuf> {
     let venv = target_dir().join("test-python");
     let python = venv.join("bin/python");
     let ready = venv.join(".mcp-sdk");
-    if python.is_file() && std::fs::read_to_string(&ready).is_ok_and(|v| v == MCP_SDK) {
+    let packages: Vec<&str> = std::iter::once(MCP_SDK).chain(GRPC_PACKAGES).collect();
+    let marker = packages.join(" ");
+    if python.is_file() && std::fs::read_to_string(&ready).is_ok_and(|v| v == marker) {
         return Ok(python);
     }
     step(&format!(
-        "installing the MCP Python SDK ({MCP_SDK}) into {}",
+        "installing the test Python packages ({marker}) into {}",
         venv.display()
     ));
     let host = ["python3", "python"]
@@ -160,10 +167,10 @@ fn ensure_mcp_python() -> anyhow::Result<PathBuf> {
         "install",
         "--quiet",
         "--disable-pip-version-check",
-        MCP_SDK,
-    ]);
-    run(&format!("pip install {MCP_SDK}"), pip)?;
-    std::fs::write(&ready, MCP_SDK).context("marking the MCP venv ready")?;
+    ])
+    .args(&packages);
+    run(&format!("pip install {marker}"), pip)?;
+    std::fs::write(&ready, &marker).context("marking the test venv ready")?;
     Ok(python)
 }
 
@@ -250,20 +257,34 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
     let bin = target_dir().join("debug/inquest");
 
     let config = workspace_root().join("examples/checkout-latency/inquest.toml");
+    // The server's log goes to a file, so the live view below is not
+    // interleaved with its lines.
+    let log_dir = target_dir().join("demo");
+    std::fs::create_dir_all(&log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
+    let log_path = log_dir.join("inquest-server.log");
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
     step(&format!(
         "starting `inquest serve --config examples/checkout-latency/inquest.toml --listen {listen}` \
-         on its embedded PostgreSQL"
+         on its embedded PostgreSQL; its log: {}",
+        log_path.display()
     ));
     let child = Command::new(&bin)
         .args(["serve", "--listen", &listen, "--config"])
         .arg(&config)
+        .env("NO_COLOR", "1")
+        .stdout(log.try_clone().context("sharing the server log file")?)
+        .stderr(log)
         .spawn()
         .context("starting inquest serve")?;
     let mut server = ServerGuard(child);
     let deadline = Instant::now() + Duration::from_secs(120);
     while TcpStream::connect(&listen).is_err() {
         if let Ok(Some(status)) = server.0.try_wait() {
-            bail!("inquest serve exited early ({status}); see its log above");
+            bail!(
+                "inquest serve exited early ({status}); see its log: {}",
+                log_path.display()
+            );
         }
         if Instant::now() > deadline {
             bail!("inquest serve did not start listening on {listen} within 120 s");
@@ -291,8 +312,13 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
         bail!("inquest investigate failed ({status})");
     }
 
+    eprintln!("\n(the server's log: {})", log_path.display());
     if keep {
-        step(&format!("server still running on {url}; Ctrl-C to stop it"));
+        step(&format!(
+            "server still running on {url}; Ctrl-C to stop it (follow a session with \
+             `inquest watch --follow SESSION`, its log with `tail -f {}`)",
+            log_path.display()
+        ));
         let _ = server.0.wait();
     } else {
         step("stopping the server (SIGTERM; it stops its embedded PostgreSQL)");
@@ -506,4 +532,20 @@ fn chaos(args: &[String]) -> anyhow::Result<()> {
     run("cargo test --package inquest --test chaos", test)?;
     eprintln!("\nchaos test passed in {:.0?}", started.elapsed());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The test venv installs what the Python client's requirements pin.
+    #[test]
+    fn grpc_pins_match_the_python_clients_requirements() {
+        let file = super::workspace_root().join("examples/python/requirements.txt");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let pinned: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        assert_eq!(pinned, super::GRPC_PACKAGES);
+    }
 }

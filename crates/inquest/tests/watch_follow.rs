@@ -1,0 +1,238 @@
+//! `inquest watch --follow` as a real CLI process against a real server:
+//! it shows the first burst, waits past its end, shows the burst a
+//! follow-up sent through the API opens, and exits 0 when the session is
+//! cancelled; Ctrl-C (SIGINT) ends it quietly with 0 too. Without
+//! `--follow`, watch ends when the burst settles.
+
+mod support;
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use inquest_proto::v1 as pb;
+use support::{Server, create_incident, settled, start_session};
+
+/// A running CLI process whose stdout lines are collected.
+struct Cli {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Cli {
+    fn start(server: &Server, args: &[&str]) -> Cli {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_inquest"))
+            .args(args)
+            .env(
+                "INQUEST_SERVER",
+                format!("http://127.0.0.1:{}", server.port),
+            )
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[watch] {line}");
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                let mut all = sink.lock().unwrap();
+                all.push_str(&line);
+                all.push('\n');
+            }
+        });
+        Cli {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    fn output(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// How many stdout lines so far contain `needle`.
+    fn count(&self, needle: &str) -> usize {
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
+    /// Waits (a minute at most: a hang guard) until `n` lines contain
+    /// `needle`.
+    async fn wait_for(&self, needle: &str, n: usize) {
+        for _ in 0..6000 {
+            if self.count(needle) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!(
+            "watch never printed {needle:?} {n} times:\n{}",
+            self.output()
+        );
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits (a minute at most) for the process to exit.
+    async fn exit(&mut self) -> ExitStatus {
+        for _ in 0..6000 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the reader threads drain the pipes.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("watch did not exit:\n{}", self.output());
+    }
+}
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn watch_follow_shows_every_burst_until_the_session_is_cancelled() {
+    let (_, url) = inquest_tests::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Burst 1: one plain answer. Burst 2 (the follow-up): a tool call that
+    // the armed failpoint hangs before, so the burst is still running when
+    // the test cancels it.
+    std::fs::write(
+        dir.path().join("script.json"),
+        r#"[{"text": "First look: nothing obvious yet."},
+            {"text": "Checking the deploy log.",
+             "tool_calls": [{"name": "read_file", "arguments": {"path": "deploys.log"}}]}]"#,
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("evidence")).unwrap();
+    std::fs::write(dir.path().join("evidence/deploys.log"), "14:05 deploy\n").unwrap();
+    let config = dir.path().join("inquest.toml");
+    std::fs::write(
+        &config,
+        "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n\n\
+         [tools]\nfiles_root = \"evidence\"\nfiles_server = \"evidence\"\n",
+    )
+    .unwrap();
+    let server = Server::start_with(
+        "server",
+        &["--database-url", &url, "--config", config.to_str().unwrap()],
+        &[("INQUEST_FAILPOINTS", "before-tool-run=1*return(hang)")],
+    )
+    .await;
+    let mut c = server.client().await;
+    let incident = create_incident(&mut c, "follow me").await;
+    let session = start_session(&mut c, &incident.id, "What happened?")
+        .await
+        .unwrap();
+    let first = settled(&mut c, &session.id).await;
+    assert_eq!(first.status(), pb::SessionStatus::Completed, "{first:?}");
+
+    // Without --follow: the settled burst is shown and watch ends, 0.
+    let mut plain = Cli::start(&server, &["watch", &session.id]);
+    assert!(plain.exit().await.success(), "{}", plain.output());
+    assert_eq!(plain.count("First look: nothing obvious yet."), 1);
+    assert_eq!(plain.count("-- session completed"), 1);
+    assert_eq!(plain.count("waiting for the next burst"), 0);
+
+    // With --follow: past the end it waits instead of exiting. A second
+    // follower is stopped with Ctrl-C while it waits.
+    let mut follow = Cli::start(&server, &["watch", "--follow", &session.id]);
+    let mut interrupted = Cli::start(&server, &["watch", "--follow", &session.id]);
+    follow.wait_for("(waiting for the next burst", 1).await;
+    interrupted.wait_for("(waiting for the next burst", 1).await;
+    assert!(follow.running(), "watch --follow exited after one burst");
+    assert_eq!(follow.count("First look: nothing obvious yet."), 1);
+
+    interrupted.signal("INT");
+    let status = interrupted.exit().await;
+    assert!(status.success(), "Ctrl-C: {status}");
+    assert_eq!(interrupted.stderr.lock().unwrap().as_str(), "");
+
+    // A follow-up sent through the API: the follower shows its burst.
+    let seq = c
+        .send_message(pb::SendMessageRequest {
+            session_id: session.id.clone(),
+            message: "Look at the deploys.".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .seq;
+    follow.wait_for("Look at the deploys.", 1).await;
+    follow.wait_for("Checking the deploy log.", 1).await;
+    follow.wait_for(".. running read_file", 1).await;
+    server
+        .wait_for_log("failpoint before-tool-run reached")
+        .await;
+    assert!(follow.running());
+    assert!(
+        follow.count(&format!("#{seq:<4} user      Look at the deploys.")) == 1,
+        "{}",
+        follow.output()
+    );
+
+    // Cancelled: the only final status, so the follower exits 0.
+    let cancelled = c
+        .cancel_session(pb::CancelSessionRequest {
+            session_id: session.id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(cancelled.status(), pb::SessionStatus::Cancelled);
+    let status = follow.exit().await;
+    assert!(
+        status.success(),
+        "{status}: {}",
+        follow.stderr.lock().unwrap()
+    );
+    assert_eq!(
+        follow.count("-- session cancelled"),
+        1,
+        "{}",
+        follow.output()
+    );
+    // Each turn was shown once across both bursts.
+    assert_eq!(follow.count("First look: nothing obvious yet."), 1);
+    assert_eq!(follow.count("Checking the deploy log."), 1);
+    // Not `stop()`: the failpoint's hung tool outlives the cancel, and a
+    // SIGTERM then waits on it past the grace.
+    server.kill9().await;
+}
