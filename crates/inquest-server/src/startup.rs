@@ -274,7 +274,13 @@ impl Application {
             () = tokio::time::sleep_until(grace_ends) => {
                 tracing::warn!("tools still running at the end of the grace; leaving them to recovery");
                 abandon.cancel();
-                tasks.wait().await;
+                // Dropped tools let their bursts hand over at once; a task
+                // that still does not end (stuck outside any await the
+                // shutdown reaches) is left behind: exiting is what kill -9
+                // would do, and its session's lease expires for recovery.
+                if tokio::time::timeout(ABANDON_WAIT, tasks.wait()).await.is_err() {
+                    tracing::error!(wait = ?ABANDON_WAIT, "tasks still running after the grace and the abandon; exiting without them (their sessions are recovered when their leases expire)");
+                }
             }
         }
         self.store.drain_writes().await;
@@ -285,6 +291,10 @@ impl Application {
         Ok(())
     }
 }
+
+/// How long shutdown waits, after the grace, for tasks to notice that
+/// their running tools were abandoned.
+const ABANDON_WAIT: Duration = Duration::from_secs(5);
 
 /// Binds the admin listener, or says why not and goes on without it.
 async fn bind_admin(admin: &crate::config::AdminSection) -> Option<TcpListener> {

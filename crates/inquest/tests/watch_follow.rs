@@ -232,7 +232,8 @@ async fn watch_follow_shows_every_burst_until_the_session_is_cancelled() {
     // Each turn was shown once across both bursts.
     assert_eq!(follow.count("First look: nothing obvious yet."), 1);
     assert_eq!(follow.count("Checking the deploy log."), 1);
-    // Not `stop()`: the failpoint's hung tool outlives the cancel, and a
-    // SIGTERM then waits on it past the grace.
-    server.kill9().await;
+    // The failpoint's hang outlives the cancel and the shutdown grace: a
+    // SIGTERM still ends the server, and cleanly (exit 0), once the grace
+    // and the abandon wait are over.
+    server.stop().await;
 }
