@@ -1,0 +1,188 @@
+//! `[limits]`: every size and count one replica takes on, with its
+//! default and its check. Grouped by area (load, idempotency keys, API
+//! sizes and watch caps, what a model sends, tool output); each area's
+//! defaults come from the module that enforces it.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::ConfigError;
+use crate::duration_text;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest user message (and incident description) accepted, in bytes.
+    pub max_message_bytes: usize,
+
+    // Load: what one replica takes on at once.
+    /// Bursts this replica runs at once. A session beyond it stays
+    /// `pending` (its message is stored, `StartSession` / `SendMessage`
+    /// answer as usual) and is claimed, oldest first, when a slot frees
+    /// here, or by another replica with room once it has waited
+    /// `lease.ttl`. Orphan recovery takes slots too.
+    pub max_running_bursts: usize,
+    /// Notifications from other replicas queued between the LISTEN
+    /// connection and the task applying them. When it is full the newest
+    /// are dropped and every local watcher is lagged, so it reconnects from
+    /// its cursor (reading the store) rather than miss a turn.
+    pub feed_queue_capacity: usize,
+    // -- Idempotency keys (issue 11) --
+    /// How long an idempotency key stays bound to its first request
+    /// (default 24h, at least 1s). Within it a retry with the key gets the
+    /// first result (another request with it: ALREADY_EXISTS); after it the
+    /// key is deleted and free for a new request. Each replica deletes
+    /// expired keys every quarter of this, at most every 10 minutes
+    /// ([`LimitsConfig::idempotency_cleanup_interval`]).
+    #[serde(with = "duration_text")]
+    pub idempotency_key_retention: Duration,
+    // -- end idempotency keys --
+    // --- API sizes and watch caps (issue 11, API side; `api_limits.rs`) ---
+    /// Largest request message the gRPC server accepts, in bytes (the
+    /// frame's length prefix, checked before the body is read). Larger:
+    /// INVALID_ARGUMENT naming this key. Must hold a `max_message_bytes`
+    /// message with the request's other fields.
+    pub max_request_bytes: usize,
+    /// Largest response message a list call sends, and the largest a
+    /// single turn is shown as (in ListTurns and in each WatchSession
+    /// message), in encoded bytes. At most 4 MiB, the default gRPC client's
+    /// limit: no response exceeds what a default client accepts. Must
+    /// exceed the largest turn the other caps let the server store.
+    pub max_response_bytes: usize,
+    /// Largest recovery or refusal notice stored, in bytes of text; a
+    /// longer one is cut with a marker saying how much was cut.
+    pub max_notice_bytes: usize,
+    /// WatchSession streams open at once on this replica. Past it:
+    /// RESOURCE_EXHAUSTED with a retry hint.
+    pub max_watch_streams: usize,
+    /// WatchSession streams open at once on this replica for one session.
+    pub max_watch_streams_per_session: usize,
+    // --- end API sizes and watch caps ---
+    // -- What a model sends (provider side of the agent). Every cut leaves
+    // a marker saying what was cut and how much.
+    /// Longest model-provider response body read, in bytes; a longer one
+    /// fails that provider's call (not retried; the chain fails over).
+    pub max_provider_response_bytes: usize,
+    /// An assistant turn's text is stored cut to this many bytes (plus a
+    /// marker).
+    pub max_model_text_bytes: usize,
+    /// A tool call whose arguments are longer than this many bytes is not
+    /// run; its arguments are stored cut (plus a marker) and its error
+    /// result tells the model why.
+    pub max_tool_arguments_bytes: usize,
+    // -- end of the model-side caps.
+    // --- Tool output (MCP servers and the built-in file tools) ---
+    /// Longest tool result text stored and shown to the model, in bytes
+    /// (default 64 KiB, at most 16 MiB). A longer result is cut on a
+    /// character boundary and ends with `…[cut by inquest: N more bytes of
+    /// tool result over limits.max_tool_result_bytes = …]`. One MCP stdio
+    /// message is held only up to 4 × this + 64 KiB: the rest of a longer
+    /// one is read and discarded, and the call answered with what was kept;
+    /// over streamable HTTP a response past that ceiling fails the call.
+    /// The file tools never read more than this of a file into memory.
+    pub max_tool_result_bytes: usize,
+    /// Longest line of an MCP server's stderr kept for logs and the "could
+    /// not start" report, in bytes (default 4 KiB, at most 1 MiB); the rest
+    /// of a longer line is read and dropped, and the line says how much.
+    pub max_mcp_stderr_line_bytes: usize,
+    // --- end tool output ---
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: inquest_core::Limits::default().max_message_bytes,
+            max_running_bursts: 256,
+            feed_queue_capacity: 10_000,
+            idempotency_key_retention: LimitsConfig::DEFAULT_IDEMPOTENCY_KEY_RETENTION,
+            // --- API sizes and watch caps ---
+            max_request_bytes: crate::api_limits::DEFAULT_MAX_REQUEST_BYTES,
+            max_response_bytes: crate::api_limits::DEFAULT_MAX_RESPONSE_BYTES,
+            max_notice_bytes: crate::api_limits::DEFAULT_MAX_NOTICE_BYTES,
+            max_watch_streams: 10_000,
+            max_watch_streams_per_session: 1_000,
+            // --- end API sizes and watch caps ---
+            // -- model-side caps
+            max_provider_response_bytes: inquest_agent::DEFAULT_MAX_RESPONSE_BYTES,
+            max_model_text_bytes: inquest_agent::DEFAULT_MAX_MODEL_TEXT_BYTES,
+            max_tool_arguments_bytes: inquest_agent::DEFAULT_MAX_TOOL_ARGUMENTS_BYTES,
+            max_tool_result_bytes: inquest_agent::limit::DEFAULT_MAX_TOOL_RESULT_BYTES,
+            max_mcp_stderr_line_bytes: inquest_agent::limit::DEFAULT_MAX_MCP_STDERR_LINE_BYTES,
+        }
+    }
+}
+
+impl LimitsConfig {
+    pub const DEFAULT_IDEMPOTENCY_KEY_RETENTION: Duration = Duration::from_secs(24 * 3600);
+    /// Longest pause between two cleanups of expired idempotency keys.
+    pub const MAX_IDEMPOTENCY_CLEANUP_INTERVAL: Duration = Duration::from_secs(600);
+
+    /// How often each replica deletes expired idempotency keys: a quarter
+    /// of the retention, at most every 10 minutes, so a key outlives its
+    /// retention by at most that much.
+    pub fn idempotency_cleanup_interval(&self) -> Duration {
+        (self.idempotency_key_retention / 4).min(Self::MAX_IDEMPOTENCY_CLEANUP_INTERVAL)
+    }
+
+    /// The checks of [`super::Config::validate`] for `[limits]`.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_message_bytes == 0 {
+            return Err(ConfigError::Invalid(
+                "limits.max_message_bytes must be > 0".into(),
+            ));
+        }
+        self.validate_tool_limits()?;
+        // -- model-side caps
+        const GIB: usize = 1 << 30;
+        for (key, value) in [
+            (
+                "limits.max_provider_response_bytes",
+                self.max_provider_response_bytes,
+            ),
+            ("limits.max_model_text_bytes", self.max_model_text_bytes),
+            (
+                "limits.max_tool_arguments_bytes",
+                self.max_tool_arguments_bytes,
+            ),
+        ] {
+            if !(1..=GIB).contains(&value) {
+                return Err(ConfigError::Invalid(format!(
+                    "{key} must be between 1 and {GIB} (1 GiB)"
+                )));
+            }
+        }
+        // API sizes and watch caps.
+        crate::api_limits::validate(self).map_err(ConfigError::Invalid)?;
+        if self.idempotency_key_retention < Duration::from_secs(1) {
+            return Err(ConfigError::Invalid(
+                "limits.idempotency_key_retention must be at least 1s".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `[limits]` keys of tool output: within (0, their maximum].
+    fn validate_tool_limits(&self) -> Result<(), ConfigError> {
+        use inquest_agent::limit::{MAX_STDERR_LINE_BYTES_LIMIT, MAX_TOOL_RESULT_BYTES_LIMIT};
+        for (name, value, max) in [
+            (
+                "limits.max_tool_result_bytes",
+                self.max_tool_result_bytes,
+                MAX_TOOL_RESULT_BYTES_LIMIT,
+            ),
+            (
+                "limits.max_mcp_stderr_line_bytes",
+                self.max_mcp_stderr_line_bytes,
+                MAX_STDERR_LINE_BYTES_LIMIT,
+            ),
+        ] {
+            if value == 0 || value > max {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} must be between 1 and {max}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
