@@ -13,8 +13,6 @@
 //! in the same run, and the server's peak resident memory (VmHWM).
 
 use std::{
-    path::PathBuf,
-    process::{Child, Command, Stdio},
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -31,6 +29,8 @@ use tokio::{
     task::JoinSet,
 };
 use tonic::transport::Channel;
+
+use crate::bench_replicas::{Replica, ms, new_session, pick};
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 type Client = InvestigationsClient<Channel>;
@@ -63,14 +63,14 @@ pub async fn run(bench: OverloadBench) -> anyhow::Result<()> {
         text = format!("[limits]\nmax_running_bursts = {n}\n\n{text}");
     }
     std::fs::write(&config, text)?;
-    let server = Server::start(&bench.url, &config).await?;
-    let result = measure(&bench, &server).await;
+    let server = Replica::start(&bench.url, &config, "bench-overload", None).await?;
+    let result = measure(&bench, &server, &bench.url).await;
     server.stop()?;
     let _ = std::fs::remove_dir_all(dir);
     result
 }
 
-async fn measure(bench: &OverloadBench, server: &Server) -> anyhow::Result<()> {
+async fn measure(bench: &OverloadBench, server: &Replica, url: &str) -> anyhow::Result<()> {
     let channels = connect_many(
         &server.endpoint,
         (bench.readers + bench.watchers + bench.sessions).div_ceil(STREAMS_PER_CONNECTION) + 1,
@@ -227,7 +227,7 @@ async fn measure(bench: &OverloadBench, server: &Server) -> anyhow::Result<()> {
     let mut settled_at = None;
     while Instant::now() < deadline {
         rss_peak_sampled = rss_peak_sampled.max(server.memory("VmRSS")?);
-        if settled_at.is_none() && active_sessions(&server.url).await? == 0 {
+        if settled_at.is_none() && active_sessions(url).await? == 0 {
             settled_at = Some(t0.elapsed());
             break;
         }
@@ -247,7 +247,7 @@ async fn measure(bench: &OverloadBench, server: &Server) -> anyhow::Result<()> {
     }
     under_load.sort();
     let peak = server.memory("VmHWM")?;
-    let outcome = outcomes(&server.url).await?;
+    let outcome = outcomes(url).await?;
 
     println!(
         "overload: 1 replica, {} StartSession at once, {} readers, {} watchers, model delay {:?}, {} s bound, max_running_bursts {}",
@@ -298,17 +298,6 @@ async fn measure(bench: &OverloadBench, server: &Server) -> anyhow::Result<()> {
         mib(peak)
     );
     Ok(())
-}
-
-fn pick(sorted: &[Duration], q: f64) -> Duration {
-    sorted
-        .get(((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 fn mib(kib: u64) -> f64 {
@@ -415,25 +404,6 @@ async fn connect_many(endpoint: &str, n: usize) -> anyhow::Result<Vec<Channel>> 
     Ok(out)
 }
 
-async fn new_session(client: &mut Client) -> anyhow::Result<String> {
-    let incident = client
-        .create_incident(pb::CreateIncidentRequest {
-            title: "overload bench".into(),
-            description: "p99 latency of checkout is up".into(),
-        })
-        .await?
-        .into_inner();
-    Ok(client
-        .start_session(pb::StartSessionRequest {
-            incident_id: incident.id,
-            message: "why is checkout slow?".into(),
-            idempotency_key: String::new(),
-        })
-        .await?
-        .into_inner()
-        .id)
-}
-
 async fn wait_settled(client: &mut Client, id: &str, guard: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + guard;
     loop {
@@ -460,69 +430,6 @@ async fn wait_settled(client: &mut Client, id: &str, guard: Duration) -> anyhow:
             "the baseline session never settled"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// `inquest serve` as a child process of this one.
-struct Server {
-    child: Child,
-    endpoint: String,
-    url: String,
-}
-
-impl Server {
-    async fn start(url: &str, config: &PathBuf) -> anyhow::Result<Server> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let mut child = Command::new(std::env::current_exe()?)
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--database-url",
-                url,
-            ])
-            .arg("--config")
-            .arg(config)
-            .env("RUST_LOG", "warn")
-            .env_remove("INQUEST_FAILPOINTS")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("starting the server")?;
-        for _ in 0..600 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Ok(Server {
-                    child,
-                    endpoint: format!("http://127.0.0.1:{port}"),
-                    url: url.to_owned(),
-                });
-            }
-            if let Some(status) = child.try_wait()? {
-                anyhow::bail!("the server exited: {status}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        anyhow::bail!("the server never listened")
-    }
-
-    /// A `/proc/<pid>/status` figure in KiB (`VmRSS`, `VmHWM`).
-    fn memory(&self, field: &str) -> anyhow::Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .with_context(|| format!("{field} in /proc/{}/status", self.child.id()))
-    }
-
-    fn stop(mut self) -> anyhow::Result<()> {
-        Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()?;
-        self.child.wait()?;
-        Ok(())
     }
 }
 

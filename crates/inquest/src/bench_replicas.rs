@@ -44,14 +44,14 @@ pub async fn run(bench: ReplicasBench) -> anyhow::Result<()> {
     throughput(&bench).await
 }
 
-fn pick(sorted: &[Duration], q: f64) -> Duration {
+pub(crate) fn pick(sorted: &[Duration], q: f64) -> Duration {
     sorted
         .get(((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1)))
         .copied()
         .unwrap_or_default()
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
@@ -193,14 +193,15 @@ async fn latency(bench: &ReplicasBench) -> anyhow::Result<()> {
 }
 
 /// A child `inquest serve` with its stderr scanned for lines.
-struct Replica {
+/// `inquest serve` as a child process of this one.
+pub(crate) struct Replica {
     child: Child,
-    endpoint: String,
+    pub(crate) endpoint: String,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Replica {
-    async fn start(
+    pub(crate) async fn start(
         url: &str,
         config: &Path,
         name: &str,
@@ -272,7 +273,17 @@ impl Replica {
         Ok(())
     }
 
-    fn stop(mut self) -> anyhow::Result<()> {
+    /// A `/proc/<pid>/status` figure in KiB (`VmRSS`, `VmHWM`).
+    pub(crate) fn memory(&self, field: &str) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .with_context(|| format!("{field} in /proc/{}/status", self.child.id()))
+    }
+
+    pub(crate) fn stop(mut self) -> anyhow::Result<()> {
         Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()?;
@@ -310,7 +321,7 @@ fn replica_config(dir: &Path, ttl: Duration) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-async fn new_session(client: &mut Client) -> anyhow::Result<String> {
+pub(crate) async fn new_session(client: &mut Client) -> anyhow::Result<String> {
     let incident = client
         .create_incident(pb::CreateIncidentRequest {
             title: "bench".into(),
