@@ -17,7 +17,7 @@ use std::{
     collections::BTreeMap,
     fs::File,
     io::{BufRead, BufReader},
-    path::{Component, Path, PathBuf},
+    path::PathBuf,
 };
 
 use inquest_core::{SessionId, ToolArguments, ToolCall};
@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use crate::{
     ToolSpec,
+    beneath::Root,
     limit::{self, ToolLimits},
     sink::{BoxFuture, ToolOutcome, ToolRunner},
 };
@@ -34,6 +35,10 @@ const MAX_MATCHES: usize = 200;
 /// Longest line `search` looks into (and shows); the rest of a longer line
 /// is read through unsearched.
 const SEARCH_LINE_BYTES: usize = 4 * 1024;
+/// Most files `list_files` lists and `search` looks into.
+const MAX_FILES: usize = 10_000;
+/// Once `search` has read this many bytes it opens no further file.
+const SEARCH_SCAN_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The built-in tools, served as one "server" named `server`.
 #[derive(Debug, Clone)]
@@ -64,22 +69,29 @@ impl FileTools {
         self
     }
 
-    fn open(path: &Path) -> std::io::Result<Opened> {
-        let file = File::open(path)?;
-        let meta = file.metadata()?;
-        if meta.is_dir() {
-            return Err(std::io::Error::other("it is a directory"));
-        }
+    /// The root, opened for this call: every path is resolved beneath it
+    /// (`beneath.rs`), so `..`, absolute paths and links out are refused.
+    fn root(&self) -> Result<Root, String> {
+        Root::open(&self.root)
+            .map_err(|e| format!("cannot open the evidence root {}: {e}", self.root.display()))
+    }
+
+    fn open(root: &Root, path: &str) -> Result<Opened, String> {
+        let file = root.open_file(path).map_err(|e| e.to_string())?;
+        let size = file
+            .metadata()
+            .map_err(|e| format!("cannot read {path}: {e}"))?
+            .len();
         Ok(Opened {
             reader: BufReader::with_capacity(limit::SNIFF_BYTES, file),
-            size: meta.len(),
+            size,
         })
     }
 
     /// Lines `start..start + count` of `path`, numbered, within the cap.
     fn read_file(&self, path: &str, start: u64, count: u64) -> Result<String, String> {
         let cannot = |e: std::io::Error| format!("cannot read {path}: {e}");
-        let mut file = Self::open(&self.resolve(path)?).map_err(cannot)?;
+        let mut file = Self::open(&self.root()?, path)?;
         let head = file.reader.fill_buf().map_err(cannot)?;
         if limit::is_binary(head) {
             return Ok(limit::describe_binary(file.size, head));
@@ -153,13 +165,23 @@ impl FileTools {
         let mut hits = Vec::new();
         let mut binary = Vec::new();
         let mut kept = Vec::new();
-        'files: for file in self.files()? {
+        let mut scanned: u64 = 0;
+        let root = self.root()?;
+        let walked = root.walk(MAX_FILES).map_err(|e| e.to_string())?;
+        'files: for file in walked.files {
             if only.is_some_and(|p| p != file) {
                 continue;
             }
-            let Ok(mut opened) = Self::open(&self.root.join(&file)) else {
+            let Ok(mut opened) = Self::open(&root, &file) else {
                 continue;
             };
+            if scanned >= SEARCH_SCAN_BYTES {
+                hits.push(format!(
+                    "[stopped after searching {SEARCH_SCAN_BYTES} bytes; name a file with `path`]"
+                ));
+                break;
+            }
+            scanned += opened.size;
             match opened.reader.fill_buf() {
                 Ok(head) if limit::is_binary(head) => {
                     binary.push(file);
@@ -202,43 +224,23 @@ impl FileTools {
         Ok(out)
     }
 
-    /// `relative` under the root, refusing absolute paths and `..`.
-    fn resolve(&self, relative: &str) -> Result<PathBuf, String> {
-        let rel = Path::new(relative);
-        if rel
-            .components()
-            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-        {
-            return Err(format!(
-                "path {relative:?} must be relative to the evidence root, without `..`"
+    /// Every file under the root, at most [`MAX_FILES`], with a marker
+    /// line when there are more.
+    fn list(&self) -> Result<String, String> {
+        let walked = self.root()?.walk(MAX_FILES).map_err(|e| e.to_string())?;
+        let mut out = walked.files.join("\n");
+        if walked.truncated {
+            out.push_str(&format!(
+                "\n[listing stopped at {MAX_FILES} files; search or read by path]"
             ));
         }
-        Ok(self.root.join(rel))
-    }
-
-    fn files(&self) -> Result<Vec<String>, String> {
-        let mut out = Vec::new();
-        let mut stack = vec![self.root.clone()];
-        while let Some(dir) = stack.pop() {
-            let entries = std::fs::read_dir(&dir)
-                .map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if let Ok(rel) = path.strip_prefix(&self.root) {
-                    out.push(rel.to_string_lossy().into_owned());
-                }
-            }
-        }
-        out.sort();
         Ok(out)
     }
 
     fn run(&self, name: &str, args: &serde_json::Map<String, Value>) -> Result<String, String> {
         let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_owned);
         match name {
-            "list_files" => Ok(self.files()?.join("\n")),
+            "list_files" => self.list(),
             "read_file" => {
                 let path = text("path").ok_or("read_file needs a string `path`")?;
                 let start = args
@@ -324,7 +326,13 @@ impl ToolRunner for FileTools {
                     call.arguments.as_sent()
                 ));
             };
-            let (content, is_error) = match self.run(&call.name, args) {
+            // File reads block: they run on the blocking pool, never on
+            // the async runtime's workers.
+            let (tools, name, args) = (self.clone(), call.name.clone(), args.clone());
+            let ran = tokio::task::spawn_blocking(move || tools.run(&name, &args))
+                .await
+                .unwrap_or_else(|e| Err(format!("the file tool stopped: {e}")));
+            let (content, is_error) = match ran {
                 // `read_file` cuts itself (its marker says where to read on);
                 // the others are cut here.
                 Ok(text) if call.name == "read_file" => (text, false),
@@ -389,6 +397,45 @@ mod tests {
         let bad_json = tools.call(s, &call("search", "{pattern")).await;
         assert!(bad_json.is_error && !bad_json.reached_server);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// What a new user tries first: a link in the evidence to a directory
+    /// outside it, then a FIFO. Neither leaks nor hangs.
+    #[tokio::test]
+    async fn a_symlink_out_of_the_root_and_a_fifo_are_refused() {
+        let base = std::env::temp_dir().join(format!("inquest-files-l-{}", std::process::id()));
+        std::fs::create_dir_all(base.join("evidence")).unwrap();
+        std::fs::create_dir_all(base.join("some/dir")).unwrap();
+        std::fs::write(base.join("some/dir/secret.txt"), "TOPSECRET\n").unwrap();
+        std::os::unix::fs::symlink(base.join("some/dir"), base.join("evidence/outside")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            base.join("evidence/pipe"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let tools = FileTools::new("evidence", base.join("evidence"));
+        let s = SessionId::new();
+        for args in [
+            r#"{"path": "outside/secret.txt"}"#,
+            r#"{"path": "pipe"}"#,
+            r#"{"path": "/etc/passwd"}"#,
+        ] {
+            let out = tools.call(s, &call("read_file", args)).await;
+            assert!(out.is_error, "{args}: {}", out.content);
+            assert!(!out.content.contains("TOPSECRET"));
+        }
+        for (name, args) in [
+            ("search", r#"{"pattern": "topsecret"}"#),
+            ("list_files", "{}"),
+        ] {
+            let out = tools.call(s, &call(name, args)).await;
+            assert!(!out.is_error, "{name}: {}", out.content);
+            assert!(!out.content.contains("TOPSECRET") && !out.content.contains("secret.txt"));
+        }
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[tokio::test]

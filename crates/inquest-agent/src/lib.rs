@@ -16,6 +16,7 @@
 
 mod agent;
 pub mod anthropic;
+mod beneath;
 pub mod chain;
 pub mod config;
 pub mod failpoints;

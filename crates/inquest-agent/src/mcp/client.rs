@@ -103,7 +103,13 @@ impl Connection {
                 cwd,
             } => {
                 let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).envs(env);
+                cmd.args(args).env_clear();
+                for name in super::config::INHERITED_ENV {
+                    if let Some(value) = std::env::var_os(name) {
+                        cmd.env(name, value);
+                    }
+                }
+                cmd.envs(env);
                 if let Some(cwd) = cwd {
                     cmd.current_dir(cwd);
                 }

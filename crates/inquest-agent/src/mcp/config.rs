@@ -12,7 +12,11 @@
 //! over stdio) or `url` (streamable HTTP). `${NAME}` in `env` values,
 //! `headers` values and `url` is replaced by that environment variable
 //! (a missing one is an error); nothing else is expanded, and `args` are
-//! passed as written. A stdio server also inherits Inquest's environment.
+//! passed as written. A stdio server starts with a minimal environment,
+//! as the official MCP SDKs give one by default: the [`INHERITED_ENV`]
+//! variables Inquest has (HOME, LOGNAME, PATH, SHELL, TERM, USER), plus
+//! exactly the `env` its entry names. None of Inquest's own variables
+//! (provider keys, `DATABASE_URL`, …) reach it.
 //! Keys other tools write into the same file (`type`, `disabled`, `cwd`)
 //! are understood; other unknown keys are ignored with a warning, so one
 //! file can serve several MCP clients. Only `type` values naming stdio or
@@ -68,13 +72,17 @@ pub struct McpServersFile {
     pub mcp_servers: BTreeMap<String, McpServerEntry>,
 }
 
+/// The variables a stdio server inherits from Inquest's environment; every
+/// other one it gets only from its entry's `env`.
+pub const INHERITED_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+
 /// How to reach one server, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum McpTransport {
     Stdio {
         command: String,
         args: Vec<String>,
-        /// Added to (or overriding) the inherited environment.
+        /// Added to (or overriding) the [`INHERITED_ENV`] variables.
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
     },

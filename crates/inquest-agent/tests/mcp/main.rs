@@ -102,6 +102,50 @@ async fn a_call_carries_its_idempotency_key_in_meta() {
     tools.close().await;
 }
 
+/// A stdio server gets HOME, LOGNAME, PATH, SHELL, TERM, USER and its own
+/// `env`, and none of the variables Inquest runs with.
+#[tokio::test]
+async fn a_stdio_server_sees_none_of_inquests_environment() {
+    let python = python_or_skip!();
+    // Variables cargo gives this test process: they must not reach the
+    // server. Fail loudly if they are missing, or the test proves nothing.
+    for name in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "PATH"] {
+        assert!(std::env::var_os(name).is_some(), "{name} is not set here");
+    }
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_servers/env_tools.py");
+    let servers = McpServers(vec![McpServer {
+        name: "env".into(),
+        transport: McpTransport::Stdio {
+            command: python.clone(),
+            args: vec![script.display().to_string()],
+            env: [("ONLY_THIS".to_owned(), "given".to_owned())].into(),
+            cwd: None,
+        },
+    }]);
+    let tools = McpTools::connect(servers, options()).await.unwrap();
+    let out = tools
+        .call(SessionId::new(), &call("e1", "environment", json!({})))
+        .await;
+    assert!(!out.is_error, "{}", out.content);
+    let env: serde_json::Map<String, Value> = serde_json::from_str(&out.content).unwrap();
+    assert_eq!(env["ONLY_THIS"], "given");
+    assert_eq!(
+        env["PATH"].as_str(),
+        std::env::var("PATH").ok().as_deref(),
+        "PATH is inherited"
+    );
+    // Python itself may add a few (LC_CTYPE); none of ours is there.
+    for (name, _) in std::env::vars() {
+        let inherited = inquest_agent::mcp::config::INHERITED_ENV.contains(&name.as_str());
+        assert!(
+            inherited || !env.contains_key(&name),
+            "{name} leaked into the MCP server's environment"
+        );
+    }
+    tools.close().await;
+}
+
 #[tokio::test]
 async fn unknown_tools_and_invalid_json_never_reach_a_server() {
     let python = python_or_skip!();
