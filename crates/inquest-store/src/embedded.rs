@@ -6,6 +6,15 @@
 //! after, listens on 127.0.0.1 only (no Unix socket), and is stopped by
 //! [`EmbeddedPostgres::stop`].
 //!
+//! It accepts only its owner: every connection, local or TCP, must give
+//! the superuser's password (`scram-sha-256`), a random 244-bit secret
+//! generated when the cluster is created and kept in
+//! `<data dir>/superuser.password` (mode 0600, readable by this process's
+//! user and, when it runs as root, by `postgres`). Another local user who
+//! can reach 127.0.0.1 cannot connect without reading that file. A cluster
+//! created by an older Inquest with `trust` is given a password and
+//! switched to `scram-sha-256` at its next start.
+//!
 //! PostgreSQL refuses to run as root. When this process is root, the
 //! binaries run as the `postgres` user (via `runuser`) and the data
 //! directory is handed to that user.
@@ -79,6 +88,29 @@ pub struct EmbeddedPostgres {
     port: u16,
     database: String,
     as_postgres_user: bool,
+    password: Password,
+}
+
+/// The superuser's password; never printed.
+#[derive(Clone)]
+struct Password(String);
+
+impl Password {
+    /// Two v4 UUIDs from the OS's random source: 244 random bits, as hex
+    /// (no character a URL or `pg_hba` would need escaped).
+    fn generate() -> Self {
+        Self(format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        ))
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Password(…)")
+    }
 }
 
 impl fmt::Debug for EmbeddedPostgres {
@@ -90,8 +122,10 @@ impl fmt::Debug for EmbeddedPostgres {
     }
 }
 
-/// Superuser created by `initdb`; authentication is `trust` on 127.0.0.1.
+/// Superuser created by `initdb`, authenticated by its password.
 const SUPERUSER: &str = "inquest";
+/// The file in the data directory that holds the superuser's password.
+const PASSWORD_FILE: &str = "superuser.password";
 
 /// Finds the directory holding `initdb`, `pg_ctl` and `postgres`: the newest
 /// `/usr/lib/postgresql/<version>/bin` (Debian's layout, not on PATH), then
@@ -155,31 +189,133 @@ impl EmbeddedPostgres {
             Some(p) => p,
             None => free_port().map_err(io_err("picking a free port"))?,
         };
+        let password_file = data_dir.join(PASSWORD_FILE);
+        let existing = password_file.is_file();
+        let password = if existing {
+            let text = std::fs::read_to_string(&password_file)
+                .map_err(io_err(format!("reading {}", password_file.display())))?;
+            Password(text.trim().to_owned())
+        } else {
+            Password::generate()
+        };
         let pg = Self {
             bin,
             pgdata,
             port,
             database: options.database.clone(),
             as_postgres_user,
+            password,
         };
+        if !existing {
+            pg.write_password(&password_file)?;
+        }
         if as_postgres_user {
             pg.hand_to_postgres_user(&data_dir)?;
         }
-        if !pg.pgdata.join("PG_VERSION").is_file() {
-            pg.initdb()?;
+        let created = !pg.pgdata.join("PG_VERSION").is_file();
+        if created {
+            pg.initdb(&password_file)?;
         }
         pg.pg_ctl_start(&data_dir, options.max_connections)?;
+        if !created {
+            pg.require_password()?;
+        }
         pg.ensure_database()?;
         Ok(pg)
     }
 
-    /// `postgres://` URL of the service database.
+    /// Writes the password where only this user (and `postgres`) can read
+    /// it, before anything uses it.
+    fn write_password(&self, path: &Path) -> Result<(), EmbeddedError> {
+        use std::{io::Write, os::unix::fs::OpenOptionsExt};
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(io_err(format!("creating {}", path.display())))?;
+        file.write_all(self.password.0.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(io_err(format!("writing {}", path.display())))
+    }
+
+    /// A cluster made by an older version trusts every local connection:
+    /// give the superuser the password and switch `pg_hba.conf` to
+    /// `scram-sha-256`. A no-op once done.
+    fn require_password(&self) -> Result<(), EmbeddedError> {
+        let hba = self.pgdata.join("pg_hba.conf");
+        let text =
+            std::fs::read_to_string(&hba).map_err(io_err(format!("reading {}", hba.display())))?;
+        let trusting = |line: &str| {
+            !line.trim_start().starts_with('#') && line.split_whitespace().last() == Some("trust")
+        };
+        if !text.lines().any(trusting) {
+            return Ok(());
+        }
+        // The statement goes in on stdin: a command line is visible to
+        // every local user.
+        let mut alter = Command::new(self.psql());
+        alter
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d"])
+            .arg(self.url_without_password("postgres"));
+        run_with_input(
+            "setting the superuser's password",
+            alter,
+            &format!("ALTER ROLE {SUPERUSER} PASSWORD '{}';\n", self.password.0),
+        )?;
+        let rewritten: String = text
+            .lines()
+            .map(|line| {
+                if trusting(line) {
+                    let cut = line.len() - "trust".len();
+                    format!("{}scram-sha-256\n", &line[..cut])
+                } else {
+                    format!("{line}\n")
+                }
+            })
+            .collect();
+        std::fs::write(&hba, rewritten).map_err(io_err(format!("writing {}", hba.display())))?;
+        let mut reload = self.command("pg_ctl");
+        reload.arg("-D").arg(&self.pgdata).arg("reload");
+        run("pg_ctl reload", reload).map(|_| ())
+    }
+
+    /// `psql` for this cluster's `database`, the password in its
+    /// environment (not on its command line, which other users can see).
+    fn psql_on(&self, database: &str) -> Command {
+        let mut cmd = Command::new(self.psql());
+        cmd.env("PGPASSWORD", &self.password.0)
+            .arg("-d")
+            .arg(self.url_without_password(database));
+        cmd
+    }
+
+    fn psql(&self) -> PathBuf {
+        let psql = self.bin.join("psql");
+        if psql.is_file() {
+            psql
+        } else {
+            PathBuf::from("psql")
+        }
+    }
+
+    /// `postgres://` URL of the service database, with the superuser's
+    /// password in it: do not log it.
     pub fn url(&self) -> String {
         self.url_for(&self.database)
     }
 
-    /// URL of another database on this cluster.
+    /// URL of another database on this cluster (with the password).
     pub fn url_for(&self, database: &str) -> String {
+        format!(
+            "postgres://{SUPERUSER}:{}@127.0.0.1:{}/{database}",
+            self.password.0, self.port
+        )
+    }
+
+    /// The same URL without the password: what a stranger would try.
+    pub fn url_without_password(&self, database: &str) -> String {
         format!("postgres://{SUPERUSER}@127.0.0.1:{}/{database}", self.port)
     }
 
@@ -226,12 +362,17 @@ impl EmbeddedPostgres {
         Ok(())
     }
 
-    fn initdb(&self) -> Result<(), EmbeddedError> {
+    fn initdb(&self, password_file: &Path) -> Result<(), EmbeddedError> {
         let mut cmd = self.command("initdb");
         cmd.arg("-D")
             .arg(&self.pgdata)
-            .args(["--auth=trust", "--encoding=UTF8", "--no-instructions"])
-            .arg(format!("--username={SUPERUSER}"));
+            .args([
+                "--auth=scram-sha-256",
+                "--encoding=UTF8",
+                "--no-instructions",
+            ])
+            .arg(format!("--username={SUPERUSER}"))
+            .arg(format!("--pwfile={}", password_file.display()));
         run("initdb", cmd).map(|_| ())
     }
 
@@ -254,15 +395,9 @@ impl EmbeddedPostgres {
     }
 
     fn ensure_database(&self) -> Result<(), EmbeddedError> {
-        let psql = self.bin.join("psql");
-        let psql = if psql.is_file() {
-            psql
-        } else {
-            PathBuf::from("psql")
-        };
-        let exists = Command::new(&psql)
-            .args(["-XtA", "-d"])
-            .arg(self.url_for("postgres"))
+        let exists = self
+            .psql_on("postgres")
+            .arg("-XtA")
             .arg("-c")
             .arg(format!(
                 "SELECT 1 FROM pg_database WHERE datname = '{}'",
@@ -273,15 +408,11 @@ impl EmbeddedPostgres {
         if String::from_utf8_lossy(&exists.stdout).trim() == "1" {
             return Ok(());
         }
-        let mut create = Command::new(&psql);
-        create
-            .args(["-X", "-q", "-d"])
-            .arg(self.url_for("postgres"))
-            .arg("-c")
-            .arg(format!(
-                "CREATE DATABASE \"{}\"",
-                self.database.replace('"', "\"\"")
-            ));
+        let mut create = self.psql_on("postgres");
+        create.args(["-X", "-q"]).arg("-c").arg(format!(
+            "CREATE DATABASE \"{}\"",
+            self.database.replace('"', "\"\"")
+        ));
         run("creating the database", create).map(|_| ())
     }
 }
@@ -292,6 +423,34 @@ fn free_port() -> io::Result<u16> {
 
 fn run(step: &'static str, mut cmd: Command) -> Result<Output, EmbeddedError> {
     let output = cmd.output().map_err(io_err(format!("starting {step}")))?;
+    checked(step, output)
+}
+
+/// [`run`] with `input` on the command's stdin.
+fn run_with_input(
+    step: &'static str,
+    mut cmd: Command,
+    input: &str,
+) -> Result<Output, EmbeddedError> {
+    use std::{io::Write, process::Stdio};
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(io_err(format!("starting {step}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(input.as_bytes())
+            .map_err(io_err(format!("writing to {step}")))?;
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(io_err(format!("waiting for {step}")))?;
+    checked(step, output)
+}
+
+fn checked(step: &'static str, output: Output) -> Result<Output, EmbeddedError> {
     if output.status.success() {
         Ok(output)
     } else {
