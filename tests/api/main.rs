@@ -24,6 +24,7 @@ mod messages;
 mod metrics;
 mod resume;
 mod sessions;
+mod tls;
 mod turns;
 mod watch;
 mod watch_lag;

@@ -8,6 +8,7 @@
 
 pub mod driver;
 pub mod resume;
+pub mod tls;
 pub mod watching;
 
 use std::{net::SocketAddr, sync::Arc};

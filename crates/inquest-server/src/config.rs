@@ -33,6 +33,8 @@ pub struct Config {
     pub watch: WatchSection,
     pub lease: LeaseSection,
     pub admin: AdminSection,
+    /// `[tls]`: serve gRPC over TLS (absent: plaintext).
+    pub tls: Option<crate::tls::TlsSection>,
     /// The model providers, in failover order. None: no agent runs.
     pub providers: Vec<inquest_agent::ProviderConfig>,
     /// The loop's rails and prompt.
@@ -183,6 +185,7 @@ impl Default for Config {
             watch: WatchSection::default(),
             lease: LeaseSection::default(),
             admin: AdminSection::default(),
+            tls: None,
             providers: Vec::new(),
             agent: inquest_agent::AgentConfig::default(),
             mcp: None,

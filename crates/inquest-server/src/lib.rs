@@ -20,6 +20,7 @@ mod service;
 pub mod startup;
 pub mod status;
 pub mod telemetry;
+pub mod tls;
 pub mod turn_log;
 pub mod watch;
 

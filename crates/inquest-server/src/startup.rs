@@ -40,6 +40,8 @@ pub struct Application {
     listener: TcpListener,
     /// The admin HTTP listener (`[admin]`), when enabled and bound.
     admin: Option<TcpListener>,
+    /// `[tls]`: the certificate new gRPC connections get (none: plaintext).
+    tls: Option<crate::tls::Certificates>,
     store: Store,
     /// The persist-then-publish path and its broadcaster. Exposed so tests
     /// (and the agent loop) write turns exactly as the server does.
@@ -71,6 +73,12 @@ impl Application {
     /// Connects to `database_url`, applies migrations and binds
     /// `config.listen` (port 0 picks a free port).
     pub async fn build(config: &Config, database_url: &str) -> anyhow::Result<Self> {
+        // Unusable TLS files stop startup before anything else happens.
+        let tls = config
+            .tls
+            .as_ref()
+            .map(crate::tls::Certificates::load)
+            .transpose()?;
         let store = Store::connect(&config.store_config(database_url))
             .context("configuring the database pool")?;
         store.migrate().await.context("migrating the database")?;
@@ -90,6 +98,7 @@ impl Application {
         Ok(Self {
             listener,
             admin,
+            tls,
             store,
             log,
             watch: config.watch.clone(),
@@ -237,16 +246,35 @@ impl Application {
             InvestigationsService::new(watches, self.limits, self.api, runner).into_server();
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
-        let server = tonic::transport::Server::builder()
+        let router = tonic::transport::Server::builder()
             .trace_fn(|req| tracing::info_span!("rpc", method = %req.uri().path()))
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(crate::admin::Measured::new(investigations))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), async move {
-                stop_accepting.cancelled().await
-            });
-        tracing::info!(%addr, "serving inquest.v1.Investigations");
+            .add_service(crate::admin::Measured::new(investigations));
+        let stopped = async move { stop_accepting.cancelled().await };
+        let tls = self.tls.is_some();
+        let server: std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>> + Send>,
+        > = match self.tls {
+            Some(certs) => {
+                certs.spawn_reloader(&tasks, shutdown.clone());
+                let incoming = crate::tls::incoming(self.listener, certs, &tasks, shutdown.clone());
+                Box::pin(router.serve_with_incoming_shutdown(incoming, stopped))
+            }
+            None => {
+                if !addr.ip().is_loopback() {
+                    tracing::warn!(%addr, "serving gRPC without TLS on a non-loopback address; set [tls] cert and key");
+                }
+                Box::pin(
+                    router.serve_with_incoming_shutdown(
+                        TcpListenerStream::new(self.listener),
+                        stopped,
+                    ),
+                )
+            }
+        };
+        tracing::info!(%addr, tls, "serving inquest.v1.Investigations");
         tokio::pin!(server);
         let grace_ends = tokio::select! {
             result = &mut server => {

@@ -16,13 +16,59 @@ pub struct Target {
         global = true
     )]
     server: String,
+    /// For an `https://` server: the PEM CA certificate that signed its
+    /// certificate (e.g. the one in `docs/security.md`'s self-signed setup).
+    #[arg(long, env = "INQUEST_CA_CERT", global = true)]
+    ca_cert: Option<std::path::PathBuf>,
+    /// For a server with `[tls] client_ca`: this client's PEM certificate
+    /// and key.
+    #[arg(
+        long,
+        env = "INQUEST_CLIENT_CERT",
+        global = true,
+        requires = "client_key"
+    )]
+    client_cert: Option<std::path::PathBuf>,
+    #[arg(
+        long,
+        env = "INQUEST_CLIENT_KEY",
+        global = true,
+        requires = "client_cert"
+    )]
+    client_key: Option<std::path::PathBuf>,
 }
 
 impl Target {
     pub async fn connect(&self) -> anyhow::Result<InvestigationsClient<Channel>> {
-        InvestigationsClient::connect(self.server.clone())
+        let mut endpoint = Channel::from_shared(self.server.clone())
+            .with_context(|| format!("{:?} is not a server address", self.server))?;
+        if self.server.starts_with("https://") {
+            let mut tls = tonic::transport::ClientTlsConfig::new();
+            let Some(ca) = &self.ca_cert else {
+                anyhow::bail!(
+                    "{} is https: give the CA certificate that signed it with --ca-cert (or INQUEST_CA_CERT)",
+                    self.server
+                );
+            };
+            let pem =
+                std::fs::read(ca).with_context(|| format!("reading --ca-cert {}", ca.display()))?;
+            tls = tls.ca_certificate(tonic::transport::Certificate::from_pem(pem));
+            if let (Some(cert), Some(key)) = (&self.client_cert, &self.client_key) {
+                let cert = std::fs::read(cert)
+                    .with_context(|| format!("reading --client-cert {}", cert.display()))?;
+                let key = std::fs::read(key)
+                    .with_context(|| format!("reading --client-key {}", key.display()))?;
+                tls = tls.identity(tonic::transport::Identity::from_pem(cert, key));
+            }
+            endpoint = endpoint
+                .tls_config(tls)
+                .context("configuring TLS to the server")?;
+        }
+        let channel = endpoint
+            .connect()
             .await
-            .with_context(|| format!("cannot reach the inquest server at {}", self.server))
+            .with_context(|| format!("cannot reach the inquest server at {}", self.server))?;
+        Ok(InvestigationsClient::new(channel))
     }
 }
 

@@ -112,3 +112,44 @@ async fn session_list_status_running_prints_what_runs() {
     assert!(lines[0].contains(&incident.id), "{stdout}");
     assert!(!stdout.contains(&pending.id), "{stdout}");
 }
+
+/// The CLI over TLS: `--server https://…` with `--ca-cert` reaches a `[tls]`
+/// server; without the CA it refuses to guess, with the wrong one it fails.
+#[tokio::test]
+async fn the_cli_talks_to_a_tls_server_with_its_ca() {
+    use inquest_tests::tls::{Ca, Files};
+    let files = Files::new();
+    let ca = Ca::new("cli CA");
+    let (cert, key) = ca.leaf();
+    let section = inquest_server::tls::TlsSection {
+        cert: files.write("server.crt", &cert),
+        key: files.write("server.key", &key),
+        client_ca: None,
+    };
+    let app = inquest_tests::spawn_app_with(|c| c.tls = Some(section.clone())).await;
+    let ca_file = files.write("ca.crt", &ca.pem);
+    let wrong = files.write("wrong.crt", &Ca::new("wrong").pem);
+    let server = format!("https://localhost:{}", app.addr.port());
+    let run = |ca: Option<std::path::PathBuf>| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_inquest"));
+        cmd.args(["incident", "new", "over tls", "--server", &server])
+            .env_remove("INQUEST_CA_CERT");
+        if let Some(ca) = ca {
+            cmd.arg("--ca-cert").arg(ca);
+        }
+        cmd.output()
+    };
+    let ok = run(Some(ca_file)).await.unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(app.count("incidents").await, 1);
+    let no_ca = run(None).await.unwrap();
+    assert!(!no_ca.status.success());
+    assert!(String::from_utf8_lossy(&no_ca.stderr).contains("--ca-cert"));
+    let bad = run(Some(wrong)).await.unwrap();
+    assert!(!bad.status.success());
+    assert_eq!(app.count("incidents").await, 1);
+}
