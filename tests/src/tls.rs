@@ -28,9 +28,14 @@ impl Ca {
 
     /// A leaf for `localhost` (and 127.0.0.1): (certificate PEM, key PEM).
     pub fn leaf(&self) -> (String, String) {
+        self.leaf_for(&["localhost", "127.0.0.1"])
+    }
+
+    /// A leaf for these names (an IP address becomes an IP SAN).
+    pub fn leaf_for(&self, names: &[&str]) -> (String, String) {
         let key = KeyPair::generate().unwrap();
-        let params =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        let params = CertificateParams::new(names).unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         (cert.pem(), key.serialize_pem())
     }

@@ -23,12 +23,12 @@ mod reports;
 mod rows;
 mod sessions;
 mod text;
+pub mod tls;
 mod turns;
 
-use std::{future::Future, str::FromStr, time::Duration};
+use std::{future::Future, time::Duration};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
@@ -132,8 +132,10 @@ impl Store {
     /// even while the database is down; the first operation reports it.
     /// The handle returned runs on the API lane.
     pub fn connect(config: &StoreConfig) -> Result<Self, StoreError> {
-        let mut pg = tokio_postgres::Config::from_str(&config.database_url)
-            .map_err(StoreError::InvalidUrl)?;
+        let (mut pg, tls) = tls::parse(&config.database_url).map_err(|e| match e {
+            tls::DbTlsError::Url(e) => StoreError::InvalidUrl(e),
+            tls::DbTlsError::Setting(s) => StoreError::Config(s),
+        })?;
         pg.connect_timeout(config.connect_timeout);
         if pg.get_application_name().is_none() {
             pg.application_name("inquest");
@@ -141,7 +143,7 @@ impl Store {
         let pool = |size: usize| {
             let manager = Manager::from_config(
                 pg.clone(),
-                NoTls,
+                tls.clone(),
                 ManagerConfig {
                     recycling_method: RecyclingMethod::Fast,
                 },

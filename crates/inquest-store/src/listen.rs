@@ -19,12 +19,13 @@ use std::{
     future::{Future, poll_fn},
     hash::{BuildHasher, RandomState},
     pin::pin,
-    str::FromStr,
     task::Poll,
     time::Duration,
 };
 
-use tokio_postgres::{AsyncMessage, Config, Connection, NoTls, Socket, tls::NoTlsStream};
+use tokio_postgres::{AsyncMessage, Config, Connection, Socket};
+
+use crate::tls::{PgTls, PgTlsStream};
 use tokio_util::sync::CancellationToken;
 
 /// What the listener reports, in order.
@@ -102,7 +103,7 @@ pub async fn run_listener(
     mut on_event: impl FnMut(ListenEvent) + Send,
 ) {
     let channel = config.channel.as_str();
-    let pg = match pg_config(&config) {
+    let (pg, tls) = match pg_config(&config) {
         Ok(pg) => pg,
         Err(problem) => {
             tracing::error!(channel, %problem, "the LISTEN connection cannot be configured");
@@ -121,6 +122,7 @@ pub async fn run_listener(
     loop {
         let attempt = listen_once(
             &pg,
+            &tls,
             &listen_sql,
             channel,
             config.connect_timeout,
@@ -195,6 +197,7 @@ struct State {
 /// fails. Never returns on success, only with why it ended.
 async fn listen_once(
     pg: &Config,
+    tls: &PgTls,
     listen_sql: &str,
     channel: &str,
     connect_timeout: Duration,
@@ -204,7 +207,7 @@ async fn listen_once(
     // tokio-postgres's own connect timeout covers each TCP connect only;
     // this one also covers start-up and authentication.
     let (client, mut connection) =
-        match tokio::time::timeout(connect_timeout, pg.connect(NoTls)).await {
+        match tokio::time::timeout(connect_timeout, pg.connect(tls.clone())).await {
             Ok(Ok(connected)) => connected,
             Ok(Err(e)) => return Failure::Connect(e),
             Err(_) => return Failure::ConnectTimeout(connect_timeout),
@@ -274,7 +277,7 @@ async fn listen_once(
 /// driving `connection`, handing any asynchronous message to `on_message`.
 /// `Err` if the connection ends first.
 async fn drive_until<F: Future>(
-    connection: &mut Connection<Socket, NoTlsStream>,
+    connection: &mut Connection<Socket, PgTlsStream>,
     request: F,
     mut on_message: impl FnMut(AsyncMessage),
 ) -> Result<F::Output, Failure> {
@@ -335,7 +338,7 @@ fn accept(message: AsyncMessage, channel: &str) -> Option<String> {
     }
 }
 
-fn pg_config(config: &ListenerConfig) -> Result<Config, String> {
+fn pg_config(config: &ListenerConfig) -> Result<(Config, PgTls), String> {
     let channel = &config.channel;
     if channel.is_empty() {
         return Err("the channel name is empty".to_owned());
@@ -349,8 +352,8 @@ fn pg_config(config: &ListenerConfig) -> Result<Config, String> {
     if channel.contains('\0') {
         return Err("the channel name contains a NUL character".to_owned());
     }
-    let mut pg = Config::from_str(&config.database_url)
-        .map_err(|e| format!("invalid database url: {}", chain(&e)))?;
+    let (mut pg, tls) =
+        crate::tls::parse(&config.database_url).map_err(|e| chain(&e).to_string())?;
     pg.connect_timeout(config.connect_timeout);
     pg.application_name(config.application_name.as_str());
     // This connection never sends anything once it listens, so a peer that
@@ -367,7 +370,7 @@ fn pg_config(config: &ListenerConfig) -> Result<Config, String> {
         pg.keepalives_interval(Duration::from_secs(10));
         pg.keepalives_retries(3);
     }
-    Ok(pg)
+    Ok((pg, tls))
 }
 
 /// `name` as a quoted SQL identifier: case and punctuation kept.
@@ -431,6 +434,7 @@ fn unit_random() -> f64 {
 mod tests {
     use super::*;
     use tokio::sync::mpsc;
+    use tokio_postgres::NoTls;
 
     /// Bound on any single wait, so a broken listener fails the test
     /// instead of hanging it. Generous: the assertions are about what
