@@ -188,7 +188,10 @@ impl ProviderChain {
                     return Ok(None);
                 };
                 match env(var).filter(|v| !v.trim().is_empty()) {
-                    Some(value) => Ok(Some(ApiKey::new(value.trim()))),
+                    Some(value) => {
+                        inquest_core::redact::register(value.trim());
+                        Ok(Some(ApiKey::new(value.trim())))
+                    }
                     None => Err(ConfigError::MissingApiKey {
                         index,
                         name: name.clone(),

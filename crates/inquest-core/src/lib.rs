@@ -12,6 +12,7 @@ pub mod fixture;
 pub mod idempotency;
 pub mod ids;
 pub mod input;
+pub mod redact;
 pub mod resume;
 pub mod seq;
 pub mod session;

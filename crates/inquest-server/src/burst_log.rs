@@ -152,6 +152,7 @@ impl BurstLog {
     /// A write whose answer is lost is sent again under the same write id,
     /// so the turn lands once and is published once.
     pub async fn append(&self, turn: NewTurn) -> Result<Arc<Turn>, TurnLogError> {
+        let turn = redacted(turn);
         let write = WriteId::new();
         let store = self.log.burst_store();
         let stored = self
@@ -282,5 +283,41 @@ impl TurnSink for BurstLog {
             }
             Ok(())
         })
+    }
+}
+/// `turn` with every secret hidden (`inquest_core::redact`): a tool's
+/// error quoting a URL with its token, a model echoing a key. What is
+/// stored, published and sent to watchers is the same redacted text.
+fn redacted(turn: NewTurn) -> NewTurn {
+    use inquest_core::redact::redact;
+    let hide = |s: String| match redact(&s) {
+        std::borrow::Cow::Borrowed(_) => s,
+        std::borrow::Cow::Owned(r) => r,
+    };
+    match turn {
+        NewTurn::Assistant {
+            text,
+            tool_calls,
+            usage,
+        } => NewTurn::Assistant {
+            text: hide(text),
+            tool_calls,
+            usage,
+        },
+        NewTurn::Tool {
+            call_id,
+            tool_name,
+            content,
+            is_error,
+        } => NewTurn::Tool {
+            call_id,
+            tool_name,
+            content: hide(content),
+            is_error,
+        },
+        NewTurn::Notice(text) => NewTurn::Notice(hide(text)),
+        // What the user typed is stored as sent (it is bound to its
+        // idempotency key's fingerprint).
+        user @ NewTurn::User(_) => user,
     }
 }

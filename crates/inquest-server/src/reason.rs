@@ -159,6 +159,8 @@ pub fn status_with(
             .map(|(k, v)| (k.to_owned(), v))
             .collect::<HashMap<_, _>>(),
     );
+    let message = message.into();
+    let message = inquest_core::redact::redact(&message).into_owned();
     Status::with_error_details_and_metadata(code, message, details, trailers)
 }
 

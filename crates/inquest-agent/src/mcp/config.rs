@@ -76,8 +76,9 @@ pub struct McpServersFile {
 /// other one it gets only from its entry's `env`.
 pub const INHERITED_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 
-/// How to reach one server, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How to reach one server, validated. Its `Debug` shows the names of
+/// `env` variables and headers, never their values, and the URL redacted.
+#[derive(Clone, PartialEq, Eq)]
 pub enum McpTransport {
     Stdio {
         command: String,
@@ -90,6 +91,31 @@ pub enum McpTransport {
         url: String,
         headers: BTreeMap<String, String>,
     },
+}
+
+impl std::fmt::Debug for McpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
+        match self {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env_names", &names(env))
+                .field("cwd", cwd)
+                .finish(),
+            McpTransport::StreamableHttp { url, headers } => f
+                .debug_struct("StreamableHttp")
+                .field("url", &inquest_core::redact::redact(url))
+                .field("header_names", &names(headers))
+                .finish(),
+        }
+    }
 }
 
 /// One validated server.
@@ -272,7 +298,10 @@ fn expand_env(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Str
             return Ok(out);
         };
         let var = &after[..end];
-        out.push_str(&lookup(var).ok_or_else(|| var.to_owned())?);
+        let value = lookup(var).ok_or_else(|| var.to_owned())?;
+        // An expansion is where tokens come from: hide it everywhere.
+        inquest_core::redact::register(&value);
+        out.push_str(&value);
         rest = &after[end + 1..];
     }
     out.push_str(rest);
@@ -290,6 +319,34 @@ mod tests {
                 source,
             })?;
         McpServers::from_file(file, &|v| (v == "TOKEN").then(|| "s3cret".to_owned()))
+    }
+
+    #[test]
+    fn debug_never_shows_env_or_header_values() {
+        let mut headers = BTreeMap::new();
+        headers.insert("Authorization".to_owned(), "Bearer tok-abcdef".to_owned());
+        let http = McpTransport::StreamableHttp {
+            url: "https://h/mcp?token=qwerty123".into(),
+            headers,
+        };
+        let text = format!("{http:?}");
+        assert!(
+            !text.contains("tok-abcdef") && !text.contains("qwerty123"),
+            "{text}"
+        );
+        let mut env = BTreeMap::new();
+        env.insert("API_KEY".to_owned(), "zxcvbn987".to_owned());
+        let stdio = McpTransport::Stdio {
+            command: "srv".into(),
+            args: vec![],
+            env,
+            cwd: None,
+        };
+        let text = format!("{stdio:?}");
+        assert!(
+            text.contains("API_KEY") && !text.contains("zxcvbn987"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -143,6 +143,21 @@ impl Server {
             .unwrap()
     }
 
+    /// Every stderr line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// [`Server::stop`], then every stderr line it wrote (the stderr reader
+    /// has read to the end once the process is gone).
+    pub async fn stop_and_read_logs(self) -> Vec<String> {
+        let lines = Arc::clone(&self.lines);
+        self.stop().await;
+        // The reader thread sees EOF right after the exit.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        lines.lock().unwrap().clone()
+    }
+
     /// SIGTERM, then waits: the server must exit 0.
     pub async fn stop(self) {
         let mut child = self.child;
