@@ -5,6 +5,7 @@
 //! narrow conversions, so the hard rules (what a valid turn is, how seqs and
 //! cursors behave, how a transcript is rebuilt) are tested with plain data.
 
+pub mod auth;
 pub mod call_ids;
 pub mod cap;
 pub mod exit;

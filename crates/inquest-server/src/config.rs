@@ -33,6 +33,8 @@ pub struct Config {
     pub watch: WatchSection,
     pub lease: LeaseSection,
     pub admin: AdminSection,
+    /// `[auth]`: bearer tokens (`mode = "none"` by default, loopback only).
+    pub auth: crate::auth::AuthSection,
     /// `[tls]`: serve gRPC over TLS (absent: plaintext).
     pub tls: Option<crate::tls::TlsSection>,
     /// The model providers, in failover order. None: no agent runs.
@@ -186,6 +188,7 @@ impl Default for Config {
             lease: LeaseSection::default(),
             admin: AdminSection::default(),
             tls: None,
+            auth: Default::default(),
             providers: Vec::new(),
             agent: inquest_agent::AgentConfig::default(),
             mcp: None,

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod agent_config;
 pub mod api_limits;
+pub mod auth;
 pub mod burst_log;
 pub mod config;
 pub mod convert;

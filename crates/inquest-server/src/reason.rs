@@ -118,6 +118,12 @@ reasons! {
     WriteOutcomeUnknown => "WRITE_OUTCOME_UNKNOWN",
     /// ALREADY_EXISTS: the idempotency key was used for another request.
     IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+    /// UNAUTHENTICATED: no `authorization: Bearer …`, or a token that is
+    /// malformed, unknown, expired, revoked or badly signed.
+    Unauthenticated => "UNAUTHENTICATED",
+    /// PERMISSION_DENIED: a valid token whose role may not call this
+    /// method: `role` (the token's), `required`.
+    PermissionDenied => "PERMISSION_DENIED",
     /// NOT_FOUND from the health service: a service name it does not know.
     UnknownService => "UNKNOWN_SERVICE",
     /// INTERNAL: a fault of the server (logged there, never described).

@@ -40,6 +40,9 @@ pub struct Application {
     listener: TcpListener,
     /// The admin HTTP listener (`[admin]`), when enabled and bound.
     admin: Option<TcpListener>,
+    /// `[auth] mode = "required"`: the token verifier (none: every caller
+    /// is the default tenant's admin).
+    auth: Option<crate::auth::Verifier>,
     /// `[tls]`: the certificate new gRPC connections get (none: plaintext).
     tls: Option<crate::tls::Certificates>,
     store: Store,
@@ -85,6 +88,13 @@ impl Application {
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}", config.listen))?;
+        let bound = listener.local_addr()?;
+        config.auth.check(bound).map_err(anyhow::Error::msg)?;
+        if config.auth.mode == crate::auth::AuthMode::None && !bound.ip().is_loopback() {
+            tracing::warn!(listen = %bound, "--insecure-no-auth: anyone who can reach this port can read every incident and run sessions");
+        }
+        let auth = (config.auth.mode == crate::auth::AuthMode::Required)
+            .then(|| crate::auth::Verifier::new(store.clone()));
         let admin = bind_admin(&config.admin).await;
         let log = TurnLog::new(
             store.clone(),
@@ -98,6 +108,7 @@ impl Application {
         Ok(Self {
             listener,
             admin,
+            auth,
             tls,
             store,
             log,
@@ -251,7 +262,9 @@ impl Application {
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(crate::admin::Measured::new(investigations));
+            .add_service(crate::admin::Measured::new(
+                crate::auth::Authenticated::new(investigations, self.auth),
+            ));
         let stopped = async move { stop_accepting.cancelled().await };
         let tls = self.tls.is_some();
         let server: std::pin::Pin<

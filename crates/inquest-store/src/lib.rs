@@ -24,6 +24,7 @@ mod rows;
 mod sessions;
 mod text;
 pub mod tls;
+mod tokens;
 mod turns;
 
 use std::{future::Future, time::Duration};
@@ -40,6 +41,7 @@ pub use lease::{Lease, Renewal, ReplicaId};
 pub use listen::{ListenEvent, ListenerConfig, run_listener};
 pub use reports::{NewReport, ReportRow};
 pub use sessions::{SessionPage, SessionRow, StartedSession};
+pub use tokens::{ApiToken, IssuedToken};
 pub use turns::{TurnPage, WriteId};
 
 /// Tunables of the store. Defaults suit one replica on a small machine.

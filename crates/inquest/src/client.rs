@@ -36,10 +36,36 @@ pub struct Target {
         requires = "client_cert"
     )]
     client_key: Option<std::path::PathBuf>,
+    /// API token for a server with `[auth] mode = "required"` (from
+    /// `inquest token create`), sent as `authorization: Bearer …`.
+    #[arg(long, env = "INQUEST_TOKEN", global = true, hide_env_values = true)]
+    token: Option<String>,
 }
 
+/// Adds `authorization: Bearer <token>` to every call, when a token is set.
+#[derive(Clone)]
+pub struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// The client every command uses.
+pub type Client =
+    InvestigationsClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>>;
+
 impl Target {
-    pub async fn connect(&self) -> anyhow::Result<InvestigationsClient<Channel>> {
+    pub async fn connect(&self) -> anyhow::Result<Client> {
         let mut endpoint = Channel::from_shared(self.server.clone())
             .with_context(|| format!("{:?} is not a server address", self.server))?;
         if self.server.starts_with("https://") {
@@ -68,7 +94,18 @@ impl Target {
             .connect()
             .await
             .with_context(|| format!("cannot reach the inquest server at {}", self.server))?;
-        Ok(InvestigationsClient::new(channel))
+        let bearer = match &self.token {
+            Some(t) => Some(
+                format!("Bearer {}", t.trim())
+                    .parse()
+                    .context("--token is not a valid header value")?,
+            ),
+            None => None,
+        };
+        Ok(InvestigationsClient::with_interceptor(
+            channel,
+            Bearer(bearer),
+        ))
     }
 }
 

@@ -3,8 +3,7 @@
 //! SESSION` prints a session's report.
 
 use clap::Args;
-use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
-use tonic::transport::Channel;
+use inquest_proto::v1 as pb;
 
 use crate::{
     client::{Target, status_error},
@@ -76,7 +75,7 @@ pub async fn report(args: ReportArgs) -> anyhow::Result<()> {
 }
 
 async fn print_report(
-    client: &mut InvestigationsClient<Channel>,
+    client: &mut crate::client::Client,
     session_id: &str,
     burst: u32,
     json: bool,

@@ -10,6 +10,7 @@ mod bench_resume;
 mod bench_watch;
 mod client;
 mod investigate;
+mod tokens;
 mod watch;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
@@ -33,13 +34,13 @@ struct Cli {
 #[derive(clap::Args, Clone)]
 struct ServerArgs {
     /// TOML config file. Layers: defaults, this file, INQUEST_* env, flags.
-    #[arg(long, env = "INQUEST_CONFIG")]
+    #[arg(long, env = "INQUEST_CONFIG", global = true)]
     config: Option<PathBuf>,
     /// PostgreSQL URL; without one, an embedded cluster runs in --data-dir.
-    #[arg(long)]
+    #[arg(long, global = true)]
     database_url: Option<String>,
     /// Where the embedded PostgreSQL cluster lives.
-    #[arg(long)]
+    #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
 }
 
@@ -65,6 +66,17 @@ enum Command {
         /// Address to listen on (default 127.0.0.1:50051).
         #[arg(long)]
         listen: Option<SocketAddr>,
+        /// Serve a non-loopback address with `[auth] mode = "none"`
+        /// (anyone who reaches the port is admin); warned at every start.
+        #[arg(long, env = "INQUEST_INSECURE_NO_AUTH")]
+        insecure_no_auth: bool,
+    },
+    /// API tokens: create (prints the secret once), list, revoke.
+    Token {
+        #[command(subcommand)]
+        command: tokens::TokenCommand,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// Apply database migrations and exit.
     Migrate {
@@ -170,8 +182,13 @@ fn arm_failpoints() -> anyhow::Result<()> {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve { server, listen } => {
-            let config = server.load(listen)?;
+        Command::Serve {
+            server,
+            listen,
+            insecure_no_auth,
+        } => {
+            let mut config = server.load(listen)?;
+            config.auth.insecure_no_auth = insecure_no_auth;
             let telemetry = Telemetry::init()?;
             arm_failpoints()?;
             let shutdown = CancellationToken::new();
@@ -186,6 +203,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let result = migrate(config).await;
             telemetry.shutdown();
             result
+        }
+        Command::Token { command, server } => {
+            let config = server.load(None)?;
+            let Some(url) = config.database_url.clone() else {
+                anyhow::bail!(
+                    "token needs --database-url (or DATABASE_URL): the database the servers use"
+                );
+            };
+            let store = inquest_store::Store::connect(&config.store_config(&url))?;
+            store.migrate().await?;
+            tokens::run(store, command).await
         }
         Command::Incident { command, target } => client::incident(target, command).await,
         Command::Session { command, target } => client::session(target, command).await,

@@ -11,11 +11,8 @@ use std::{
 };
 
 use clap::Args;
-use inquest_proto::v1::{
-    self as pb, investigations_client::InvestigationsClient, watch_event::Event,
-};
+use inquest_proto::v1::{self as pb, watch_event::Event};
 use serde_json::json;
-use tonic::transport::Channel;
 
 use crate::client::{Target, reconnect_after, should_reconnect, status_error};
 
@@ -77,7 +74,7 @@ pub async fn watch(args: WatchArgs) -> anyhow::Result<()> {
 
 /// Follows burst after burst until the session is cancelled.
 async fn follow_bursts(
-    client: &mut InvestigationsClient<Channel>,
+    client: &mut crate::client::Client,
     session: &str,
     mut after_seq: i64,
     view: &mut View,
@@ -97,7 +94,7 @@ async fn follow_bursts(
 /// to watch: a turn after `after_seq`, or a burst pending or running, or a
 /// cancel. Transient errors are polled through.
 async fn next_burst(
-    client: &mut InvestigationsClient<Channel>,
+    client: &mut crate::client::Client,
     session: &str,
     after_seq: i64,
 ) -> anyhow::Result<()> {
@@ -150,7 +147,7 @@ fn backoff(attempt: u32) -> Duration {
 
 /// Follows one burst until it settles.
 pub(crate) async fn follow(
-    client: &mut InvestigationsClient<Channel>,
+    client: &mut crate::client::Client,
     session: &str,
     after_seq: i64,
     json: bool,
@@ -164,7 +161,7 @@ pub(crate) async fn follow(
 /// Watches until the stream ends OK (the burst settled); returns the
 /// settled session and the last seq received.
 async fn follow_burst(
-    client: &mut InvestigationsClient<Channel>,
+    client: &mut crate::client::Client,
     session: &str,
     mut after_seq: i64,
     view: &mut View,

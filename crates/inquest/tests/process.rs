@@ -153,3 +153,86 @@ async fn the_cli_talks_to_a_tls_server_with_its_ca() {
     assert!(!bad.status.success());
     assert_eq!(app.count("incidents").await, 1);
 }
+
+/// `inquest token create|list|revoke` against the database, and the client
+/// commands with `--token` against a server with `[auth] mode = "required"`.
+#[tokio::test]
+async fn token_commands_issue_list_and_revoke_what_the_server_checks() {
+    let app = inquest_tests::spawn_app_with(|c| {
+        c.auth.mode = inquest_server::auth::AuthMode::Required;
+    })
+    .await;
+    let inquest = || tokio::process::Command::new(env!("CARGO_BIN_EXE_inquest"));
+    let created = inquest()
+        .args(["token", "create", "--tenant", "default", "--role", "viewer"])
+        .args([
+            "--name",
+            "ci",
+            "--expires",
+            "1d",
+            "--database-url",
+            &app.db_url,
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let secret = String::from_utf8_lossy(&created.stdout).trim().to_owned();
+    assert!(secret.starts_with("inq_"), "{secret}");
+    let list = |token: Option<&str>| {
+        let mut cmd = inquest();
+        cmd.args(["incident", "list", "--server", &app.endpoint()])
+            .env_remove("INQUEST_TOKEN");
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        cmd.output()
+    };
+    let ok = list(Some(&secret)).await.unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let refused = list(None).await.unwrap();
+    assert!(!refused.status.success());
+
+    let listed = inquest()
+        .args(["token", "list", "--database-url", &app.db_url])
+        .output()
+        .await
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        listed.contains("name=ci") && listed.contains("viewer"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains(&secret[37..]),
+        "token list shows no secret"
+    );
+    let id = listed.split_whitespace().next().unwrap().to_owned();
+    let revoked = inquest()
+        .args(["token", "revoke", &id, "--database-url", &app.db_url])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        revoked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&revoked.stderr)
+    );
+    let mut refused_after = false;
+    for _ in 0..50 {
+        if !list(Some(&secret)).await.unwrap().status.success() {
+            refused_after = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(refused_after, "a revoked token still works");
+}

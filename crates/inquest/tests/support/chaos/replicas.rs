@@ -147,23 +147,31 @@ impl Fleet {
                 c
             }
         };
-        cmd.args(["serve", "--listen", &r.spec.listen.to_string(), "--config"])
-            .arg(&r.spec.config)
-            .args(["--database-url", &r.spec.database_url])
-            .env_remove("DATABASE_URL")
-            .env_remove("INQUEST_DATABASE_URL")
-            .env_remove("INQUEST_FAILPOINTS")
-            .env_remove("HTTP_PROXY")
-            .env_remove("HTTPS_PROXY")
-            .env_remove("ALL_PROXY")
-            .env_remove("http_proxy")
-            .env_remove("https_proxy")
-            .env_remove("all_proxy")
-            .env("INQUEST_REPLICA_ID", &r.spec.name)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(file))
-            .stderr(Stdio::from(err));
+        // One replica listens on its network namespace's address: a test
+        // cluster with no tokens, so say so.
+        cmd.args([
+            "serve",
+            "--insecure-no-auth",
+            "--listen",
+            &r.spec.listen.to_string(),
+            "--config",
+        ])
+        .arg(&r.spec.config)
+        .args(["--database-url", &r.spec.database_url])
+        .env_remove("DATABASE_URL")
+        .env_remove("INQUEST_DATABASE_URL")
+        .env_remove("INQUEST_FAILPOINTS")
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("ALL_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("https_proxy")
+        .env_remove("all_proxy")
+        .env("INQUEST_REPLICA_ID", &r.spec.name)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(file))
+        .stderr(Stdio::from(err));
         let child = cmd
             .spawn()
             .map_err(|e| format!("starting {}: {e}", r.spec.name))?;

@@ -1,0 +1,215 @@
+//! Who may call what: roles, the API token format, and the method → role
+//! table. Pure: the store keeps tokens, the server checks them.
+//!
+//! An API token is `inq_<id>_<secret>`: the token's id (a UUID, 32 hex
+//! digits) and a random 256-bit secret (64 hex digits). Only the SHA-256 of
+//! the secret is stored; a presented token is found by its id and its
+//! secret's hash compared in constant time. The id in the token makes the
+//! lookup one primary-key read and lets an operator revoke a token by the id
+//! `inquest token list` shows, never by its secret.
+
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+/// What a caller may do. Each role may do everything the ones before it
+/// may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Reads: Get*, List*, WatchSession, GetReport, GetRecoveryPlan.
+    Viewer,
+    /// Also starts, continues, cancels and messages sessions, creates
+    /// incidents.
+    Operator,
+    /// Also manages tokens.
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Viewer, Role::Operator, Role::Admin];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Role> {
+        Role::ALL.into_iter().find(|r| r.as_str() == text)
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The role a method of `inquest.v1.Investigations` needs. A method this
+/// table does not know needs [`Role::Admin`]: a new RPC is closed until it
+/// is placed here.
+pub fn required_role(method: &str) -> Role {
+    match method {
+        "GetIncident" | "ListIncidents" | "GetSession" | "ListSessions" | "ListTurns"
+        | "WatchSession" | "GetReport" | "GetRecoveryPlan" => Role::Viewer,
+        "CreateIncident" | "StartSession" | "SendMessage" | "CancelSession" | "ContinueSession" => {
+            Role::Operator
+        }
+        _ => Role::Admin,
+    }
+}
+
+/// Why a presented token is not a token at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an Inquest API token (expected inq_<32 hex>_<64 hex>)")]
+pub struct MalformedToken;
+
+/// A token as presented: its id and its secret. `Debug` hides the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PresentedToken {
+    pub id: uuid::Uuid,
+    secret: [u8; 32],
+}
+
+impl fmt::Debug for PresentedToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PresentedToken")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PresentedToken {
+    /// Parses `inq_<id>_<secret>`.
+    pub fn parse(text: &str) -> Result<Self, MalformedToken> {
+        let rest = text.strip_prefix("inq_").ok_or(MalformedToken)?;
+        let (id, secret) = rest.split_once('_').ok_or(MalformedToken)?;
+        if id.len() != 32 || secret.len() != 64 {
+            return Err(MalformedToken);
+        }
+        let id = uuid::Uuid::try_parse(id).map_err(|_| MalformedToken)?;
+        let mut bytes = [0u8; 32];
+        for (i, pair) in secret.as_bytes().chunks(2).enumerate() {
+            let hex = std::str::from_utf8(pair).map_err(|_| MalformedToken)?;
+            bytes[i] = u8::from_str_radix(hex, 16).map_err(|_| MalformedToken)?;
+        }
+        Ok(Self { id, secret: bytes })
+    }
+
+    /// The token text for `id` and `secret` (what is shown once).
+    pub fn format(id: uuid::Uuid, secret: &[u8; 32]) -> String {
+        let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+        format!("inq_{}_{hex}", id.simple())
+    }
+
+    pub fn new(id: uuid::Uuid, secret: [u8; 32]) -> Self {
+        Self { id, secret }
+    }
+
+    /// What the store keeps: SHA-256 of the secret.
+    pub fn secret_hash(&self) -> [u8; 32] {
+        hash_secret(&self.secret)
+    }
+
+    /// Whether this token's secret hashes to `stored`, compared in
+    /// constant time.
+    pub fn matches(&self, stored: &[u8]) -> bool {
+        constant_time_eq(&self.secret_hash(), stored)
+    }
+}
+
+/// SHA-256 of a token secret.
+pub fn hash_secret(secret: &[u8; 32]) -> [u8; 32] {
+    let digest = Sha256::digest(secret);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(&digest);
+    out
+}
+
+/// Equal length and bytes, in time independent of where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Who is calling, once a token was verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The token's id (or the JWT subject) and its name, for the audit.
+    pub subject: String,
+    pub name: String,
+    pub tenant: String,
+    pub role: Role,
+}
+
+impl Principal {
+    /// The caller when authentication is off: the `default` tenant, admin.
+    pub fn anonymous() -> Self {
+        Self {
+            subject: "anonymous".into(),
+            name: "anonymous".into(),
+            tenant: DEFAULT_TENANT.into(),
+            role: Role::Admin,
+        }
+    }
+}
+
+/// The tenant of rows written before tenants existed, and of every call
+/// when authentication is off.
+pub const DEFAULT_TENANT: &str = "default";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn roles_order_and_the_method_table() {
+        assert!(Role::Viewer < Role::Operator && Role::Operator < Role::Admin);
+        assert_eq!(required_role("WatchSession"), Role::Viewer);
+        assert_eq!(required_role("GetRecoveryPlan"), Role::Viewer);
+        assert_eq!(required_role("ContinueSession"), Role::Operator);
+        assert_eq!(required_role("CreateToken"), Role::Admin);
+        assert_eq!(required_role("SomethingNew"), Role::Admin);
+        for r in Role::ALL {
+            assert_eq!(Role::parse(r.as_str()), Some(r));
+        }
+    }
+
+    #[test]
+    fn malformed_tokens_are_refused() {
+        for text in [
+            "",
+            "inq_",
+            "Bearer x",
+            "inq_0123_abcd",
+            &format!("inq_{}_{}", "g".repeat(32), "0".repeat(64)),
+            &format!("inq_{}_{}", "0".repeat(32), "z".repeat(64)),
+            &format!("inq_{}_{}é", "0".repeat(32), "0".repeat(62)),
+        ] {
+            assert_eq!(PresentedToken::parse(text), Err(MalformedToken), "{text}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_formatted_token_parses_back_and_matches_only_its_hash(
+            id in any::<u128>(),
+            secret in any::<[u8; 32]>(),
+            other in any::<[u8; 32]>(),
+        ) {
+            let id = uuid::Uuid::from_u128(id);
+            let text = PresentedToken::format(id, &secret);
+            let token = PresentedToken::parse(&text).unwrap();
+            prop_assert_eq!(token.id, id);
+            prop_assert!(token.matches(&hash_secret(&secret)));
+            prop_assert_eq!(token.matches(&hash_secret(&other)), secret == other);
+            let shown = format!("{token:?}");
+            prop_assert!(!shown.contains(&text[37..]));
+        }
+    }
+}

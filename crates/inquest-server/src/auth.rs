@@ -1,0 +1,257 @@
+//! `[auth]`: bearer tokens on every `inquest.v1.Investigations` call.
+//!
+//! `mode = "none"` (the default) lets every caller in as the `default`
+//! tenant's admin; it is refused on a non-loopback listener unless
+//! `--insecure-no-auth` is given, and then warned about at every start.
+//! `mode = "required"`: every call carries `authorization: Bearer
+//! inq_<id>_<secret>` (an API token from `inquest token create`). A missing,
+//! malformed, unknown, expired or revoked token is UNAUTHENTICATED; a valid
+//! token whose role may not call the method (`inquest_core::auth::
+//! required_role`) is PERMISSION_DENIED; either way the call never reaches
+//! the service, so nothing is written. Health and reflection are separate
+//! services and stay open.
+//!
+//! A verified token is cached for [`VERIFY_CACHE_TTL`], so a revocation
+//! (a row update any replica can make) takes effect on every replica within
+//! that time without a database read per call. The caller's [`Principal`]
+//! rides in the request's extensions.
+
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    future::Future,
+    pin::Pin,
+    sync::{Arc, Mutex, PoisonError},
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use inquest_core::auth::{PresentedToken, Principal, Role, required_role};
+use inquest_store::{ApiToken, Store};
+use serde::Deserialize;
+use tonic::{
+    Code,
+    codegen::{Service, http},
+    server::NamedService,
+};
+
+use crate::reason::{Reason, status};
+
+/// How long a verified token is trusted without reading it again: the
+/// longest a revocation takes to reach every replica.
+pub const VERIFY_CACHE_TTL: Duration = Duration::from_secs(2);
+/// Verified tokens kept at most; the cache is emptied when full.
+const CACHE_ENTRIES: usize = 10_000;
+
+/// `[auth]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSection {
+    pub mode: AuthMode,
+    /// Set by `serve --insecure-no-auth`: allows `mode = "none"` on a
+    /// non-loopback listener.
+    #[serde(skip)]
+    pub insecure_no_auth: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    #[default]
+    None,
+    Required,
+}
+
+impl AuthSection {
+    /// Whether serving on `listen` with this section is allowed.
+    pub fn check(&self, listen: std::net::SocketAddr) -> Result<(), String> {
+        if self.mode == AuthMode::None && !listen.ip().is_loopback() && !self.insecure_no_auth {
+            return Err(format!(
+                "refusing to serve {listen} without authentication: set [auth] mode = \"required\" \
+                 (and create a token with `inquest token create`), or pass --insecure-no-auth"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Verifies tokens against the store, with a short cache.
+#[derive(Clone)]
+pub struct Verifier {
+    store: Store,
+    cache: Arc<Mutex<HashMap<uuid::Uuid, (ApiToken, Instant)>>>,
+}
+
+/// Why a call was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    Unauthenticated(&'static str),
+    Denied { role: Role, required: Role },
+    Unavailable,
+}
+
+impl Verifier {
+    pub fn new(store: Store) -> Self {
+        Self {
+            store,
+            cache: Arc::default(),
+        }
+    }
+
+    /// The caller that `authorization` names.
+    pub async fn principal(&self, authorization: Option<&[u8]>) -> Result<Principal, Refusal> {
+        let header = authorization.ok_or(Refusal::Unauthenticated("no authorization metadata"))?;
+        let header = std::str::from_utf8(header)
+            .map_err(|_| Refusal::Unauthenticated("authorization is not text"))?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .ok_or(Refusal::Unauthenticated(
+                "authorization is not \"Bearer <token>\"",
+            ))?;
+        let presented = PresentedToken::parse(token.trim())
+            .map_err(|_| Refusal::Unauthenticated("malformed token"))?;
+        let stored = self.lookup(presented.id).await?;
+        let stored = stored.ok_or(Refusal::Unauthenticated(
+            "unknown, expired or revoked token",
+        ))?;
+        if !presented.matches(&stored.secret_hash)
+            || !stored.live_at(time::OffsetDateTime::now_utc())
+        {
+            return Err(Refusal::Unauthenticated(
+                "unknown, expired or revoked token",
+            ));
+        }
+        Ok(Principal {
+            subject: stored.id.to_string(),
+            name: stored.name.clone(),
+            tenant: stored.tenant.clone(),
+            role: stored.role,
+        })
+    }
+
+    async fn lookup(&self, id: uuid::Uuid) -> Result<Option<ApiToken>, Refusal> {
+        let cached = {
+            let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            cache
+                .get(&id)
+                .filter(|(_, at)| at.elapsed() < VERIFY_CACHE_TTL)
+                .map(|(t, _)| t.clone())
+        };
+        if let Some(t) = cached {
+            return Ok(Some(t));
+        }
+        let found = self.store.find_token(id).await.map_err(|e| {
+            tracing::warn!(error = %crate::status::chain(&e), "cannot read an API token");
+            Refusal::Unavailable
+        })?;
+        if let Some(t) = &found {
+            let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            if cache.len() >= CACHE_ENTRIES {
+                cache.clear();
+            }
+            cache.insert(id, (t.clone(), Instant::now()));
+        }
+        Ok(found)
+    }
+}
+
+/// The investigations service behind token checks (`None`: mode none).
+#[derive(Clone)]
+pub struct Authenticated<S> {
+    inner: S,
+    verifier: Option<Verifier>,
+}
+
+impl<S> Authenticated<S> {
+    pub fn new(inner: S, verifier: Option<Verifier>) -> Self {
+        Self { inner, verifier }
+    }
+}
+
+impl<S: NamedService> NamedService for Authenticated<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+fn refused(refusal: Refusal) -> http::Response<tonic::body::Body> {
+    let status = match refusal {
+        Refusal::Unauthenticated(why) => status(
+            Code::Unauthenticated,
+            Reason::Unauthenticated,
+            format!("authentication required: {why}"),
+            vec![],
+        ),
+        Refusal::Denied { role, required } => status(
+            Code::PermissionDenied,
+            Reason::PermissionDenied,
+            format!("a {role} token may not call this method; it needs {required}"),
+            vec![
+                ("role", role.to_string()),
+                ("required", required.to_string()),
+            ],
+        ),
+        Refusal::Unavailable => status(
+            Code::Unavailable,
+            Reason::StoreUnavailable,
+            "cannot verify the token now; retry",
+            vec![],
+        ),
+    };
+    status.into_http()
+}
+
+impl<S, B> Service<http::Request<B>> for Authenticated<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<tonic::body::Body>, Error = Infallible>
+        + NamedService
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        let Some(verifier) = self.verifier.clone() else {
+            request.extensions_mut().insert(Principal::anonymous());
+            return Box::pin(self.inner.call(request));
+        };
+        // The service that was made ready serves this call; a clone is
+        // left for the next one (tower's rule for async work before call).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let method = request
+            .uri()
+            .path()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        Box::pin(async move {
+            let header = request
+                .headers()
+                .get(http::header::AUTHORIZATION)
+                .map(|v| v.as_bytes().to_vec());
+            let principal = match verifier.principal(header.as_deref()).await {
+                Ok(p) => p,
+                Err(r) => return Ok(refused(r)),
+            };
+            let required = required_role(&method);
+            if principal.role < required {
+                return Ok(refused(Refusal::Denied {
+                    role: principal.role,
+                    required,
+                }));
+            }
+            request.extensions_mut().insert(principal);
+            inner.call(request).await
+        })
+    }
+}

@@ -1,0 +1,123 @@
+//! `inquest token create|list|revoke`: API tokens, straight in the
+//! database (`--database-url`), so the first admin token can be made before
+//! any token exists. The secret is printed once and never stored.
+
+use clap::Subcommand;
+use inquest_core::auth::Role;
+use inquest_store::{ApiToken, Store};
+use time::OffsetDateTime;
+
+#[derive(Subcommand)]
+pub enum TokenCommand {
+    /// Issue a token and print its secret (once).
+    Create {
+        /// The tenant the token acts for.
+        #[arg(long)]
+        tenant: String,
+        /// viewer, operator or admin.
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// A name for the audit trail and `token list` (default: the role).
+        #[arg(long)]
+        name: Option<String>,
+        /// Lifetime, e.g. `30d`, `12h`, `90m` (default: no expiry).
+        #[arg(long, value_parser = parse_lifetime)]
+        expires: Option<time::Duration>,
+    },
+    /// Tokens, newest first (never their secrets).
+    List {
+        #[arg(long, default_value_t = 100)]
+        limit: i64,
+    },
+    /// Revoke a token by its id (from `token list`); every replica refuses
+    /// it within a few seconds.
+    Revoke { id: uuid::Uuid },
+}
+
+fn parse_role(text: &str) -> Result<Role, String> {
+    Role::parse(text).ok_or_else(|| format!("{text:?} is not viewer, operator or admin"))
+}
+
+/// `30d`, `12h`, `90m`, `45s`.
+fn parse_lifetime(text: &str) -> Result<time::Duration, String> {
+    let bad = || format!("{text:?} is not a lifetime like 30d, 12h, 90m or 45s");
+    let split = text.len().checked_sub(1).ok_or_else(bad)?;
+    let (n, unit) = text.split_at(split);
+    let n: i64 = n.parse().map_err(|_| bad())?;
+    if n <= 0 {
+        return Err(bad());
+    }
+    match unit {
+        "d" => Ok(time::Duration::days(n)),
+        "h" => Ok(time::Duration::hours(n)),
+        "m" => Ok(time::Duration::minutes(n)),
+        "s" => Ok(time::Duration::seconds(n)),
+        _ => Err(bad()),
+    }
+}
+
+fn line(t: &ApiToken) -> String {
+    let state = if t.revoked_at.is_some() {
+        "revoked".to_owned()
+    } else {
+        match t.expires_at {
+            Some(e) if e <= OffsetDateTime::now_utc() => "expired".to_owned(),
+            Some(e) => format!("expires {e}"),
+            None => "no expiry".to_owned(),
+        }
+    };
+    format!(
+        "{}  {:<8}  tenant={}  name={}  {state}",
+        t.id, t.role, t.tenant, t.name
+    )
+}
+
+pub async fn run(store: Store, command: TokenCommand) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Create {
+            tenant,
+            role,
+            name,
+            expires,
+        } => {
+            anyhow::ensure!(
+                !tenant.trim().is_empty() && tenant.len() <= 200,
+                "--tenant must be 1 to 200 bytes"
+            );
+            let name = name.unwrap_or_else(|| role.to_string());
+            anyhow::ensure!(
+                !name.trim().is_empty() && name.len() <= 200,
+                "--name must be 1 to 200 bytes"
+            );
+            let expires_at = expires.map(|d| OffsetDateTime::now_utc() + d);
+            let issued = store.create_token(&name, &tenant, role, expires_at).await?;
+            eprintln!("{}", line(&issued.token));
+            eprintln!("the secret below is shown once; store it now");
+            println!("{}", issued.secret);
+        }
+        TokenCommand::List { limit } => {
+            for t in store.list_tokens(limit.clamp(1, 10_000)).await? {
+                println!("{}", line(&t));
+            }
+        }
+        TokenCommand::Revoke { id } => {
+            anyhow::ensure!(store.revoke_token(id).await?, "no token {id}");
+            println!("revoked {id}");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifetimes_parse() {
+        assert_eq!(parse_lifetime("30d"), Ok(time::Duration::days(30)));
+        assert_eq!(parse_lifetime("90m"), Ok(time::Duration::minutes(90)));
+        for bad in ["", "d", "0d", "-1h", "3w", "1.5h"] {
+            assert!(parse_lifetime(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! `[auth] mode = "required"`: every RPC × every kind of caller gets the
+//! exact code, a refused call writes nothing, a revocation reaches the
+//! server within the verification cache's TTL, health stays open, and
+//! `mode = "none"` is refused on a non-loopback listener.
+
+use inquest_core::auth::Role;
+use inquest_proto::v1 as pb;
+use inquest_server::auth::{AuthMode, VERIFY_CACHE_TTL};
+use inquest_tests::{TestApp, spawn_app_with};
+use tonic::{Code, Request, metadata::MetadataValue};
+
+const UNKNOWN: &str = "01890a5d-ac96-774b-bcce-b302099a8057";
+
+const METHODS: [&str; 13] = [
+    "CreateIncident",
+    "GetIncident",
+    "ListIncidents",
+    "StartSession",
+    "GetSession",
+    "ListSessions",
+    "ListTurns",
+    "SendMessage",
+    "WatchSession",
+    "CancelSession",
+    "GetReport",
+    "ContinueSession",
+    "GetRecoveryPlan",
+];
+
+fn with<T>(message: T, token: Option<&str>) -> Request<T> {
+    let mut request = Request::new(message);
+    if let Some(t) = token {
+        let value: MetadataValue<_> = t.parse().unwrap();
+        request.metadata_mut().insert("authorization", value);
+    }
+    request
+}
+
+/// Calls `method` with `authorization: token` (on a session and incident
+/// that exist, so an allowed call passes the check and does its work) and
+/// returns the code.
+async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, String)) -> Code {
+    let mut c = app.client().await;
+    let (incident, session) = (ids.0.clone(), ids.1.clone());
+    let result: Result<(), tonic::Status> = match method {
+        "CreateIncident" => c
+            .create_incident(with(
+                pb::CreateIncidentRequest {
+                    title: "t".into(),
+                    description: String::new(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "GetIncident" => c
+            .get_incident(with(
+                pb::GetIncidentRequest {
+                    incident_id: incident,
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "ListIncidents" => c
+            .list_incidents(with(pb::ListIncidentsRequest::default(), token))
+            .await
+            .map(drop),
+        "StartSession" => c
+            .start_session(with(
+                pb::StartSessionRequest {
+                    incident_id: incident,
+                    message: "m".into(),
+                    idempotency_key: String::new(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "GetSession" => c
+            .get_session(with(
+                pb::GetSessionRequest {
+                    session_id: session,
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "ListSessions" => c
+            .list_sessions(with(pb::ListSessionsRequest::default(), token))
+            .await
+            .map(drop),
+        "ListTurns" => c
+            .list_turns(with(
+                pb::ListTurnsRequest {
+                    session_id: session,
+                    ..Default::default()
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "SendMessage" => c
+            .send_message(with(
+                pb::SendMessageRequest {
+                    session_id: UNKNOWN.into(),
+                    message: "m".into(),
+                    idempotency_key: String::new(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "WatchSession" => match c
+            .watch_session(with(
+                pb::WatchSessionRequest {
+                    session_id: UNKNOWN.into(),
+                    after_seq: 0,
+                },
+                token,
+            ))
+            .await
+        {
+            Ok(mut stream) => stream.get_mut().message().await.map(drop),
+            Err(s) => Err(s),
+        },
+        "CancelSession" => c
+            .cancel_session(with(
+                pb::CancelSessionRequest {
+                    session_id: UNKNOWN.into(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "GetReport" => c
+            .get_report(with(
+                pb::GetReportRequest {
+                    session_id: session,
+                    ..Default::default()
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "ContinueSession" => c
+            .continue_session(with(
+                pb::ContinueSessionRequest {
+                    session_id: UNKNOWN.into(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "GetRecoveryPlan" => c
+            .get_recovery_plan(with(
+                pb::GetRecoveryPlanRequest {
+                    session_id: session,
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        other => panic!("no call for {other}"),
+    };
+    match result {
+        Ok(()) => Code::Ok,
+        Err(s) => s.code(),
+    }
+}
+
+async fn rows(app: &TestApp) -> (i64, i64, i64) {
+    (
+        app.count("incidents").await,
+        app.count("sessions").await,
+        app.count("turns").await,
+    )
+}
+
+#[tokio::test]
+async fn every_rpc_gives_each_caller_its_exact_code_and_refusals_write_nothing() {
+    let app = spawn_app_with(|c| c.auth.mode = AuthMode::Required).await;
+    let mut tokens = Vec::new();
+    for role in Role::ALL {
+        let t = app
+            .store
+            .create_token(role.as_str(), "default", role, None)
+            .await
+            .unwrap();
+        tokens.push((role, format!("Bearer {}", t.secret)));
+    }
+    let admin = tokens[2].1.clone();
+    let expired = app
+        .store
+        .create_token(
+            "old",
+            "default",
+            Role::Admin,
+            Some(time::OffsetDateTime::now_utc() - time::Duration::minutes(1)),
+        )
+        .await
+        .unwrap();
+    let revoked = app
+        .store
+        .create_token("gone", "default", Role::Admin, None)
+        .await
+        .unwrap();
+    assert!(app.store.revoke_token(revoked.token.id).await.unwrap());
+    // The right id with the wrong secret.
+    let bad_secret = {
+        let t = &tokens[2].1;
+        let last = t.chars().last().unwrap();
+        let swap = if last == '0' { '1' } else { '0' };
+        format!("{}{swap}", &t[..t.len() - 1])
+    };
+
+    // Something to read, made by the admin.
+    let mut c = app.client().await;
+    let incident = c
+        .create_incident(with(
+            pb::CreateIncidentRequest {
+                title: "seed".into(),
+                description: String::new(),
+            },
+            Some(&admin),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let session = c
+        .start_session(with(
+            pb::StartSessionRequest {
+                incident_id: incident.id.clone(),
+                message: "seed".into(),
+                idempotency_key: String::new(),
+            },
+            Some(&admin),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let ids = (incident.id, session.id);
+
+    let unauthenticated: Vec<(&str, Option<String>)> = vec![
+        ("no token", None),
+        ("not bearer", Some("Basic dXNlcjpwYXNz".into())),
+        ("malformed", Some("Bearer inq_nothex".into())),
+        (
+            "unknown",
+            Some(format!("Bearer inq_{}_{}", "0".repeat(32), "0".repeat(64))),
+        ),
+        ("wrong secret", Some(bad_secret)),
+        ("expired", Some(format!("Bearer {}", expired.secret))),
+        ("revoked", Some(format!("Bearer {}", revoked.secret))),
+    ];
+    for method in METHODS {
+        for (who, token) in &unauthenticated {
+            let before = rows(&app).await;
+            assert_eq!(
+                code(&app, method, token.as_deref(), &ids).await,
+                Code::Unauthenticated,
+                "{method} with {who}"
+            );
+            assert_eq!(rows(&app).await, before, "{method} with {who} wrote");
+        }
+        let needs = inquest_core::auth::required_role(method);
+        for (role, token) in &tokens {
+            let before = rows(&app).await;
+            let got = code(&app, method, Some(token), &ids).await;
+            if *role < needs {
+                assert_eq!(got, Code::PermissionDenied, "{method} as {role}");
+                assert_eq!(rows(&app).await, before, "{method} as {role} wrote");
+            } else {
+                assert!(
+                    !matches!(got, Code::PermissionDenied | Code::Unauthenticated),
+                    "{method} as {role}: {got:?}"
+                );
+            }
+        }
+    }
+
+    // Health needs no token.
+    let mut health = tonic_health::pb::health_client::HealthClient::new(app.channel().await);
+    health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("health is open");
+}
+
+#[tokio::test]
+async fn a_revoked_token_is_refused_within_the_cache_ttl() {
+    let app = spawn_app_with(|c| c.auth.mode = AuthMode::Required).await;
+    let t = app
+        .store
+        .create_token("soon revoked", "default", Role::Viewer, None)
+        .await
+        .unwrap();
+    let token = format!("Bearer {}", t.secret);
+    let ids = (UNKNOWN.to_owned(), UNKNOWN.to_owned());
+    assert_eq!(
+        code(&app, "ListIncidents", Some(&token), &ids).await,
+        Code::Ok
+    );
+    // Revoked by "another replica": a row update the server did not make.
+    assert!(app.store.revoke_token(t.token.id).await.unwrap());
+    let revoked_at = std::time::Instant::now();
+    loop {
+        let got = code(&app, "ListIncidents", Some(&token), &ids).await;
+        if got == Code::Unauthenticated {
+            break;
+        }
+        assert_eq!(got, Code::Ok);
+        assert!(
+            revoked_at.elapsed() < VERIFY_CACHE_TTL * 5,
+            "still accepted long after the revocation"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn no_auth_on_a_non_loopback_listener_needs_the_insecure_flag() {
+    let (_, db_url) = inquest_tests::fresh_database().await;
+    let mut config = inquest_server::config::Config {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        database_url: Some(db_url.clone()),
+        ..Default::default()
+    };
+    config.admin.enabled = false;
+    let err = match inquest_server::startup::Application::build(&config, &db_url).await {
+        Ok(_) => panic!("served 0.0.0.0 with no authentication"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("--insecure-no-auth"), "{err}");
+    config.auth.insecure_no_auth = true;
+    inquest_server::startup::Application::build(&config, &db_url)
+        .await
+        .expect("allowed with --insecure-no-auth");
+    config.auth.insecure_no_auth = false;
+    config.auth.mode = AuthMode::Required;
+    inquest_server::startup::Application::build(&config, &db_url)
+        .await
+        .expect("allowed with authentication");
+}
