@@ -454,7 +454,7 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
         .append_turn_leased(
             &lease,
             WriteId::new(),
-            NewTurn::Notice(format!("{}\0", "\0".repeat(5_000))),
+            NewTurn::notice(format!("{}\0", "\0".repeat(5_000))),
         )
         .await
         .unwrap();

@@ -172,7 +172,25 @@ pub fn turn(t: &Turn) -> pb::SessionTurn {
         created_at: Some(timestamp(t.created_at)),
         input_tokens: count(t.usage.input_tokens),
         output_tokens: count(t.usage.output_tokens),
+        recovery_plan: notice_plan(t),
     }
+}
+
+/// A recovery notice's plan; `None` for every other turn, and (with a
+/// warning) for a stored plan that does not decode, so the turn is still
+/// shown.
+fn notice_plan(t: &Turn) -> Option<pb::RecoveryPlan> {
+    if t.role != Role::Notice || t.recovery_plan_raw.is_none() {
+        return None;
+    }
+    let plan = t.recovery_plan();
+    if plan.is_none() {
+        tracing::warn!(
+            seq = t.seq.get(),
+            "stored notice plan does not decode; not shown"
+        );
+    }
+    plan.as_ref().map(recovery_plan)
 }
 
 /// A turn as shown in one response message that may be at most
@@ -240,11 +258,28 @@ fn fit_turn(wire: &mut pb::SessionTurn, budget: usize, limit: usize) {
         field.push_str(&marker);
         excess = excess.saturating_sub(cut - marker.len().min(cut));
     }
+    let over = wire.encoded_len() > budget;
+    if let Some(plan) = &mut wire.recovery_plan
+        && over
+    {
+        // A recovery notice whose plan lists tens of thousands of repairs:
+        // the repaired call ids (what watchers settle cards by) stay.
+        let repairs = plan.repairs.len();
+        let calls = plan.interrupted_calls.len();
+        plan.repairs.clear();
+        plan.interrupted_calls.clear();
+        wire.content.push_str(&format!(
+            "…[cut by inquest in this response: the recovery plan's {repairs} repairs and \
+             {calls} interrupted calls, over limits.max_response_bytes = {limit}; GetSession's \
+             last_recovery_plan holds them]"
+        ));
+    }
     if wire.encoded_len() > budget {
         // Only a turn whose other fields are huge (thousands of calls, or
         // names of megabytes) gets here: show that it exists, and no more.
         let len = wire.encoded_len();
         wire.tool_calls.clear();
+        wire.recovery_plan = None;
         for field in [&mut wire.tool_call_id, &mut wire.tool_name] {
             let keep = floor_boundary(field, 256);
             field.truncate(keep);

@@ -13,12 +13,12 @@
 //!
 //! | `k` | fields |
 //! |---|---|
-//! | `turn` | `s` session, `q` seq, `turn` (absent when too large): `r` role, `c` content, `tc` tool calls, `ci` call id, `tn` tool name, `e` is_error, `it`/`ot` tokens, `at` created at, `x` escaped (absent: false) |
+//! | `turn` | `s` session, `q` seq, `turn` (absent when too large): `r` role, `c` content, `tc` tool calls, `ci` call id, `tn` tool name, `e` is_error, `it`/`ot` tokens, `at` created at, `x` escaped (absent: false), `rp` a recovery notice's plan (absent or null: none) |
 //! | `status` | `s` session, `st` the new status |
 //! | `tool_call_start` | `s` session, `a` assistant seq, `id` call id, `n` tool name, `at` started at |
 //!
 //! A turn's text travels as it is stored: when `x` is true, `c`, `ci`, `tn`
-//! and every string and key in `tc` are in the encoding of [`crate::text`]
+//! and every string and key in `tc` and `rp` are in the encoding of [`crate::text`]
 //! (the row held U+0000) and are decoded here. A tool-call start is built
 //! in Rust, where JSON's own `\u0000` escape carries a NUL losslessly.
 
@@ -193,6 +193,10 @@ struct RawTurn {
     /// from before migration V8.
     #[serde(default)]
     x: bool,
+    /// A recovery notice's plan (migration V11); absent in payloads from
+    /// before it, null for other turns.
+    #[serde(default)]
+    rp: Option<Value>,
 }
 
 impl RawTurn {
@@ -205,6 +209,10 @@ impl RawTurn {
             role: Role::parse(&self.r).ok_or_else(|| format!("unknown role {:?}", self.r))?,
             content: read(self.c, "c")?,
             tool_calls_raw: text::read_json(self.tc, x, "tc").map_err(|e| e.to_string())?,
+            recovery_plan_raw: self
+                .rp
+                .map(|plan| text::read_json(plan, x, "rp").map_err(|e| e.to_string()))
+                .transpose()?,
             tool_call_id: self.ci.map(|id| read(id, "ci")).transpose()?,
             tool_name: self.tn.map(|name| read(name, "tn")).transpose()?,
             is_error: self.e,
