@@ -22,6 +22,7 @@ mod limits;
 mod listing;
 mod messages;
 mod metrics;
+mod notice_migration;
 mod resume;
 mod sessions;
 mod turns;

@@ -256,6 +256,20 @@ async fn follow_up_after_a_cut_off_read_only_call_notices_and_continues() {
     assert_eq!(plan.repairs[0].r#type, "synthesized_tool_result");
     assert_eq!(plan.repairs[0].call_id, "c1");
     assert!(plan.notice_text.is_empty(), "the text is the content's");
+    // WatchSession shows the same notice, plan and all.
+    let stream = inquest_tests::watching::watch(&mut client, &session.to_string(), 0)
+        .await
+        .unwrap();
+    let (events, ending) = inquest_tests::watching::collect(stream).await;
+    ending.unwrap();
+    let watched: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            pb::watch_event::Event::Turn(t) if t.role() == pb::TurnRole::Notice => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(watched, n, "watched and listed notices are the same");
     assert_eq!(all[4].role(), pb::TurnRole::Assistant);
 
     let requests = fake.requests();
