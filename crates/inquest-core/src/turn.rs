@@ -350,6 +350,45 @@ mod tests {
     }
 
     #[test]
+    fn a_recovery_notice_stores_its_plan_and_reads_it_back() {
+        let session = SessionId::from_uuid(uuid::Uuid::from_u128(7));
+        let mut plan = crate::plan_recovery(session, &[], &|_: &str| crate::SideEffect::Mutating);
+        plan.repaired_call_ids = vec!["c1".into()];
+        let notice = NewTurn::Notice {
+            text: "Recovery: degraded_history.".into(),
+            plan: Some(Box::new(crate::notice_plan(&plan))),
+        };
+        assert_eq!(notice.content(), "Recovery: degraded_history.");
+        let stored = notice.recovery_plan_stored().unwrap();
+        let turn = Turn {
+            session_id: session,
+            seq: Seq::FIRST,
+            role: Role::Notice,
+            content: notice.content().into(),
+            tool_calls_raw: Value::Array(Vec::new()),
+            recovery_plan_raw: Some(stored),
+            tool_call_id: None,
+            tool_name: None,
+            is_error: false,
+            usage: TokenUsage::default(),
+            created_at: OffsetDateTime::UNIX_EPOCH,
+        };
+        assert_eq!(turn.recovery_plan(), Some(crate::notice_plan(&plan)));
+        assert_eq!(turn.repaired_call_ids(), ["c1"]);
+        // No plan, or one that does not decode: none, and nothing settles.
+        assert_eq!(
+            NewTurn::notice("Resume refused").recovery_plan_stored(),
+            None
+        );
+        let odd = Turn {
+            recovery_plan_raw: Some(serde_json::json!({"kind": 3})),
+            ..turn
+        };
+        assert_eq!(odd.recovery_plan(), None);
+        assert!(odd.repaired_call_ids().is_empty());
+    }
+
+    #[test]
     fn role_text_round_trips() {
         for r in Role::ALL {
             assert_eq!(Role::parse(r.as_str()), Some(r));

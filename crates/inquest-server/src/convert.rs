@@ -415,6 +415,48 @@ mod tests {
         }
     }
 
+    fn huge_plan(n: usize) -> pb::RecoveryPlan {
+        pb::RecoveryPlan {
+            kind: "degraded_history".into(),
+            repairs: (0..n)
+                .map(|i| pb::RecoveryRepair {
+                    r#type: "synthesized_tool_result".into(),
+                    call_id: format!("call_{i}"),
+                    description: format!("tool call call_{i} had no recorded result"),
+                    ..pb::RecoveryRepair::default()
+                })
+                .collect(),
+            repaired_call_ids: (0..n).map(|i| format!("call_{i}")).collect(),
+            ..pb::RecoveryPlan::default()
+        }
+    }
+
+    #[test]
+    fn a_notice_with_a_huge_plan_keeps_its_repaired_ids_within_the_budget() {
+        let budget = 1024 * 1024;
+        let mut w = wire("Recovery: degraded_history.", &[]);
+        w.recovery_plan = Some(huge_plan(20_000));
+        assert!(w.encoded_len() > budget);
+        fit_turn(&mut w, budget, budget);
+        assert!(w.encoded_len() <= budget, "{}", w.encoded_len());
+        let plan = w.recovery_plan.as_ref().expect("the plan is still shown");
+        assert!(plan.repairs.is_empty());
+        assert_eq!(plan.repaired_call_ids.len(), 20_000);
+        assert!(
+            w.content
+                .starts_with("Recovery: degraded_history.…[cut by inquest")
+        );
+        assert!(w.content.contains("20000 repairs"), "{}", w.content);
+
+        // Even the ids do not fit: the turn is a note, without the plan.
+        let mut w = wire("Recovery: degraded_history.", &[]);
+        w.recovery_plan = Some(huge_plan(200_000));
+        fit_turn(&mut w, budget, budget);
+        assert!(w.encoded_len() <= budget);
+        assert!(w.recovery_plan.is_none());
+        assert!(w.content.contains("not shown in this response"));
+    }
+
     #[test]
     fn a_turn_of_huge_metadata_is_replaced_by_a_note() {
         let many: Vec<String> = (0..5_000).map(|i| format!("{{\"i\":{i}}}")).collect();

@@ -259,6 +259,7 @@ mod tests {
                 "tc": [{"k\u{E000}0": "v\u{E000}0"}],
                 "ci": "c\u{E000}0", "tn": "t\u{E000}0", "e": false, "it": 0, "ot": 0,
                 "at": "2024-01-01T00:00:00Z", "x": true,
+                "rp": {"repaired_call_ids": ["c\u{E000}0"]},
             },
         })
         .to_string();
@@ -270,6 +271,10 @@ mod tests {
         assert_eq!(t.tool_calls_raw, serde_json::json!([{"k\0": "v\0"}]));
         assert_eq!(t.tool_call_id.as_deref(), Some("c\0"));
         assert_eq!(t.tool_name.as_deref(), Some("t\0"));
+        assert_eq!(
+            t.recovery_plan_raw,
+            Some(serde_json::json!({"repaired_call_ids": ["c\0"]}))
+        );
         // Without the flag (older payloads too) nothing is decoded.
         let plain = payload.replace(r#""x":true"#, r#""x":false"#);
         let Notification::Turn { turn: Some(t), .. } = Notification::parse(&plain).unwrap() else {
@@ -278,6 +283,23 @@ mod tests {
         assert_eq!(t.content, "a\u{E000}0b\u{E000}\u{E000}");
         let old = payload.replace(r#","x":true"#, "");
         assert!(Notification::parse(&old).is_ok());
+        // Before V11 there was no `rp`; a turn without a plan has null.
+        let mut value: Value = serde_json::from_str(&payload).unwrap();
+        for rp in [None, Some(Value::Null)] {
+            match rp {
+                None => value["turn"].as_object_mut().unwrap().remove("rp"),
+                Some(null) => value["turn"]
+                    .as_object_mut()
+                    .unwrap()
+                    .insert("rp".into(), null),
+            };
+            let Notification::Turn { turn: Some(t), .. } =
+                Notification::parse(&value.to_string()).unwrap()
+            else {
+                panic!("not a whole turn");
+            };
+            assert_eq!(t.recovery_plan_raw, None);
+        }
 
         // A tool-call start carries NUL as JSON's own escape: the payload
         // holds no NUL byte, and decodes to the original.
