@@ -449,12 +449,29 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
         )
         .await
         .unwrap();
+    // A recovery notice whose plan alone holds NUL (and the escape
+    // character): the row is escaped for its plan, which rides inline.
+    let mut plan =
+        inquest_core::plan_recovery(session, &[], &|_: &str| inquest_core::SideEffect::Mutating);
+    plan.repaired_call_ids = vec!["c\0".into(), "\u{E000}0".into()];
+    let notice = a
+        .append_turn_leased(
+            &lease,
+            WriteId::new(),
+            NewTurn::Notice {
+                text: "Recovery: repaired".into(),
+                plan: Some(Box::new(inquest_core::notice_plan(&plan))),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(notice.repaired_call_ids(), ["c\0", "\u{E000}0"]);
     // Too large to inline: announced by seq, fetched escaped and decoded.
     let big = a
         .append_turn_leased(
             &lease,
             WriteId::new(),
-            NewTurn::Notice(format!("{}\0", "\0".repeat(5_000))),
+            NewTurn::notice(format!("{}\0", "\0".repeat(5_000))),
         )
         .await
         .unwrap();
@@ -466,7 +483,7 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
             _ => None,
         })
         .collect();
-    assert_eq!(inline, [call.clone(), result.clone()]);
+    assert_eq!(inline, [call.clone(), result.clone(), notice.clone()]);
     assert!(seen.iter().any(|n| matches!(
         n,
         Notification::ToolCallStart { call_id, tool_name, .. } if call_id == "c\0" && tool_name == "n\0"
@@ -478,7 +495,7 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
     assert_eq!(b.get_turn(session, big.seq).await.unwrap().unwrap(), big);
     assert_eq!(
         b.all_turns(session).await.unwrap(),
-        [started.first_turn.clone(), call, result, big]
+        [started.first_turn.clone(), call, result, notice, big]
     );
 
     // A recovery plan and a report holding NUL.

@@ -272,6 +272,7 @@ async fn orphan(
             role: *role,
             content: (*content).into(),
             tool_calls_raw: serde_json::json!([]),
+            recovery_plan_raw: None,
             tool_call_id: None,
             tool_name: None,
             is_error: false,

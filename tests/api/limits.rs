@@ -519,6 +519,7 @@ async fn a_long_recovery_notice_is_cut_with_a_marker_and_the_session_goes_on() {
         role: Role::User,
         content: "why is checkout slow?".into(),
         tool_calls_raw: serde_json::json!([]),
+        recovery_plan_raw: None,
         tool_call_id: None,
         tool_name: None,
         is_error: false,
@@ -533,6 +534,7 @@ async fn a_long_recovery_notice_is_cut_with_a_marker_and_the_session_goes_on() {
         role: Role::Assistant,
         content: String::new(),
         tool_calls_raw: serde_json::Value::Array(calls),
+        recovery_plan_raw: None,
         created_at: now - time::Duration::seconds(59),
         ..user.clone()
     };

@@ -24,6 +24,7 @@ mod limits;
 mod listing;
 mod messages;
 mod metrics;
+mod notice_migration;
 mod resume;
 mod sessions;
 mod tls;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use inquest_agent::fake::{FakeProvider, Flavor};
 use inquest_core::{
-    IncidentId, SessionId, SideEffect, Turn, is_follow_up, plan_from_notice, plan_resume,
+    IncidentId, SessionId, SideEffect, Turn, is_follow_up, plan_resume,
     resume::INTERRUPTED_TOOL_RESULT,
 };
 use inquest_proto::v1 as pb;
@@ -158,6 +158,7 @@ async fn cut_off_session(
         role: inquest_core::Role::User,
         content: "why is checkout slow?".into(),
         tool_calls_raw: serde_json::json!([]),
+        recovery_plan_raw: None,
         tool_call_id: None,
         tool_name: None,
         is_error: false,
@@ -243,9 +244,32 @@ async fn follow_up_after_a_cut_off_read_only_call_notices_and_continues() {
         "{}",
         n[0].content
     );
-    let plan = plan_from_notice(&n[0].content).expect("machine-readable plan");
+    assert!(
+        !n[0].content.contains("recovery_plan") && !n[0].content.contains("{\""),
+        "the content is human text only: {}",
+        n[0].content
+    );
+    let plan = n[0].recovery_plan.as_ref().expect("a typed plan");
+    assert_eq!(plan.kind, "interrupted_turn");
     assert_eq!(plan.repaired_call_ids, vec!["c1".to_owned()]);
-    assert!(plan.can_auto_continue);
+    assert!(plan.can_auto_continue && !plan.requires_confirmation);
+    assert_eq!(plan.repairs[0].r#type, "synthesized_tool_result");
+    assert_eq!(plan.repairs[0].call_id, "c1");
+    assert!(plan.notice_text.is_empty(), "the text is the content's");
+    // WatchSession shows the same notice, plan and all.
+    let stream = inquest_tests::watching::watch(&mut client, &session.to_string(), 0)
+        .await
+        .unwrap();
+    let (events, ending) = inquest_tests::watching::collect(stream).await;
+    ending.unwrap();
+    let watched: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            pb::watch_event::Event::Turn(t) if t.role() == pb::TurnRole::Notice => Some(t),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(watched, n, "watched and listed notices are the same");
     assert_eq!(all[4].role(), pb::TurnRole::Assistant);
 
     let requests = fake.requests();

@@ -241,9 +241,10 @@ async fn a_recovery_notice_settles_the_calls_it_repaired() {
     assert_eq!(plan.repaired_call_ids, ["c1"]);
     driver
         .burst
-        .append(inquest_core::NewTurn::Notice(
-            inquest_core::notice_turn_text(&plan),
-        ))
+        .append(inquest_core::NewTurn::Notice {
+            text: plan.notice_text.clone(),
+            plan: Some(Box::new(inquest_core::notice_plan(&plan))),
+        })
         .await
         .unwrap();
     assert!(app.turn_log.running_calls(id).is_empty());

@@ -100,6 +100,17 @@ pub async fn spawn_app() -> TestApp {
 /// Starts the server on a fresh database; `tweak` adjusts the config.
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     let (db_name, db_url) = fresh_database().await;
+    spawn_app_on(db_name, db_url, tweak).await
+}
+
+/// Starts the server on an existing database (e.g. one a test migrated
+/// part way and filled with rows of an older schema); the server applies
+/// the pending migrations at startup, as in production.
+pub async fn spawn_app_on(
+    db_name: String,
+    db_url: String,
+    tweak: impl FnOnce(&mut Config),
+) -> TestApp {
     let mut config = Config {
         listen: "127.0.0.1:0".parse().expect("literal address"),
         database_url: Some(db_url.clone()),

@@ -17,6 +17,7 @@ fn turn(session: SessionId, n: i64) -> Event {
         role: Role::Assistant,
         content: format!("turn {n}"),
         tool_calls_raw: ToolCall::encode_all(&[]),
+        recovery_plan_raw: None,
         tool_call_id: None,
         tool_name: None,
         is_error: false,

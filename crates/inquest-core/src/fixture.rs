@@ -157,6 +157,7 @@ impl FixtureTurn {
             role,
             content: self.content.clone(),
             tool_calls_raw: self.tool_calls.clone(),
+            recovery_plan_raw: None,
             tool_call_id: self.tool_call_id.clone(),
             tool_name: self.tool_name.clone(),
             is_error: self.is_error,

@@ -27,8 +27,8 @@ pub use ids::{IdError, IncidentId, SessionId};
 pub use input::{IdempotencyKey, IncidentText, InputError, Limits, UserMessage};
 pub use resume::{
     AuditCounters, InterruptedCall, Message, Rebuilt, RecoveryKind, RecoveryPlan, Repair, Restored,
-    ResumeError, ResumeRequest, Tail, active_time, is_follow_up, notice_turn_text,
-    plan_from_notice, plan_recovery, plan_resume, rebuild_messages, restore,
+    ResumeError, ResumeRequest, Tail, active_time, is_follow_up, notice_plan, plan_recovery,
+    plan_resume, rebuild_messages, restore,
 };
 pub use seq::{AfterSeq, CursorError, Seq};
 pub use session::{Ending, Event, Refused, SessionStatus};

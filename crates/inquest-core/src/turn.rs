@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::{SessionId, UserMessage, seq::Seq};
+use crate::{RecoveryPlan, SessionId, UserMessage, seq::Seq};
 
 /// Who produced a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -183,7 +183,13 @@ pub enum NewTurn {
         content: String,
         is_error: bool,
     },
-    Notice(String),
+    /// A system record for humans: `text` is all of its content. A
+    /// recovery notice also carries the plan it records (see
+    /// [`crate::notice_plan`]); other notices ("resume refused") none.
+    Notice {
+        text: String,
+        plan: Option<Box<RecoveryPlan>>,
+    },
 }
 
 impl NewTurn {
@@ -192,7 +198,7 @@ impl NewTurn {
             NewTurn::User(_) => Role::User,
             NewTurn::Assistant { .. } => Role::Assistant,
             NewTurn::Tool { .. } => Role::Tool,
-            NewTurn::Notice(_) => Role::Notice,
+            NewTurn::Notice { .. } => Role::Notice,
         }
     }
 
@@ -201,7 +207,26 @@ impl NewTurn {
             NewTurn::User(m) => m.as_str(),
             NewTurn::Assistant { text, .. } => text,
             NewTurn::Tool { content, .. } => content,
-            NewTurn::Notice(text) => text,
+            NewTurn::Notice { text, .. } => text,
+        }
+    }
+
+    /// A notice that records no plan.
+    pub fn notice(text: impl Into<String>) -> Self {
+        NewTurn::Notice {
+            text: text.into(),
+            plan: None,
+        }
+    }
+
+    /// Value for the `recovery_plan` column: the serde form of a recovery
+    /// notice's plan, `None` for every other turn.
+    pub fn recovery_plan_stored(&self) -> Option<Value> {
+        match self {
+            NewTurn::Notice {
+                plan: Some(plan), ..
+            } => serde_json::to_value(plan.as_ref()).ok(),
+            _ => None,
         }
     }
 
@@ -252,6 +277,10 @@ pub struct Turn {
     /// The raw `tool_calls` column; decode with [`Turn::tool_calls`]. Kept
     /// raw so a row whose calls do not decode is still a readable turn.
     pub tool_calls_raw: Value,
+    /// The raw `recovery_plan` column (migration V11): a recovery
+    /// notice's plan, `None` for every other turn; decode with
+    /// [`Turn::recovery_plan`]. Kept raw for the same reason.
+    pub recovery_plan_raw: Option<Value>,
     /// For tool turns: the call this result answers, and its tool.
     pub tool_call_id: Option<String>,
     pub tool_name: Option<String>,
@@ -264,6 +293,20 @@ impl Turn {
     /// The tool calls this (assistant) turn requested.
     pub fn tool_calls(&self) -> Result<Vec<ToolCall>, ToolCallsDecodeError> {
         ToolCall::decode_all(&self.tool_calls_raw)
+    }
+
+    /// The recovery plan this (notice) turn records; `None` when it records
+    /// none or the stored value does not decode.
+    pub fn recovery_plan(&self) -> Option<RecoveryPlan> {
+        RecoveryPlan::deserialize(self.recovery_plan_raw.as_ref()?).ok()
+    }
+
+    /// The calls a recovery notice answered with a synthetic result, which
+    /// settles them for watchers (empty for any other turn).
+    pub fn repaired_call_ids(&self) -> Vec<String> {
+        self.recovery_plan()
+            .map(|p| p.repaired_call_ids)
+            .unwrap_or_default()
     }
 }
 
@@ -304,6 +347,45 @@ mod tests {
             ToolCall::decode_all(&serde_json::json!([{"id": "a", "name": "b", "arguments": 3}]))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_recovery_notice_stores_its_plan_and_reads_it_back() {
+        let session = SessionId::from_uuid(uuid::Uuid::from_u128(7));
+        let mut plan = crate::plan_recovery(session, &[], &|_: &str| crate::SideEffect::Mutating);
+        plan.repaired_call_ids = vec!["c1".into()];
+        let notice = NewTurn::Notice {
+            text: "Recovery: degraded_history.".into(),
+            plan: Some(Box::new(crate::notice_plan(&plan))),
+        };
+        assert_eq!(notice.content(), "Recovery: degraded_history.");
+        let stored = notice.recovery_plan_stored().unwrap();
+        let turn = Turn {
+            session_id: session,
+            seq: Seq::FIRST,
+            role: Role::Notice,
+            content: notice.content().into(),
+            tool_calls_raw: Value::Array(Vec::new()),
+            recovery_plan_raw: Some(stored),
+            tool_call_id: None,
+            tool_name: None,
+            is_error: false,
+            usage: TokenUsage::default(),
+            created_at: OffsetDateTime::UNIX_EPOCH,
+        };
+        assert_eq!(turn.recovery_plan(), Some(crate::notice_plan(&plan)));
+        assert_eq!(turn.repaired_call_ids(), ["c1"]);
+        // No plan, or one that does not decode: none, and nothing settles.
+        assert_eq!(
+            NewTurn::notice("Resume refused").recovery_plan_stored(),
+            None
+        );
+        let odd = Turn {
+            recovery_plan_raw: Some(serde_json::json!({"kind": 3})),
+            ..turn
+        };
+        assert_eq!(odd.recovery_plan(), None);
+        assert!(odd.repaired_call_ids().is_empty());
     }
 
     #[test]

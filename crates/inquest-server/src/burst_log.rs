@@ -315,7 +315,10 @@ fn redacted(turn: NewTurn) -> NewTurn {
             content: hide(content),
             is_error,
         },
-        NewTurn::Notice(text) => NewTurn::Notice(hide(text)),
+        NewTurn::Notice { text, plan } => NewTurn::Notice {
+            text: hide(text),
+            plan,
+        },
         // What the user typed is stored as sent (it is bound to its
         // idempotency key's fingerprint).
         user @ NewTurn::User(_) => user,

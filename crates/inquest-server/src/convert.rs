@@ -172,7 +172,25 @@ pub fn turn(t: &Turn) -> pb::SessionTurn {
         created_at: Some(timestamp(t.created_at)),
         input_tokens: count(t.usage.input_tokens),
         output_tokens: count(t.usage.output_tokens),
+        recovery_plan: notice_plan(t),
     }
+}
+
+/// A recovery notice's plan; `None` for every other turn, and (with a
+/// warning) for a stored plan that does not decode, so the turn is still
+/// shown.
+fn notice_plan(t: &Turn) -> Option<pb::RecoveryPlan> {
+    if t.role != Role::Notice || t.recovery_plan_raw.is_none() {
+        return None;
+    }
+    let plan = t.recovery_plan();
+    if plan.is_none() {
+        tracing::warn!(
+            seq = t.seq.get(),
+            "stored notice plan does not decode; not shown"
+        );
+    }
+    plan.as_ref().map(recovery_plan)
 }
 
 /// A turn as shown in one response message that may be at most
@@ -240,11 +258,28 @@ fn fit_turn(wire: &mut pb::SessionTurn, budget: usize, limit: usize) {
         field.push_str(&marker);
         excess = excess.saturating_sub(cut - marker.len().min(cut));
     }
+    let over = wire.encoded_len() > budget;
+    if let Some(plan) = &mut wire.recovery_plan
+        && over
+    {
+        // A recovery notice whose plan lists tens of thousands of repairs:
+        // the repaired call ids (what watchers settle cards by) stay.
+        let repairs = plan.repairs.len();
+        let calls = plan.interrupted_calls.len();
+        plan.repairs.clear();
+        plan.interrupted_calls.clear();
+        wire.content.push_str(&format!(
+            "…[cut by inquest in this response: the recovery plan's {repairs} repairs and \
+             {calls} interrupted calls, over limits.max_response_bytes = {limit}; GetSession's \
+             last_recovery_plan holds them]"
+        ));
+    }
     if wire.encoded_len() > budget {
         // Only a turn whose other fields are huge (thousands of calls, or
         // names of megabytes) gets here: show that it exists, and no more.
         let len = wire.encoded_len();
         wire.tool_calls.clear();
+        wire.recovery_plan = None;
         for field in [&mut wire.tool_call_id, &mut wire.tool_name] {
             let keep = floor_boundary(field, 256);
             field.truncate(keep);
@@ -378,6 +413,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn huge_plan(n: usize) -> pb::RecoveryPlan {
+        pb::RecoveryPlan {
+            kind: "degraded_history".into(),
+            repairs: (0..n)
+                .map(|i| pb::RecoveryRepair {
+                    r#type: "synthesized_tool_result".into(),
+                    call_id: format!("call_{i}"),
+                    description: format!("tool call call_{i} had no recorded result"),
+                    ..pb::RecoveryRepair::default()
+                })
+                .collect(),
+            repaired_call_ids: (0..n).map(|i| format!("call_{i}")).collect(),
+            ..pb::RecoveryPlan::default()
+        }
+    }
+
+    #[test]
+    fn a_notice_with_a_huge_plan_keeps_its_repaired_ids_within_the_budget() {
+        let budget = 1024 * 1024;
+        let mut w = wire("Recovery: degraded_history.", &[]);
+        w.recovery_plan = Some(huge_plan(20_000));
+        assert!(w.encoded_len() > budget);
+        fit_turn(&mut w, budget, budget);
+        assert!(w.encoded_len() <= budget, "{}", w.encoded_len());
+        let plan = w.recovery_plan.as_ref().expect("the plan is still shown");
+        assert!(plan.repairs.is_empty());
+        assert_eq!(plan.repaired_call_ids.len(), 20_000);
+        assert!(
+            w.content
+                .starts_with("Recovery: degraded_history.…[cut by inquest")
+        );
+        assert!(w.content.contains("20000 repairs"), "{}", w.content);
+
+        // Even the ids do not fit: the turn is a note, without the plan.
+        let mut w = wire("Recovery: degraded_history.", &[]);
+        w.recovery_plan = Some(huge_plan(200_000));
+        fit_turn(&mut w, budget, budget);
+        assert!(w.encoded_len() <= budget);
+        assert!(w.recovery_plan.is_none());
+        assert!(w.content.contains("not shown in this response"));
     }
 
     #[test]

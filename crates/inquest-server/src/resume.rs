@@ -13,7 +13,7 @@
 
 use inquest_core::{
     ExitReason, NewTurn, RecoveryKind, RecoveryPlan, ResumeRequest, SessionId, ToolClasses, Turn,
-    is_follow_up, notice_turn_text, plan_from_notice, plan_resume,
+    is_follow_up, notice_plan, plan_resume,
 };
 use inquest_store::{SessionRow, Store, StoreError};
 
@@ -141,8 +141,11 @@ pub(crate) async fn prepare(
         return Prepared::Run(turns);
     }
     if plan.kind != RecoveryKind::Clean {
-        let text = fit_notice(&plan, max_notice_bytes);
-        match burst.append(NewTurn::Notice(text)).await {
+        let notice = NewTurn::Notice {
+            text: fit_notice(&plan, max_notice_bytes),
+            plan: Some(Box::new(notice_plan(&plan))),
+        };
+        match burst.append(notice).await {
             Ok(notice) => turns.push((*notice).clone()),
             Err(e) => return Prepared::Failed(e),
         }
@@ -170,7 +173,7 @@ async fn save(burst: &BurstLog, plan: &RecoveryPlan) -> Result<(), TurnLogError>
 
 /// Writes a notice, then ends the claimed burst with `reason`.
 async fn stop(burst: &BurstLog, notice: String, reason: ExitReason) -> Prepared {
-    if let Err(e) = burst.append(NewTurn::Notice(notice)).await {
+    if let Err(e) = burst.append(NewTurn::notice(notice)).await {
         return Prepared::Failed(e);
     }
     close(burst, reason).await
@@ -189,54 +192,28 @@ fn notice_what(cap: usize) -> String {
     format!("notice over limits.max_notice_bytes = {cap}")
 }
 
-/// The marker a cut notice ends with.
-fn notice_marker(cut: usize, cap: usize) -> String {
-    inquest_core::cap::marker(cut as u64, &notice_what(cap))
-}
-
 /// `text` cut to at most `cap` bytes at a char boundary, with the marker
 /// saying how much of the notice was cut.
 fn cut_notice(text: &str, cap: usize) -> std::borrow::Cow<'_, str> {
     inquest_core::cap::cut_text(text, cap, &notice_what(cap))
 }
 
-/// A recovery notice's text within `cap` bytes (plus a marker). The last
-/// line is the plan as JSON, which watchers read back
-/// (`plan_from_notice`) to settle running tool cards, so the human text
-/// above it is cut first and the JSON line is kept whole when it fits.
-/// Only a plan whose JSON alone is over the cap (thousands of repairs)
-/// loses it: then the whole text is cut, the watchers settle those cards
-/// when the burst ends, and `GetSession`'s `last_recovery_plan` still
-/// holds the whole plan.
+/// A recovery notice's human text (`plan.notice_text`) within `cap` bytes
+/// (plus a marker). The plan itself rides beside it, typed
+/// (`NewTurn::Notice`'s `plan`), and is not cut here: it is bounded by
+/// its structure (the ids and names in it come from stored turns), and
+/// `convert::turn_within` keeps a turn with a huge one within
+/// `limits.max_response_bytes` when it is shown.
 fn fit_notice(plan: &RecoveryPlan, cap: usize) -> String {
-    let whole = notice_turn_text(plan);
-    if whole.len() <= cap {
-        return whole;
+    let text = cut_notice(&plan.notice_text, cap);
+    if let std::borrow::Cow::Owned(_) = text {
+        tracing::warn!(
+            notice_bytes = plan.notice_text.len(),
+            max_notice_bytes = cap,
+            "recovery notice cut"
+        );
     }
-    let (human, json) = whole.rsplit_once('\n').unwrap_or(("", &whole));
-    // Room for the human text, its marker and the newline.
-    let marker_room = notice_marker(human.len(), cap).len() + 1;
-    let text = match cap.checked_sub(json.len() + marker_room) {
-        Some(room) => {
-            let mut keep = room.min(human.len());
-            while !human.is_char_boundary(keep) {
-                keep -= 1;
-            }
-            format!(
-                "{}{}\n{json}",
-                &human[..keep],
-                notice_marker(human.len() - keep, cap)
-            )
-        }
-        None => cut_notice(&whole, cap).into_owned(),
-    };
-    tracing::warn!(
-        notice_bytes = whole.len(),
-        max_notice_bytes = cap,
-        plan_kept = plan_from_notice(&text).is_some(),
-        "recovery notice cut"
-    );
-    text
+    text.into_owned()
 }
 
 /// The stored last plan, parsed; `None` when absent or unreadable.
@@ -249,6 +226,11 @@ pub(crate) fn stored_plan(row: &SessionRow) -> Option<RecoveryPlan> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The marker a cut notice ends with.
+    fn notice_marker(cut: usize, cap: usize) -> String {
+        inquest_core::cap::marker(cut as u64, &notice_what(cap))
+    }
 
     #[test]
     fn a_short_notice_is_kept_whole() {
@@ -289,35 +271,20 @@ mod tests {
     }
 
     #[test]
-    fn a_long_recovery_notice_keeps_its_plan_line_when_it_fits() {
-        let cap = 16 * 1024;
-        // The plan line repeats the human text: 10 KB of it fit in the
-        // line, not twice in the notice.
-        let plan = plan_with_text("y".repeat(10_000));
-        assert!(notice_turn_text(&plan).len() > cap);
-        let text = fit_notice(&plan, cap);
-        assert!(text.len() <= cap, "{}", text.len());
-        assert!(text.starts_with("yyyy"));
-        assert!(text.contains("more bytes of notice over limits.max_notice_bytes = 16384]\n"));
-        let back = plan_from_notice(&text).expect("the plan line is kept");
-        assert_eq!(back, plan);
-    }
-
-    #[test]
-    fn a_plan_line_over_the_cap_is_cut_with_the_rest() {
+    fn a_long_recovery_notice_cuts_only_its_text() {
         let cap = 16 * 1024;
         let plan = plan_with_text("é".repeat(20_000));
         let text = fit_notice(&plan, cap);
         let (kept, _) = text.split_once('…').unwrap();
         assert!(kept.len() <= cap);
-        assert!(notice_turn_text(&plan).starts_with(kept));
+        assert!(plan.notice_text.starts_with(kept));
         assert!(text.ends_with("more bytes of notice over limits.max_notice_bytes = 16384]"));
-        assert!(plan_from_notice(&text).is_none());
+        assert!(!text.contains("recovery_plan"), "no JSON in the text");
     }
 
     #[test]
     fn a_notice_within_the_cap_is_the_plain_notice() {
-        let plan = plan_with_text("short".into());
-        assert_eq!(fit_notice(&plan, 16 * 1024), notice_turn_text(&plan));
+        let plan = plan_with_text("short\nsecond line".into());
+        assert_eq!(fit_notice(&plan, 16 * 1024), "short\nsecond line");
     }
 }

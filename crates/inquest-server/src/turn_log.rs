@@ -23,9 +23,7 @@ use std::{
 use std::time::Duration;
 
 use inquest_broadcast::{Event, ToolCallStart, TurnBroadcaster};
-use inquest_core::{
-    IdempotencyKey, IncidentId, Role, SessionId, SessionStatus, Turn, UserMessage, plan_from_notice,
-};
+use inquest_core::{IdempotencyKey, IncidentId, Role, SessionId, SessionStatus, Turn, UserMessage};
 use inquest_store::{
     CallerEvent, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,
     notify::Notification,
@@ -164,9 +162,7 @@ impl TurnLog {
         // call it repaired (its worker died: no result will come).
         let settled: Vec<String> = match (&turn.tool_call_id, turn.role) {
             (Some(call_id), _) => vec![call_id.clone()],
-            (None, Role::Notice) => plan_from_notice(&turn.content)
-                .map(|plan| plan.repaired_call_ids)
-                .unwrap_or_default(),
+            (None, Role::Notice) => turn.repaired_call_ids(),
             (None, _) => Vec::new(),
         };
         if !settled.is_empty() {

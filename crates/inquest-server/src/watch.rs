@@ -564,8 +564,9 @@ impl Watcher {
                 }
                 (None, Role::Notice) => {
                     // A recovery notice settles the calls it repaired.
-                    if let Some(plan) = inquest_core::plan_from_notice(&turn.content) {
-                        open.retain(|c| !plan.repaired_call_ids.contains(&c.call_id));
+                    let repaired = turn.repaired_call_ids();
+                    if !repaired.is_empty() {
+                        open.retain(|c| !repaired.contains(&c.call_id));
                     }
                 }
                 (None, _) => {}

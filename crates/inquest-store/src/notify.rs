@@ -13,12 +13,12 @@
 //!
 //! | `k` | fields |
 //! |---|---|
-//! | `turn` | `s` session, `q` seq, `turn` (absent when too large): `r` role, `c` content, `tc` tool calls, `ci` call id, `tn` tool name, `e` is_error, `it`/`ot` tokens, `at` created at, `x` escaped (absent: false) |
+//! | `turn` | `s` session, `q` seq, `turn` (absent when too large): `r` role, `c` content, `tc` tool calls, `ci` call id, `tn` tool name, `e` is_error, `it`/`ot` tokens, `at` created at, `x` escaped (absent: false), `rp` a recovery notice's plan (absent or null: none) |
 //! | `status` | `s` session, `st` the new status |
 //! | `tool_call_start` | `s` session, `a` assistant seq, `id` call id, `n` tool name, `at` started at |
 //!
 //! A turn's text travels as it is stored: when `x` is true, `c`, `ci`, `tn`
-//! and every string and key in `tc` are in the encoding of [`crate::text`]
+//! and every string and key in `tc` and `rp` are in the encoding of [`crate::text`]
 //! (the row held U+0000) and are decoded here. A tool-call start is built
 //! in Rust, where JSON's own `\u0000` escape carries a NUL losslessly.
 
@@ -193,6 +193,10 @@ struct RawTurn {
     /// from before migration V8.
     #[serde(default)]
     x: bool,
+    /// A recovery notice's plan (migration V11); absent in payloads from
+    /// before it, null for other turns.
+    #[serde(default)]
+    rp: Option<Value>,
 }
 
 impl RawTurn {
@@ -205,6 +209,10 @@ impl RawTurn {
             role: Role::parse(&self.r).ok_or_else(|| format!("unknown role {:?}", self.r))?,
             content: read(self.c, "c")?,
             tool_calls_raw: text::read_json(self.tc, x, "tc").map_err(|e| e.to_string())?,
+            recovery_plan_raw: self
+                .rp
+                .map(|plan| text::read_json(plan, x, "rp").map_err(|e| e.to_string()))
+                .transpose()?,
             tool_call_id: self.ci.map(|id| read(id, "ci")).transpose()?,
             tool_name: self.tn.map(|name| read(name, "tn")).transpose()?,
             is_error: self.e,
@@ -251,6 +259,7 @@ mod tests {
                 "tc": [{"k\u{E000}0": "v\u{E000}0"}],
                 "ci": "c\u{E000}0", "tn": "t\u{E000}0", "e": false, "it": 0, "ot": 0,
                 "at": "2024-01-01T00:00:00Z", "x": true,
+                "rp": {"repaired_call_ids": ["c\u{E000}0"]},
             },
         })
         .to_string();
@@ -262,6 +271,10 @@ mod tests {
         assert_eq!(t.tool_calls_raw, serde_json::json!([{"k\0": "v\0"}]));
         assert_eq!(t.tool_call_id.as_deref(), Some("c\0"));
         assert_eq!(t.tool_name.as_deref(), Some("t\0"));
+        assert_eq!(
+            t.recovery_plan_raw,
+            Some(serde_json::json!({"repaired_call_ids": ["c\0"]}))
+        );
         // Without the flag (older payloads too) nothing is decoded.
         let plain = payload.replace(r#""x":true"#, r#""x":false"#);
         let Notification::Turn { turn: Some(t), .. } = Notification::parse(&plain).unwrap() else {
@@ -270,6 +283,23 @@ mod tests {
         assert_eq!(t.content, "a\u{E000}0b\u{E000}\u{E000}");
         let old = payload.replace(r#","x":true"#, "");
         assert!(Notification::parse(&old).is_ok());
+        // Before V11 there was no `rp`; a turn without a plan has null.
+        let mut value: Value = serde_json::from_str(&payload).unwrap();
+        for rp in [None, Some(Value::Null)] {
+            match rp {
+                None => value["turn"].as_object_mut().unwrap().remove("rp"),
+                Some(null) => value["turn"]
+                    .as_object_mut()
+                    .unwrap()
+                    .insert("rp".into(), null),
+            };
+            let Notification::Turn { turn: Some(t), .. } =
+                Notification::parse(&value.to_string()).unwrap()
+            else {
+                panic!("not a whole turn");
+            };
+            assert_eq!(t.recovery_plan_raw, None);
+        }
 
         // A tool-call start carries NUL as JSON's own escape: the payload
         // holds no NUL byte, and decodes to the original.

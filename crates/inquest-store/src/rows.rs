@@ -10,8 +10,10 @@ use crate::{StoreError, text};
 ///
 /// `escaped` (migration V8) says the row's text fields are stored in the
 /// encoding of [`crate::text`]; they are decoded here, so no caller sees it.
+/// `recovery_plan` (migration V11) is a recovery notice's plan, NULL for
+/// any other turn; it follows the flag like `tool_calls`.
 pub(crate) const TURN_COLUMNS: &str = "session_id, seq, role, content, tool_calls, tool_call_id, \
-     tool_name, is_error, input_tokens, output_tokens, created_at, escaped";
+     tool_name, is_error, input_tokens, output_tokens, created_at, escaped, recovery_plan";
 
 pub(crate) fn get<'a, T>(row: &'a Row, idx: usize) -> Result<T, StoreError>
 where
@@ -34,12 +36,16 @@ pub(crate) fn turn_from_row(row: &Row) -> Result<Turn, StoreError> {
     let escaped: bool = get(row, 11)?;
     let tool_call_id: Option<String> = get(row, 5)?;
     let tool_name: Option<String> = get(row, 6)?;
+    let recovery_plan: Option<serde_json::Value> = get(row, 12)?;
     Ok(Turn {
         session_id: SessionId::from_uuid(get(row, 0)?),
         seq: seq(get(row, 1)?)?,
         role: Role::parse(role).ok_or_else(|| StoreError::Corrupt(format!("role {role:?}")))?,
         content: text::read(get(row, 3)?, escaped, "turn content")?,
         tool_calls_raw: text::read_json(get(row, 4)?, escaped, "turn tool calls")?,
+        recovery_plan_raw: recovery_plan
+            .map(|plan| text::read_json(plan, escaped, "turn recovery plan"))
+            .transpose()?,
         tool_call_id: tool_call_id
             .map(|id| text::read(id, escaped, "turn tool call id"))
             .transpose()?,

@@ -38,7 +38,9 @@ pub struct TurnPage {
 ///
 /// Text fields holding U+0000 are bound in the encoding of [`crate::text`]
 /// with `$14` (`escaped`) set, for the row and for the notification alike
-/// (which therefore carries the flag, `x`).
+/// (which therefore carries the flag, `x`). `$15` is a recovery notice's
+/// plan (`recovery_plan`, migration V11; NULL for other turns), inlined as
+/// `rp` like the tool calls.
 ///
 /// Only `seq` and `created_at` come back: the rest of the row is what the
 /// caller sent, so it is not shipped back and decoded again.
@@ -52,8 +54,9 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
          ins AS ( \
              INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
                                 tool_name, is_error, input_tokens, output_tokens, write_id, \
-                                escaped) \
-             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14 FROM bumped \
+                                escaped, recovery_plan) \
+             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14, $15 \
+             FROM bumped \
              RETURNING seq, created_at) \
          SELECT ins.seq, ins.created_at, \
              CASE WHEN bumped.watched THEN pg_notify('inquest_events', \
@@ -61,7 +64,8 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
          FROM ins, bumped, LATERAL (SELECT \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, 'q', ins.seq, \
                  'turn', json_build_object('r', $2, 'c', $3, 'tc', $4, 'ci', $5, 'tn', $6, \
-                     'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at, 'x', $14))::text AS whole, \
+                     'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at, 'x', $14, \
+                     'rp', $15::jsonb))::text AS whole, \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, \
                  'q', ins.seq)::text AS brief) p";
 
@@ -100,13 +104,18 @@ pub(crate) async fn insert_turn(
     };
     let usage = turn.usage();
     let tool_calls = turn.tool_calls_stored();
+    let recovery_plan = turn.recovery_plan_stored();
     // PostgreSQL refuses U+0000: such a row is stored escaped (crate::text).
     let escaped = text::has_nul(turn.content())
         || call_id.is_some_and(text::has_nul)
         || tool_name.is_some_and(text::has_nul)
-        || text::json_has_nul(&tool_calls);
+        || text::json_has_nul(&tool_calls)
+        || recovery_plan.as_ref().is_some_and(text::json_has_nul);
     let stored_content = text::field(turn.content(), escaped);
     let stored_calls = text::json_field(&tool_calls, escaped);
+    let stored_plan = recovery_plan
+        .as_ref()
+        .map(|plan| text::json_field(plan, escaped));
     let stored_call_id = call_id.map(|id| text::field(id, escaped));
     let stored_tool_name = tool_name.map(|name| text::field(name, escaped));
     // Prepared once per connection (deadpool caches it).
@@ -130,10 +139,12 @@ pub(crate) async fn insert_turn(
                 &origin.as_str(),
                 &write_uuid,
                 &escaped,
+                &stored_plan.as_deref(),
             ],
         )
         .await;
     drop(stored_calls);
+    drop(stored_plan);
     let row = match row {
         Ok(row) => row,
         Err(e) if is_write_id_conflict(&e) => {
@@ -162,6 +173,7 @@ pub(crate) async fn insert_turn(
         role: turn.role(),
         content: turn.content().to_owned(),
         tool_calls_raw: tool_calls,
+        recovery_plan_raw: recovery_plan,
         tool_call_id: call_id.map(str::to_owned),
         tool_name: tool_name.map(str::to_owned),
         is_error,

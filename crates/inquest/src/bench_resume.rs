@@ -77,6 +77,7 @@ fn synthetic(n: usize) -> Vec<Turn> {
                 role: Role::User,
                 content: "x".repeat(200),
                 tool_calls_raw: serde_json::json!([]),
+                recovery_plan_raw: None,
                 tool_call_id: None,
                 tool_name: None,
                 is_error: false,

@@ -328,6 +328,14 @@ impl View {
             Event::Turn(t) if !t.tool_call_id.is_empty() => {
                 self.running.retain(|(id, _)| *id != t.tool_call_id);
             }
+            Event::Turn(t) => {
+                // A recovery notice settles the calls its plan repaired:
+                // their worker died, no result will come.
+                if let Some(plan) = &t.recovery_plan {
+                    self.running
+                        .retain(|(id, _)| !plan.repaired_call_ids.contains(id));
+                }
+            }
             _ => {}
         }
         if self.json {
@@ -416,6 +424,19 @@ fn json_event(event: &Event) -> serde_json::Value {
             "input_tokens": t.input_tokens,
             "output_tokens": t.output_tokens,
             "created_at": rfc3339(&t.created_at),
+            // A recovery notice's plan (the human text is `content`).
+            "recovery_plan": t.recovery_plan.as_ref().map(|p| json!({
+                "kind": p.kind,
+                "repaired_call_ids": p.repaired_call_ids,
+                "interrupted_calls": p.interrupted_calls.iter().map(|c| json!({
+                    "call_id": c.call_id, "name": c.name,
+                    "assistant_seq": c.assistant_seq, "side_effect": c.side_effect,
+                })).collect::<Vec<_>>(),
+                "repairs": p.repairs.iter().map(|r| &r.description).collect::<Vec<_>>(),
+                "can_continue": p.can_continue,
+                "can_auto_continue": p.can_auto_continue,
+                "requires_confirmation": p.requires_confirmation,
+            })),
         }),
         Event::ToolCallStart(s) => json!({
             "type": "tool_call_start",
@@ -431,5 +452,59 @@ fn json_event(event: &Event) -> serde_json::Value {
             "head_seq": l.head_seq,
         }),
         Event::Heartbeat(h) => json!({"type": "heartbeat", "head_seq": h.head_seq}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notice(plan: Option<pb::RecoveryPlan>) -> Event {
+        Event::Turn(pb::SessionTurn {
+            seq: 4,
+            role: pb::TurnRole::Notice.into(),
+            content: "Recovery: interrupted_turn.".into(),
+            recovery_plan: plan,
+            ..pb::SessionTurn::default()
+        })
+    }
+
+    #[test]
+    fn a_recovery_notice_settles_the_calls_its_plan_repaired() {
+        let mut view = View::new(true);
+        for id in ["c1", "c2"] {
+            view.running.push((id.into(), "restart_service".into()));
+        }
+        view.event(&notice(None));
+        assert_eq!(
+            view.running.len(),
+            2,
+            "a notice without a plan settles nothing"
+        );
+        let plan = pb::RecoveryPlan {
+            kind: "interrupted_turn".into(),
+            repaired_call_ids: vec!["c1".into()],
+            ..pb::RecoveryPlan::default()
+        };
+        view.event(&notice(Some(plan)));
+        assert_eq!(
+            view.running,
+            [("c2".to_owned(), "restart_service".to_owned())]
+        );
+    }
+
+    #[test]
+    fn json_shows_the_typed_plan_beside_the_text() {
+        let plan = pb::RecoveryPlan {
+            kind: "interrupted_turn".into(),
+            repaired_call_ids: vec!["c1".into()],
+            requires_confirmation: true,
+            ..pb::RecoveryPlan::default()
+        };
+        let v = json_event(&notice(Some(plan)));
+        assert_eq!(v["content"], "Recovery: interrupted_turn.");
+        assert_eq!(v["recovery_plan"]["repaired_call_ids"], json!(["c1"]));
+        assert_eq!(v["recovery_plan"]["requires_confirmation"], true);
+        assert!(json_event(&notice(None))["recovery_plan"].is_null());
     }
 }

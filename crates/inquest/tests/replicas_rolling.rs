@@ -68,7 +68,12 @@ fn check_transcript(id: &str, turns: &[pb::SessionTurn]) -> usize {
                 open.remove(at);
             }
             pb::TurnRole::Notice => {
-                if let Some(plan) = inquest_core::plan_from_notice(&t.content) {
+                assert!(
+                    !t.content.contains("{\"recovery_plan\":"),
+                    "{id}: seq {}: a notice's text holds its plan as JSON",
+                    t.seq
+                );
+                if let Some(plan) = &t.recovery_plan {
                     for call in &plan.repaired_call_ids {
                         if let Some(at) = open.iter().position(|c| c == call) {
                             open.remove(at);

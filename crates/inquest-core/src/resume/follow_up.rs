@@ -8,14 +8,8 @@
 //! [`plan_resume`] classifies the turns before the follow-up, and keeps the
 //! repairs and transcript of the whole history.
 
-use serde::{Deserialize, Serialize};
-
 use super::recovery::{RecoveryKind, RecoveryPlan, notice_text, plan_recovery};
 use crate::{Role, SessionId, ToolClasses, Turn};
-
-/// The first characters of the machine-readable last line of a recovery
-/// notice (see [`notice_turn_text`]).
-pub const NOTICE_PLAN_PREFIX: &str = "{\"recovery_plan\":";
 
 /// The plan a resume of `session_id` acts on (the one function behind the
 /// runner, `ContinueSession` and `GetRecoveryPlan`).
@@ -89,35 +83,24 @@ fn follow_up_split(session_id: SessionId, turns: &[Turn]) -> Option<&[Turn]> {
     before.iter().any(visible).then_some(before)
 }
 
-/// The machine-readable part of a recovery notice.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NoticePlan {
-    pub recovery_plan: RecoveryPlan,
-}
-
-/// The content of the `notice` turn recording `plan`: the human text
-/// (`plan.notice_text`, possibly several lines), then a last line that is
-/// one compact JSON object `{"recovery_plan": {...}}` (the plan's serde
-/// form: kind, tail, repairs with their `type`, repaired_call_ids,
-/// interrupted_calls, the three flags, notice_text).
-pub fn notice_turn_text(plan: &RecoveryPlan) -> String {
-    let json = serde_json::to_string(&NoticePlan {
-        recovery_plan: plan.clone(),
-    })
-    .unwrap_or_else(|_| format!("{NOTICE_PLAN_PREFIX}null}}"));
-    format!("{}\n{json}", plan.notice_text)
-}
-
-/// Reads the plan back from a recovery notice's text; `None` for any other
-/// notice.
-pub fn plan_from_notice(text: &str) -> Option<RecoveryPlan> {
-    let last = text.lines().last()?;
-    if !last.starts_with(NOTICE_PLAN_PREFIX) {
-        return None;
+/// The plan as a recovery notice turn carries it (`NewTurn::Notice`'s
+/// `plan`, the `turns.recovery_plan` column, `SessionTurn.recovery_plan`):
+/// everything but the human text, whose place is the turn's content (so a
+/// notice holds it once, cut at `limits.max_notice_bytes`), and the
+/// transcript, which is never stored.
+pub fn notice_plan(plan: &RecoveryPlan) -> RecoveryPlan {
+    RecoveryPlan {
+        kind: plan.kind,
+        tail: plan.tail,
+        repairs: plan.repairs.clone(),
+        repaired_call_ids: plan.repaired_call_ids.clone(),
+        interrupted_calls: plan.interrupted_calls.clone(),
+        can_continue: plan.can_continue,
+        can_auto_continue: plan.can_auto_continue,
+        requires_confirmation: plan.requires_confirmation,
+        notice_text: String::new(),
+        transcript: Vec::new(),
     }
-    serde_json::from_str::<NoticePlan>(last)
-        .ok()
-        .map(|n| n.recovery_plan)
 }
 
 #[cfg(test)]
@@ -197,19 +180,24 @@ mod tests {
     }
 
     #[test]
-    fn notice_round_trips_its_plan() {
+    fn a_notice_plan_is_the_plan_without_its_text() {
         let turns = [
             user(1, "a"),
             assistant(2, "", &[("c1", "rm")]),
             user(3, "b"),
         ];
         let p = plan_resume(session(), &turns, &classes);
-        let text = notice_turn_text(&p);
-        assert!(text.starts_with("Recovery: interrupted_turn."), "{text}");
-        let back = plan_from_notice(&text).unwrap();
-        assert_eq!(back.kind, p.kind);
-        assert_eq!(back.repairs, p.repairs);
-        assert_eq!(back.repaired_call_ids, p.repaired_call_ids);
-        assert!(plan_from_notice("just words").is_none());
+        assert!(p.notice_text.starts_with("Recovery: interrupted_turn."));
+        assert!(!p.transcript.is_empty());
+        let n = notice_plan(&p);
+        assert!(n.notice_text.is_empty() && n.transcript.is_empty());
+        assert_eq!(
+            RecoveryPlan {
+                notice_text: p.notice_text.clone(),
+                transcript: p.transcript.clone(),
+                ..n
+            },
+            p
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! - [`plan_recovery`]: classification, repairs and notice for a session
 //!   whose worker died.
 //! - [`plan_resume`]: the plan a resume acts on (follow-up aware), and
-//!   [`notice_turn_text`], the notice turn that records it.
+//!   [`notice_plan`], the plan as the notice turn recording it carries it.
 //!
 //! Everything takes stored [`crate::Turn`]s in seq order and never panics.
 
@@ -20,9 +20,7 @@ mod restore;
 mod validate;
 
 pub use active_time::active_time;
-pub use follow_up::{
-    NOTICE_PLAN_PREFIX, NoticePlan, is_follow_up, notice_turn_text, plan_from_notice, plan_resume,
-};
+pub use follow_up::{is_follow_up, notice_plan, plan_resume};
 pub use message::{
     EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,
 };
@@ -49,6 +47,7 @@ pub(crate) mod testing {
             role,
             content: content.to_owned(),
             tool_calls_raw: serde_json::json!([]),
+            recovery_plan_raw: None,
             tool_call_id: None,
             tool_name: None,
             is_error: false,

@@ -156,7 +156,7 @@ fn check_transcript(f: &Final, v: &mut Vec<String>) {
             }
             pb::TurnRole::User => owed.append(&mut open),
             pb::TurnRole::Notice => {
-                if let Some(plan) = inquest_core::plan_from_notice(&t.content) {
+                if let Some(plan) = &t.recovery_plan {
                     open.retain(|c| !plan.repaired_call_ids.contains(c));
                     owed.retain(|c| !plan.repaired_call_ids.contains(c));
                 }
