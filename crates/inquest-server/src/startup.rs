@@ -238,7 +238,7 @@ impl Application {
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
         let server = tonic::transport::Server::builder()
-            .trace_fn(|req| tracing::info_span!("rpc", method = %req.uri().path()))
+            .trace_fn(crate::telemetry::rpc_span)
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
