@@ -97,6 +97,11 @@ impl Server {
         self.child.id()
     }
 
+    /// Every stderr line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
     /// Whether some stderr line so far contains `needle`.
     pub fn logged(&self, needle: &str) -> bool {
         self.lines
