@@ -419,3 +419,90 @@ async fn a_dead_otlp_endpoint_does_not_hold_up_shutdown() {
         .await
         .expect("shutdown hung on the dead OTLP endpoint");
 }
+
+/// Bursts no request started are new traces, rooted at their `burst` span:
+/// two sessions left pending (one of them by a request with a
+/// `traceparent`) are started by the next server, one at startup (its
+/// claim statement stores the trace id) and, with one burst slot, the
+/// other by the reaper once the slot frees (the id is stored right after
+/// its batch claim, fenced by the lease).
+#[tokio::test]
+async fn bursts_from_startup_and_the_reaper_start_their_own_traces() {
+    let (receiver, endpoint) = Receiver::start().await;
+    let (_, url) = inquest_tests::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.json"),
+        r#"[{"text": "Nothing is wrong."}, {"text": "Report: nothing."}]"#,
+    )
+    .unwrap();
+    let config = dir.path().join("inquest.toml");
+    std::fs::write(
+        &config,
+        "[limits]\nmax_running_bursts = 1\n\n\
+         [[providers]]\nkind = \"script\"\nscript = \"script.json\"\n",
+    )
+    .unwrap();
+    let otel = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+
+    // No provider: both sessions are stored and stay pending.
+    let first = Server::start_with("no-agent", &["--database-url", &url], &otel).await;
+    let mut c = first.client().await;
+    let incident = create_incident(&mut c, "left pending").await;
+    let caller_trace = random_hex(32);
+    let mut request = tonic::Request::new(pb::StartSessionRequest {
+        incident_id: incident.id.clone(),
+        message: "traced caller".into(),
+        idempotency_key: String::new(),
+    });
+    request.metadata_mut().insert(
+        "traceparent",
+        format!("00-{caller_trace}-{}-01", random_hex(16))
+            .parse()
+            .unwrap(),
+    );
+    let traced = c.start_session(request).await.unwrap().into_inner();
+    let plain = start_session(&mut c, &incident.id, "untraced caller")
+        .await
+        .unwrap();
+    assert_eq!(get_session(&mut c, &traced.id).await.trace_id, "");
+    first.stop().await;
+
+    let second = Server::start_with(
+        "agent",
+        &["--database-url", &url, "--config", config.to_str().unwrap()],
+        &otel,
+    )
+    .await;
+    let mut c = second.client().await;
+    let mut kinds = Vec::new();
+    let mut ids = Vec::new();
+    for session in [&traced, &plain] {
+        let done = settled(&mut c, &session.id).await;
+        assert_eq!(done.status(), pb::SessionStatus::Completed, "{done:?}");
+        assert_eq!(done.trace_id.len(), 32, "{done:?}");
+        assert_ne!(
+            done.trace_id, caller_trace,
+            "not the stored request's trace"
+        );
+        let trace = receiver
+            .wait_for(&done.trace_id, &["burst", "lease.claim", "turn.append"])
+            .await;
+        let burst = one(&trace, "burst");
+        assert_eq!(burst.parent_span_id, "", "a root span: {trace:#?}");
+        assert_eq!(burst.attributes["session_id"], session.id);
+        assert!(!trace.iter().any(|s| s.name == "rpc"), "{trace:#?}");
+        let claim = one(&trace, "lease.claim");
+        assert_eq!(claim.parent_span_id, burst.span_id);
+        kinds.push(claim.attributes["kind"].clone());
+        ids.push(done.trace_id);
+    }
+    assert_ne!(ids[0], ids[1], "one trace per burst");
+    kinds.sort();
+    // One claimed by the startup pass, the other by the reaper.
+    assert_eq!(kinds, ["adopted", "pending"], "{kinds:?}");
+    second.stop().await;
+}
