@@ -172,8 +172,8 @@ impl Runner {
         T: Send + 'static,
         F: std::future::Future<Output = Result<T, crate::status::ApiError>> + Send + 'static,
     {
-        // The task runs in the caller's span (the `rpc` span), so a burst
-        // it starts is in the request's trace.
+        // The task runs in the caller's span (the handler's, below `rpc`),
+        // so a burst it starts is in the request's trace.
         self.tasks
             .spawn(work.in_current_span())
             .await
@@ -187,8 +187,8 @@ impl Runner {
     /// Starts the burst of a `pending` session in the background. Does
     /// nothing when no agent is configured or the server is shutting down.
     ///
-    /// The burst's trace continues the current span's (the `rpc` span of
-    /// the request that made the session pending).
+    /// The burst's trace continues the current span's (the handler span,
+    /// below `rpc`, of the request that made the session pending).
     pub fn start(&self, session: SessionId) {
         self.spawn_pending(session, Mode::Fresh, Some(tracing::Span::current()));
     }
