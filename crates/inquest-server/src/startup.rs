@@ -216,11 +216,11 @@ impl Application {
             let addr = crate::admin::serve(listener, state, &tasks, shutdown.clone())?;
             tracing::info!(%addr, "admin listener: /metrics, /healthz, /readyz");
         }
-        let pickup = runner.clone();
-        tasks.spawn(async move {
-            pickup.start_pending().await;
-            pickup.run_reaper().await;
-        });
+        // Sessions left pending are claimed before requests are served, so
+        // a session a request makes pending now is this replica's to start
+        // in the request's trace, not the startup pass's in a new one.
+        runner.start_pending().await;
+        tasks.spawn(runner.clone().run_reaper());
         spawn_idempotency_cleanup(
             &self.store,
             &tasks,
