@@ -438,3 +438,37 @@ async fn a_degraded_orphan_is_never_continued() {
     let _ = client.get_session(get(owes)).await.unwrap();
     app.stop().await.unwrap();
 }
+
+/// The trace id of a session's latest burst: the claim statement stores
+/// it (a claim without one clears it), and a burst claimed before its
+/// trace existed records it fenced by its lease, so a replaced worker
+/// cannot overwrite its successor's.
+#[tokio::test]
+async fn the_trace_id_is_written_by_the_claim_and_fenced_after_it() {
+    let app = spawn_app().await;
+    let a = store_as(&app.db_url, "replica-a");
+    let b = store_as(&app.db_url, "replica-b");
+    let session = pending_session(&a).await;
+    assert_eq!(a.get_session(session).await.unwrap().trace_id, None);
+    let first = "0af7651916cd43dd8448eb211c80319c".to_owned();
+    let stale = a
+        .claim_pending_traced(session, Some(first.clone()))
+        .await
+        .unwrap()
+        .expect("pending");
+    assert_eq!(
+        a.get_session(session).await.unwrap().trace_id.as_deref(),
+        Some(first.as_str())
+    );
+
+    expire(&app.db_url, session).await;
+    let fresh = b.claim_orphan(session).await.unwrap().expect("an orphan");
+    let second = "4bf92f3577b34da6a3ce929d0e0e4736".to_owned();
+    assert!(b.record_trace_id(&fresh, second.clone()).await.unwrap());
+    // The replaced worker's write matches no row.
+    assert!(!a.record_trace_id(&stale, first.clone()).await.unwrap());
+    assert_eq!(
+        b.get_session(session).await.unwrap().trace_id.as_deref(),
+        Some(second.as_str())
+    );
+}

@@ -85,6 +85,11 @@ pub struct AgentLimits {
     pub max_tool_arguments_bytes: usize,
 }
 
+/// The name of a burst's span. The server opens it (`runner.rs`) with the
+/// fields `session_id`, `mode`, `trace_id`, `burst` and `exit_reason`;
+/// [`Agent::run_burst`] records the last two on it.
+pub const BURST_SPAN: &str = "burst";
+
 /// Default of `limits.max_model_text_bytes`: 256 KiB.
 pub const DEFAULT_MAX_MODEL_TEXT_BYTES: usize = 256 * 1024;
 /// Default of `limits.max_tool_arguments_bytes`: 64 KiB.
@@ -209,12 +214,22 @@ impl Agent {
         stop: &Stop,
     ) -> BurstReport {
         let mut state = SessionState::restore(session, turns, self.tools.as_ref());
-        let span = tracing::info_span!(
-            "burst",
-            session_id = %session,
-            burst = state.burst,
-            exit_reason = tracing::field::Empty
-        );
+        // The server opens the `burst` span before the claim (so the claim
+        // is in the burst's trace) and runs this inside it; the burst
+        // number and exit reason are recorded on it. Run without one (an
+        // embedder, the benchmarks), the burst opens its own.
+        let current = tracing::Span::current();
+        let span = if current.metadata().is_some_and(|m| m.name() == BURST_SPAN) {
+            current.record("burst", state.burst);
+            current
+        } else {
+            tracing::info_span!(
+                "burst",
+                session_id = %session,
+                burst = state.burst,
+                exit_reason = tracing::field::Empty
+            )
+        };
         // Attached to the future, not entered across awaits: an entered
         // guard would stay on the thread while the burst is suspended and
         // tag other tasks' log lines with this session.
@@ -612,8 +627,16 @@ async fn timed(
     call_tool: impl std::future::Future<Output = ToolOutcome>,
     call: &ToolCall,
 ) -> ToolOutcome {
+    // A `tool.call` span per call; the server is known once it answered.
+    let span = tracing::info_span!(
+        "tool.call",
+        tool = %call.name,
+        call_id = %call.id,
+        server = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+    );
     let started = std::time::Instant::now();
-    let outcome = call_tool.await;
+    let outcome = call_tool.instrument(span.clone()).await;
     let (server, tool) = match &outcome.server {
         Some(server) => (server.clone(), call.name.clone()),
         None => ("unknown".to_owned(), "unknown".to_owned()),
@@ -623,6 +646,9 @@ async fn timed(
         (true, true) => "error",
         (true, false) => "not_reached",
     };
+    span.record("server", server.as_str());
+    span.record("outcome", result);
+    drop(span);
     metrics::counter!("inquest_tool_calls_total", "server" => server.clone(), "tool" => tool.clone(), "outcome" => result)
         .increment(1);
     metrics::histogram!("inquest_tool_call_duration_seconds", "server" => server, "tool" => tool)

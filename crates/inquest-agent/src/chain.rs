@@ -21,6 +21,8 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
+use tracing::Instrument;
+
 use crate::{
     AnthropicProvider, ApiKey, Completion, CompletionRequest, ConfigError, OpenAiProvider,
     Provider, ProviderConfig, ProviderError, ProviderKind, ScriptProvider, anthropic, openai,
@@ -42,6 +44,9 @@ struct Entry {
     name: String,
     provider: Box<dyn Provider>,
     policy: RetryPolicy,
+    /// The configured model, for the `provider.request` span; empty when
+    /// the provider has none (a script, or one pushed by an embedder).
+    model: String,
 }
 
 /// Providers in failover order.
@@ -142,6 +147,7 @@ impl ProviderChain {
             name: name.into(),
             provider,
             policy,
+            model: String::new(),
         });
     }
 
@@ -242,6 +248,9 @@ impl ProviderChain {
                 backoff: config.backoff(),
             };
             chain.push(name, provider, policy);
+            if let Some(entry) = chain.entries.last_mut() {
+                entry.model = model.to_owned();
+            }
         }
         Ok(chain)
     }
@@ -311,8 +320,28 @@ async fn call_with_retries(
     let mut attempt = 0;
     loop {
         attempt += 1;
+        // One `provider.request` span per attempt (a retry is a sibling).
+        let span = tracing::info_span!(
+            "provider.request",
+            provider = %entry.name,
+            model = %entry.model,
+            attempt,
+            outcome = tracing::field::Empty,
+        );
         let started = std::time::Instant::now();
-        let outcome = entry.provider.complete(request).await;
+        let outcome = entry
+            .provider
+            .complete(request)
+            .instrument(span.clone())
+            .await;
+        span.record(
+            "outcome",
+            match &outcome {
+                Ok(_) => "ok",
+                Err(e) => e.class(),
+            },
+        );
+        drop(span);
         record(entry, &outcome, started.elapsed());
         match outcome {
             Ok(completion) => return Ok((completion, attempt)),

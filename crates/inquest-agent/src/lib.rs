@@ -35,7 +35,7 @@ pub mod state;
 pub mod toolset;
 
 pub use agent::{
-    Agent, AgentConfig, AgentLimits, DEFAULT_MAX_MODEL_TEXT_BYTES,
+    Agent, AgentConfig, AgentLimits, BURST_SPAN, DEFAULT_MAX_MODEL_TEXT_BYTES,
     DEFAULT_MAX_TOOL_ARGUMENTS_BYTES, Stop,
 };
 pub use anthropic::AnthropicProvider;

@@ -26,6 +26,7 @@ use inquest_core::{ExitReason, NewTurn, Seq, SessionId, ToolCall, Turn};
 use inquest_store::{Lease, StoreError, Transition, WriteId};
 use time::OffsetDateTime;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::{
     status::chain,
@@ -153,21 +154,33 @@ impl BurstLog {
     /// so the turn lands once and is published once.
     pub async fn append(&self, turn: NewTurn) -> Result<Arc<Turn>, TurnLogError> {
         let turn = redacted(turn);
+        // A `turn.append` span per turn write (every retry inside it), with
+        // the role and, once committed, the seq the store gave it.
+        let span = tracing::info_span!(
+            "turn.append",
+            role = turn.role().as_str(),
+            seq = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
         let write = WriteId::new();
         let store = self.log.burst_store();
         let stored = self
             .with_retries("append_turn", || {
                 store.append_turn_leased(&self.lease, write, turn.clone())
             })
+            .instrument(span.clone())
             .await;
-        match stored {
+        let (outcome, result) = match stored {
             Attempts::Done(stored) => {
+                span.record("seq", stored.seq.as_i64());
                 failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
-                Ok(self.log.publish_committed(stored))
+                ("ok", Ok(self.log.publish_committed(stored)))
             }
-            Attempts::Unavailable(e) => Err(TurnLogError::Unavailable(e)),
-            Attempts::Refused(e) => Err(TurnLogError::NotPersisted(e)),
-        }
+            Attempts::Unavailable(e) => ("unavailable", Err(TurnLogError::Unavailable(e))),
+            Attempts::Refused(e) => ("refused", Err(TurnLogError::NotPersisted(e))),
+        };
+        span.record("outcome", outcome);
+        result
     }
 
     /// Stores the recovery plan, fenced by the lease.

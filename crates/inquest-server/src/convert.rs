@@ -69,6 +69,7 @@ pub fn session(s: SessionRow) -> pb::Session {
         lease_owner: s.lease_owner.unwrap_or_default(),
         lease_expires_at: s.lease_expires_at.map(timestamp),
         lease_epoch: s.lease_epoch,
+        trace_id: s.trace_id.unwrap_or_default(),
     }
 }
 

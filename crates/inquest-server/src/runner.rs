@@ -32,6 +32,7 @@ use tokio::{
     time::Instant,
 };
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tracing::Instrument;
 
 use crate::{
     burst_log::{BurstLog, LeaseClock},
@@ -171,23 +172,31 @@ impl Runner {
         T: Send + 'static,
         F: std::future::Future<Output = Result<T, crate::status::ApiError>> + Send + 'static,
     {
-        self.tasks.spawn(work).await.map_err(|e| {
-            crate::status::ApiError::Store(inquest_store::StoreError::Internal(format!(
-                "request task failed: {e}"
-            )))
-        })?
+        // The task runs in the caller's span (the handler's, below `rpc`),
+        // so a burst it starts is in the request's trace.
+        self.tasks
+            .spawn(work.in_current_span())
+            .await
+            .map_err(|e| {
+                crate::status::ApiError::Store(inquest_store::StoreError::Internal(format!(
+                    "request task failed: {e}"
+                )))
+            })?
     }
 
     /// Starts the burst of a `pending` session in the background. Does
     /// nothing when no agent is configured or the server is shutting down.
+    ///
+    /// The burst's trace continues the current span's (the handler span,
+    /// below `rpc`, of the request that made the session pending).
     pub fn start(&self, session: SessionId) {
-        self.spawn_pending(session, Mode::Fresh);
+        self.spawn_pending(session, Mode::Fresh, Some(tracing::Span::current()));
     }
 
     /// Starts the burst `ContinueSession` confirmed: the recovery plan is
     /// re-stored but neither re-noticed nor held again.
     pub fn start_confirmed(&self, session: SessionId) {
-        self.spawn_pending(session, Mode::Confirmed);
+        self.spawn_pending(session, Mode::Confirmed, Some(tracing::Span::current()));
     }
 
     /// Starts the bursts of sessions left `pending` (their message was
@@ -210,7 +219,8 @@ impl Runner {
                     self.slots.deferred.store(true, Ordering::SeqCst);
                 }
                 for session in sessions {
-                    self.start(session);
+                    // No request started these: each burst is a new trace.
+                    self.spawn_pending(session, Mode::Fresh, None);
                 }
             }
             Err(e) => tracing::warn!(error = %chain(&e), "cannot look for pending sessions"),
@@ -349,7 +359,8 @@ impl Runner {
         self.agent.clone()
     }
 
-    fn spawn_pending(&self, session: SessionId, mode: Mode) {
+    /// `parent`: the span whose trace the burst joins (`None`: a new one).
+    fn spawn_pending(&self, session: SessionId, mode: Mode, parent: Option<tracing::Span>) {
         let Some(agent) = self.accepting() else {
             return;
         };
@@ -366,19 +377,28 @@ impl Runner {
         };
         let slot = self.slots.bind(permit);
         let this = self.clone();
-        self.tasks.spawn(async move {
-            let _slot = slot;
-            let (burst, cancel) = match this.log.claim_burst(session).await {
-                Ok(Some(claimed)) => claimed,
-                // Claimed elsewhere, or cancelled before it started.
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::error!(%session, error = %chain(&e), "cannot claim the burst");
-                    return;
-                }
-            };
-            this.drive(agent, burst, cancel, mode).await;
-        });
+        let (span, trace_id) = burst_span(session, mode, parent.as_ref());
+        self.tasks.spawn(
+            async move {
+                let _slot = slot;
+                let claim = this
+                    .log
+                    .claim_burst_traced(session, trace_id)
+                    .instrument(tracing::info_span!("lease.claim", kind = "pending"))
+                    .await;
+                let (burst, cancel) = match claim {
+                    Ok(Some(claimed)) => claimed,
+                    // Claimed elsewhere, or cancelled before it started.
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::error!(%session, error = %chain(&e), "cannot claim the burst");
+                        return;
+                    }
+                };
+                this.drive(agent, burst, cancel, mode).await;
+            }
+            .instrument(span),
+        );
     }
 
     fn spawn_claimed(&self, lease: Lease, mode: Mode, slot: Slot) {
@@ -392,12 +412,29 @@ impl Runner {
             });
             return;
         };
+        // Claimed by the reaper or on access: no request's trace to join.
+        let (span, trace_id) = burst_span(lease.session(), mode, None);
+        let store = self.log.burst_store().clone();
         let (burst, cancel) = self.log.adopt(lease);
         let this = self.clone();
-        self.tasks.spawn(async move {
-            let _slot = slot;
-            this.drive(agent, burst, cancel, mode).await
-        });
+        self.tasks.spawn(
+            async move {
+                let _slot = slot;
+                // The claim happened before this burst's trace existed;
+                // its id is stored right after, fenced by the lease.
+                if let Some(id) = trace_id {
+                    let recorded = store
+                        .record_trace_id(burst.lease(), id)
+                        .instrument(tracing::info_span!("lease.claim", kind = "adopted"))
+                        .await;
+                    if let Err(e) = recorded {
+                        tracing::warn!(error = %chain(&e), "cannot record the burst's trace id");
+                    }
+                }
+                this.drive(agent, burst, cancel, mode).await
+            }
+            .instrument(span),
+        );
     }
 
     /// Runs a claimed burst to its end, with the lease keeper beside it.
@@ -556,6 +593,35 @@ impl Runner {
             },
         }
     }
+}
+
+/// A burst's root span (`inquest_agent::BURST_SPAN`) and its trace id,
+/// recorded on the span as `trace_id` so every log line of the burst
+/// carries it. Never a tracing child of `parent` (an RPC returns before its
+/// burst ends); its OpenTelemetry parent is `parent`'s span, so the burst
+/// is in the request's trace, or it starts a new trace.
+fn burst_span(
+    session: SessionId,
+    mode: Mode,
+    parent: Option<&tracing::Span>,
+) -> (tracing::Span, Option<String>) {
+    let span = tracing::info_span!(
+        parent: None,
+        "burst",
+        session_id = %session,
+        mode = mode.as_str(),
+        trace_id = tracing::field::Empty,
+        burst = tracing::field::Empty,
+        exit_reason = tracing::field::Empty,
+    );
+    if let Some(parent) = parent {
+        crate::telemetry::follow(&span, parent);
+    }
+    let trace_id = crate::telemetry::trace_id(&span);
+    if let Some(id) = &trace_id {
+        span.record("trace_id", id.as_str());
+    }
+    (span, trace_id)
 }
 
 /// How the lease keeper paces itself.

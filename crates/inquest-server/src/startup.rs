@@ -236,11 +236,11 @@ impl Application {
             let addr = crate::admin::serve(listener, state, &tasks, shutdown.clone())?;
             tracing::info!(%addr, "admin listener: /metrics, /healthz, /readyz");
         }
-        let pickup = runner.clone();
-        tasks.spawn(async move {
-            pickup.start_pending().await;
-            pickup.run_reaper().await;
-        });
+        // Sessions left pending are claimed before requests are served, so
+        // a session a request makes pending now is this replica's to start
+        // in the request's trace, not the startup pass's in a new one.
+        runner.start_pending().await;
+        tasks.spawn(runner.clone().run_reaper());
         spawn_idempotency_cleanup(
             &self.store,
             &tasks,
@@ -258,7 +258,7 @@ impl Application {
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
         let router = tonic::transport::Server::builder()
-            .trace_fn(|req| tracing::info_span!("rpc", method = %req.uri().path()))
+            .trace_fn(crate::telemetry::rpc_span)
             .add_service(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)

@@ -1,11 +1,31 @@
 //! Logs and traces. Structured logs go to stderr (`RUST_LOG` filters them,
-//! default `info`; `INQUEST_LOG_FORMAT=json` for JSON lines). When
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set, spans are also exported over OTLP
-//! (gRPC) with the standard `OTEL_*` variables honoured by the exporter.
+//! default `info`; `INQUEST_LOG_FORMAT=json` for JSON lines). Spans always
+//! get OpenTelemetry trace ids (an SDK tracer provider runs even with no
+//! exporter), so a burst's trace id is in its log lines and in GetSession;
+//! when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, spans are also exported over
+//! OTLP (gRPC) with the standard `OTEL_*` variables honoured by the
+//! exporter (`OTEL_BSP_SCHEDULE_DELAY` and friends for the batch).
+//!
+//! Span names (documented in docs/ARCHITECTURE.md, "Traces"): `rpc` (one
+//! per request, the child of a W3C `traceparent` in its metadata), `burst`
+//! (`runner.rs`), `lease.claim`, `provider.request` (`chain.rs`),
+//! `tool.call` (`agent.rs`), `turn.append` (`burst_log.rs`).
 
-use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::trace::SdkTracerProvider;
-use tracing_subscriber::{EnvFilter, Layer, layer::SubscriberExt, util::SubscriberInitExt};
+use opentelemetry::{
+    propagation::{Extractor, TextMapPropagator},
+    trace::{TraceContextExt, TracerProvider as _},
+};
+use opentelemetry_sdk::{propagation::TraceContextPropagator, trace::SdkTracerProvider};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::{
+    EnvFilter, Layer, filter::LevelFilter, filter::Targets, layer::SubscriberExt,
+    util::SubscriberInitExt,
+};
+
+/// The spans that become OpenTelemetry spans: every inquest crate's (a
+/// target prefix) at `info` and above, whatever `RUST_LOG` says of the
+/// logs, so trace ids exist even when the logs are cut down to warnings.
+const TRACED: &str = "inquest";
 
 /// Log lines go to stderr through [`inquest_core::redact::redact`]: each
 /// event is formatted into one buffer (tracing-subscriber writes an event
@@ -45,9 +65,9 @@ impl Drop for RedactedLine {
     }
 }
 
-/// Keeps the exporter alive; [`Telemetry::shutdown`] flushes it.
+/// Keeps the tracer provider alive; [`Telemetry::shutdown`] flushes it.
 pub struct Telemetry {
-    provider: Option<SdkTracerProvider>,
+    provider: SdkTracerProvider,
 }
 
 impl Telemetry {
@@ -65,29 +85,24 @@ impl Telemetry {
                 .with_writer(Redacting)
                 .boxed()
         };
-        let provider = if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() {
+        let mut builder = SdkTracerProvider::builder().with_resource(
+            opentelemetry_sdk::Resource::builder()
+                .with_service_name("inquest")
+                .build(),
+        );
+        if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() {
             let exporter = opentelemetry_otlp::SpanExporter::builder()
                 .with_tonic()
                 .build()?;
-            Some(
-                SdkTracerProvider::builder()
-                    .with_batch_exporter(exporter)
-                    .with_resource(
-                        opentelemetry_sdk::Resource::builder()
-                            .with_service_name("inquest")
-                            .build(),
-                    )
-                    .build(),
-            )
-        } else {
-            None
-        };
-        let otel = provider
-            .as_ref()
-            .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("inquest")));
+            builder = builder.with_batch_exporter(exporter);
+        }
+        let provider = builder.build();
+        let traced = Targets::new().with_target(TRACED, LevelFilter::INFO);
+        let otel = tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("inquest"))
+            .with_filter(traced);
         tracing_subscriber::registry()
-            .with(filter)
-            .with(fmt)
+            .with(fmt.with_filter(filter))
             .with(otel)
             .try_init()?;
         Ok(Self { provider })
@@ -95,10 +110,62 @@ impl Telemetry {
 
     /// Flushes pending spans.
     pub fn shutdown(self) {
-        if let Some(p) = self.provider
-            && let Err(e) = p.shutdown()
-        {
+        if let Err(e) = self.provider.shutdown() {
             eprintln!("telemetry shutdown: {e}");
         }
+    }
+}
+
+/// The span of one gRPC request: `rpc`, with its method and trace id. A
+/// W3C `traceparent` (and `tracestate`) in the request's metadata makes it
+/// that remote span's child, so everything the request starts is in the
+/// caller's trace; without one (or with one that does not parse) it starts
+/// a new trace.
+pub fn rpc_span<B>(req: &tonic::codegen::http::Request<B>) -> tracing::Span {
+    let span = tracing::info_span!(
+        "rpc",
+        method = %req.uri().path(),
+        trace_id = tracing::field::Empty,
+    );
+    let remote = TraceContextPropagator::new().extract(&Metadata(req.headers()));
+    if remote.span().span_context().is_valid() {
+        // Fails only when no OpenTelemetry layer sees the span (a test's
+        // subscriber, or the span filtered out): it stays a plain span.
+        let _ = span.set_parent(remote);
+    }
+    if let Some(id) = trace_id(&span) {
+        span.record("trace_id", id.as_str());
+    }
+    span
+}
+
+/// Makes `parent`'s span the OpenTelemetry parent of `span` (not yet
+/// entered), without making it its tracing parent: `span` may outlive it
+/// (a burst its request started) without keeping it open.
+pub fn follow(span: &tracing::Span, parent: &tracing::Span) {
+    let cx = parent.context();
+    if cx.span().span_context().is_valid() {
+        let _ = span.set_parent(cx);
+    }
+}
+
+/// `span`'s trace id (32 lowercase hex digits), `None` when no
+/// OpenTelemetry layer traces it.
+pub fn trace_id(span: &tracing::Span) -> Option<String> {
+    let cx = span.context();
+    let context = cx.span().span_context().clone();
+    context.is_valid().then(|| context.trace_id().to_string())
+}
+
+/// Reads W3C trace context from gRPC request metadata (HTTP/2 headers).
+struct Metadata<'a>(&'a tonic::codegen::http::HeaderMap);
+
+impl Extractor for Metadata<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|k| k.as_str()).collect()
     }
 }

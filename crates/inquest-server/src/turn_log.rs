@@ -272,9 +272,19 @@ impl TurnLog {
         &self,
         session: SessionId,
     ) -> Result<Option<(BurstLog, CancellationToken)>, TurnLogError> {
+        self.claim_burst_traced(session, None).await
+    }
+
+    /// [`TurnLog::claim_burst`], storing `trace_id` (the burst's trace) on
+    /// the session in the claim statement.
+    pub async fn claim_burst_traced(
+        &self,
+        session: SessionId,
+        trace_id: Option<String>,
+    ) -> Result<Option<(BurstLog, CancellationToken)>, TurnLogError> {
         let lease = self
             .burst_store
-            .claim_pending(session)
+            .claim_pending_traced(session, trace_id)
             .await
             .map_err(TurnLogError::ClaimFailed)?;
         Ok(lease.map(|lease| self.adopt(lease)))

@@ -156,11 +156,23 @@ impl Store {
 
     /// Claims a `pending` session's burst: `running`, this replica's lease,
     /// epoch + 1. `None` when it is not pending (claimed elsewhere, or
-    /// cancelled).
+    /// cancelled). Records no trace id (see [`Store::claim_pending_traced`]).
     pub async fn claim_pending(&self, session: SessionId) -> Result<Option<Lease>, StoreError> {
+        self.claim_pending_traced(session, None).await
+    }
+
+    /// [`Store::claim_pending`] that also stores `trace_id`, the burst's
+    /// trace, as the session's `trace_id` in the same statement (`None`
+    /// clears it: the latest burst was not traced).
+    pub async fn claim_pending_traced(
+        &self,
+        session: SessionId,
+        trace_id: Option<String>,
+    ) -> Result<Option<Lease>, StoreError> {
         let sql = format!(
             "UPDATE sessions SET status = '{}', lease_owner = $2, \
-             lease_epoch = lease_epoch + 1, lease_expires_at = {}, updated_at = now() \
+             lease_epoch = lease_epoch + 1, lease_expires_at = {}, updated_at = now(), \
+             trace_id = $4 \
              WHERE id = $1 AND status = ANY('{}') RETURNING lease_epoch",
             Event::Claim.target(),
             expiry(3),
@@ -175,6 +187,7 @@ impl Store {
                     Box::new(*session.as_uuid()),
                     Box::new(self.replica.as_str().to_owned()),
                     Box::new(millis(self.lease_ttl)),
+                    Box::new(trace_id),
                 ],
             )
             .await?;
@@ -297,6 +310,30 @@ impl Store {
                 Ok(Renewal::Held(status))
             }
         }
+    }
+
+    /// Stores `trace_id` as the session's latest burst's trace, fenced by
+    /// the lease: for bursts claimed before their trace existed (the
+    /// reaper's batch claims, recovery on access). `false` when the lease
+    /// is no longer ours.
+    pub async fn record_trace_id(
+        &self,
+        lease: &Lease,
+        trace_id: String,
+    ) -> Result<bool, StoreError> {
+        let rows = self
+            .lease_write(
+                "record_trace_id",
+                "UPDATE sessions SET trace_id = $3 WHERE id = $1 AND lease_epoch = $2 RETURNING id"
+                    .to_owned(),
+                vec![
+                    Box::new(*lease.session.as_uuid()),
+                    Box::new(lease.epoch),
+                    Box::new(trace_id),
+                ],
+            )
+            .await?;
+        Ok(rows.len() == 1)
     }
 
     /// Hands a running burst over: the session stays `running` but its

@@ -36,6 +36,9 @@ pub struct SessionRow {
     pub lease_expires_at: Option<OffsetDateTime>,
     /// Bumped by every claim; fences the burst's writes.
     pub lease_epoch: i64,
+    /// The trace id of the session's latest burst (32 hex digits), written
+    /// when it was claimed (migration V14); `None` before any traced burst.
+    pub trace_id: Option<String>,
 }
 
 impl SessionRow {
@@ -48,7 +51,7 @@ impl SessionRow {
 
 pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, head_seq, turn_count, \
      tool_calls, input_tokens, output_tokens, created_at, updated_at, last_recovery_plan, \
-     lease_owner, lease_expires_at, lease_epoch, recovery_plan_escaped";
+     lease_owner, lease_expires_at, lease_epoch, recovery_plan_escaped, trace_id";
 
 pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
     let status: &str = get(row, 2)?;
@@ -74,6 +77,7 @@ pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
         lease_owner: get(row, 12)?,
         lease_expires_at: get(row, 13)?,
         lease_epoch: get(row, 14)?,
+        trace_id: get(row, 16)?,
     })
 }
 

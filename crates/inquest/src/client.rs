@@ -382,6 +382,9 @@ fn print_session(s: &pb::Session) {
             s.lease_epoch
         );
     }
+    if !s.trace_id.is_empty() {
+        println!("  trace: {}", s.trace_id);
+    }
     if let Some(plan) = &s.last_recovery_plan {
         println!(
             "  last recovery plan: {}{}",
