@@ -99,6 +99,10 @@ async fn metrics_move_when_an_investigation_runs() {
         "{after}"
     );
     assert!(
+        moved(r#"inquest_lease_claims_total{mode="fresh"}"#) >= 1.0,
+        "{after}"
+    );
+    assert!(
         moved(r#"inquest_bursts_ended_total{exit_reason="completed"}"#) >= 1.0,
         "{after}"
     );

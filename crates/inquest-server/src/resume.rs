@@ -126,6 +126,12 @@ pub(crate) async fn prepare(
         return Prepared::Run(turns);
     }
     let plan = plan_resume(session, &turns, classes);
+    if mode == Mode::Recovered {
+        // Orphan recoveries by what the recovery found (bounded: the plan
+        // kinds).
+        metrics::counter!("inquest_orphan_recoveries_total", "kind" => plan.kind.as_str())
+            .increment(1);
+    }
     tracing::info!(
         %session,
         kind = plan.kind.as_str(),

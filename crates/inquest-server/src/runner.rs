@@ -447,6 +447,9 @@ impl Runner {
     ) {
         let session = burst.session();
         metrics::counter!("inquest_bursts_started_total", "mode" => mode.as_str()).increment(1);
+        // Every burst runs under a lease it claimed: fresh and confirmed
+        // from `pending`, recovered by taking over an expired one.
+        metrics::counter!("inquest_lease_claims_total", "mode" => mode.as_str()).increment(1);
         let lost = CancellationToken::new();
         let keeper = keep_lease(
             self.log.burst_store().clone(),

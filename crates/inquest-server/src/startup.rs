@@ -421,7 +421,18 @@ fn spawn_cross_replica_feed(
             }
             match event {
                 ListenEvent::Notification(payload) => match Notification::parse(&payload) {
-                    Ok(n) => log.apply_remote(n).await,
+                    Ok(n) => {
+                        // Commit (the database's clock) to here, for inlined
+                        // turns: the cross-replica feed's delay.
+                        if let Notification::Turn { turn: Some(t), .. } = &n {
+                            let delay = time::OffsetDateTime::now_utc() - t.created_at;
+                            if delay.is_positive() {
+                                metrics::histogram!("inquest_feed_delay_seconds")
+                                    .record(delay.as_seconds_f64());
+                            }
+                        }
+                        log.apply_remote(n).await
+                    }
                     Err(e) => tracing::warn!(error = %e, "ignoring an undecodable notification"),
                 },
                 ListenEvent::Listening | ListenEvent::Lost => {
