@@ -7,6 +7,7 @@
 
 pub mod call_ids;
 pub mod cap;
+pub mod compaction;
 pub mod exit;
 pub mod fixture;
 pub mod idempotency;
@@ -34,4 +35,4 @@ pub use tools::{
     SideEffect, ToolCatalog, ToolClassOverrides, ToolClasses, ToolInfo, ToolServers,
     tool_idempotency_key,
 };
-pub use turn::{NewTurn, Role, TokenUsage, ToolArguments, ToolCall, Turn};
+pub use turn::{CompactionInfo, NewTurn, Role, TokenUsage, ToolArguments, ToolCall, Turn};

@@ -138,6 +138,7 @@ pub fn role(r: Role) -> pb::TurnRole {
         Role::Assistant => pb::TurnRole::Assistant,
         Role::Tool => pb::TurnRole::Tool,
         Role::Notice => pb::TurnRole::Notice,
+        Role::Compaction => pb::TurnRole::Compaction,
     }
 }
 
@@ -172,6 +173,11 @@ pub fn turn(t: &Turn) -> pb::SessionTurn {
         created_at: Some(timestamp(t.created_at)),
         input_tokens: count(t.usage.input_tokens),
         output_tokens: count(t.usage.output_tokens),
+        compaction: t.compaction().map(|c| pb::Compaction {
+            first_retained_seq: count(c.first_retained_seq),
+            tokens_before: count(c.tokens_before),
+            tokens_after: count(c.tokens_after),
+        }),
     }
 }
 

@@ -136,7 +136,7 @@ pub fn plan_recovery(
         previous = previous.max(seq);
     }
 
-    let visible: Vec<&Turn> = own.iter().filter(|t| t.role != Role::Notice).collect();
+    let visible: Vec<&Turn> = own.iter().filter(|t| !t.role.is_record()).collect();
     if visible.is_empty() {
         findings.push(Repair::NoTurns);
     }

@@ -72,7 +72,7 @@ pub fn restore(turns: &[Turn], servers: &impl ToolServers) -> Restored {
                     r.used_servers.insert(server.to_owned());
                 }
             }
-            Role::Notice => {}
+            Role::Notice | Role::Compaction => {}
         }
     }
     r
