@@ -141,6 +141,21 @@ async fn forty_8kb_results_through_a_32k_window_complete_and_follow_up_fits() {
     send(&mut client, &id, "and the last file?").await;
     let (report, _) = finished(&mut client, &id, 2).await;
     assert_eq!(report.exit_reason, "awaiting_user");
+    // The follow-up read only from the latest compaction (item 6), yet its
+    // counters span the whole session: 40 calls before, one now.
+    assert_eq!(report.tool_calls, 41, "{report:?}");
+    let after = turns(&mut client, &id).await;
+    let new_call = after
+        .iter()
+        .rev()
+        .find(|t| t.role() == pb::TurnRole::Tool)
+        .unwrap();
+    assert!(
+        new_call.tool_call_id.starts_with("inq_"),
+        "a partial read gives new calls generated ids: {}",
+        new_call.tool_call_id
+    );
+    assert!(new_call.content.contains("file 40:"));
     assert_eq!(
         fake.too_long_count(),
         refused,

@@ -475,7 +475,10 @@ impl Agent {
     /// a turn that then fails to store only wastes them.
     fn shape(&self, state: &mut SessionState, text: String, calls: Vec<ToolCall>) -> Shaped {
         let seq = state.turns.last().map_or(Seq::FIRST, |t| t.seq.next());
-        let provided: Vec<Option<&str>> = calls.iter().map(|c| Some(c.id.as_str())).collect();
+        let provided: Vec<Option<&str>> = calls
+            .iter()
+            .map(|c| (!state.partial_history).then_some(c.id.as_str()))
+            .collect();
         let ids = session_unique_call_ids(&state.call_ids, seq.get(), &provided);
         let text_cap = self.limits.max_model_text_bytes;
         let text = cut_text(

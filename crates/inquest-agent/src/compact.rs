@@ -176,21 +176,31 @@ impl Agent {
             first_retained_seq,
             tokens_before: before,
             tokens_after: 0,
+            carried: None,
         };
-        view.push(Turn {
+        let mut synthetic = Turn {
             session_id: state.session_id,
             seq: next_seq,
             role: Role::Compaction,
             content: summary.clone(),
-            tool_calls_raw: serde_json::to_value(info).unwrap_or_default(),
+            tool_calls_raw: serde_json::to_value(&info).unwrap_or_default(),
             tool_call_id: None,
             tool_name: None,
             is_error: false,
             usage,
-            created_at: time::OffsetDateTime::UNIX_EPOCH,
-        });
+            created_at: time::OffsetDateTime::now_utc(),
+        };
+        // What a follow-up reading from this compaction will not see.
+        info.carried = Some(compaction::carry_for(
+            &state.turns,
+            &synthetic,
+            &state.tool_servers,
+        ));
+        synthetic.tool_calls_raw = serde_json::to_value(&info).unwrap_or_default();
+        view.push(synthetic);
         let transcript = self.fit_transcript(rebuild_messages(&view).messages, window);
         info.tokens_after = estimate_tokens(system, &transcript, tools);
+        let tokens_after = info.tokens_after;
         let turn = NewTurn::Compaction {
             summary,
             info,
@@ -202,7 +212,7 @@ impl Agent {
         state.transcript = transcript;
         tracing::info!(
             tokens_before = before,
-            tokens_after = info.tokens_after,
+            tokens_after,
             first_retained_seq,
             window,
             "transcript compacted"

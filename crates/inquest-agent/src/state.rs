@@ -39,6 +39,11 @@ pub struct SessionState {
     /// index → tokens, in the units of the loop's estimate): they override
     /// the configured window for the rest of the burst (`compact.rs`).
     pub learned_windows: BTreeMap<usize, u64>,
+    /// The burst started from a read of the latest compaction, not every
+    /// stored turn (issue 13, item 6): the ids of the calls it summarised
+    /// are not in `call_ids`, so every new call gets a generated
+    /// `inq_{seq}_{i}` id (unique by seq) instead of the provider's.
+    pub partial_history: bool,
 }
 
 /// Reset at every burst: the no-progress rails and the burst's own count.
@@ -62,6 +67,9 @@ impl SessionState {
         let restored: Restored = restore(&turns, &tool_servers);
         let transcript = inquest_core::rebuild_messages(&turns).messages;
         let call_ids = used_call_ids(&turns, &transcript);
+        let partial_history = turns
+            .last()
+            .is_some_and(|t| t.seq.get() != turns.len() as u64);
         Self {
             session_id,
             transcript,
@@ -74,6 +82,7 @@ impl SessionState {
             turns,
             call_ids,
             learned_windows: BTreeMap::new(),
+            partial_history,
         }
     }
 

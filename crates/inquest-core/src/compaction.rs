@@ -130,6 +130,92 @@ pub fn view_start(turns: &[Turn]) -> usize {
     }
 }
 
+/// A resume read from the latest compaction (issue 13, item 6): the
+/// opening user turn, the turns from the first retained seq of the
+/// latest compaction that carries counters on (that compaction and every
+/// later turn included), and those counters. `None` without such a
+/// compaction: readers then use every turn. The same split is made
+/// whether `turns` holds every stored turn or only what such a read
+/// returns, so counters come out the same either way.
+pub struct CarriedView<'a> {
+    pub opening: Option<&'a Turn>,
+    pub rest: Vec<&'a Turn>,
+    pub carried: crate::Carried,
+}
+
+/// See [`CarriedView`].
+pub fn carried_view(turns: &[Turn]) -> Option<CarriedView<'_>> {
+    let (at, first_retained, carried) = turns.iter().enumerate().rev().find_map(|(i, t)| {
+        let info = t.compaction()?;
+        let carried = info.carried?;
+        Some((i, info.first_retained_seq, carried))
+    })?;
+    let opening_at = turns[..at].iter().position(|t| t.role == Role::User);
+    let rest = turns
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| Some(*i) != opening_at && (*i >= at || t.seq.get() >= first_retained))
+        .map(|(_, t)| t)
+        .collect();
+    Some(CarriedView {
+        opening: opening_at.and_then(|o| turns.get(o)),
+        rest,
+        carried,
+    })
+}
+
+/// The counters a new compaction carries: everything `turns` (the
+/// session as the burst holds it) plus `compaction` (the new turn, its
+/// `carried` unset) add up to, less what the read from it will still
+/// hold (the opening, the turns from its first retained seq, itself).
+pub fn carry_for(
+    turns: &[Turn],
+    compaction: &Turn,
+    servers: &impl crate::ToolServers,
+) -> crate::Carried {
+    let mut all: Vec<Turn> = Vec::with_capacity(turns.len() + 1);
+    all.extend_from_slice(turns);
+    all.push(compaction.clone());
+    let full = crate::restore(&all, servers);
+    let full_active = crate::active_time(&all);
+    // The read from the new compaction, with nothing carried yet.
+    let mut marked = compaction.clone();
+    if let Some(mut info) = compaction.compaction() {
+        info.carried = Some(crate::Carried::default());
+        marked.tool_calls_raw = serde_json::to_value(info).unwrap_or_default();
+    }
+    let first_retained = compaction
+        .compaction()
+        .map_or(u64::MAX, |i| i.first_retained_seq);
+    let opening = turns.iter().find(|t| t.role == Role::User);
+    let mut read: Vec<Turn> = opening.cloned().into_iter().collect();
+    read.extend(
+        turns
+            .iter()
+            .filter(|t| t.seq.get() >= first_retained && Some(t.seq) != opening.map(|o| o.seq))
+            .cloned(),
+    );
+    read.push(marked);
+    let part = crate::restore(&read, servers);
+    let part_active = crate::active_time(&read);
+    let active = (full_active - part_active).max(time::Duration::ZERO);
+    crate::Carried {
+        assistant_turns: full.assistant_turns.saturating_sub(part.assistant_turns),
+        user_turns: full.bursts.saturating_sub(part.bursts),
+        tool_calls: full.audit.tool_calls.saturating_sub(part.audit.tool_calls),
+        input_tokens: full
+            .audit
+            .input_tokens
+            .saturating_sub(part.audit.input_tokens),
+        output_tokens: full
+            .audit
+            .output_tokens
+            .saturating_sub(part.audit.output_tokens),
+        used_servers: full.used_servers,
+        active_ms: u64::try_from(active.whole_milliseconds()).unwrap_or(0),
+    }
+}
+
 /// Indices `i` of `turns` where a retained tail may start: `turns[i]` is a
 /// user or assistant turn (what may follow the summary message), and no
 /// tool result at or after `i` answers a call made before `i` (the

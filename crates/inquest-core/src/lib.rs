@@ -35,4 +35,4 @@ pub use tools::{
     SideEffect, ToolCatalog, ToolClassOverrides, ToolClasses, ToolInfo, ToolServers,
     tool_idempotency_key,
 };
-pub use turn::{CompactionInfo, NewTurn, Role, TokenUsage, ToolArguments, ToolCall, Turn};
+pub use turn::{Carried, CompactionInfo, NewTurn, Role, TokenUsage, ToolArguments, ToolCall, Turn};

@@ -193,7 +193,7 @@ pub struct TokenUsage {
 /// turn's `tool_calls` jsonb object (a compaction has no calls; see
 /// migration V12), so the row, the notification and every reader carry it
 /// without a column of their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CompactionInfo {
     /// The seq of the first stored turn kept verbatim after the summary.
     /// Equal to the compaction's own seq when no turn before it is kept.
@@ -201,6 +201,29 @@ pub struct CompactionInfo {
     /// Estimated tokens of the transcript before and after the compaction.
     pub tokens_before: u64,
     pub tokens_after: u64,
+    /// What the turns this compaction leaves out of a resume read (those
+    /// before `first_retained_seq`, the opening user turn excepted) add to
+    /// the session's counters, so a follow-up can read only from the
+    /// latest compaction (`crate::resume::restore`, `active_time`). Absent
+    /// in records that predate it: then readers need every turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried: Option<Carried>,
+}
+
+/// See [`CompactionInfo::carried`]: cumulative over every compaction
+/// before it too.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Carried {
+    pub assistant_turns: u64,
+    /// User turns (bursts).
+    pub user_turns: u64,
+    pub tool_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Every MCP server a call reached so far (a union, not a difference).
+    pub used_servers: std::collections::BTreeSet<String>,
+    /// Active time of the left-out turns, in milliseconds.
+    pub active_ms: u64,
 }
 
 /// A turn to append. The store assigns its seq and timestamp.

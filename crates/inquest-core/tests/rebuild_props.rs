@@ -295,6 +295,7 @@ fn compaction_turn(seq: u64, first_retained_seq: u64, summary: &str) -> Turn {
             first_retained_seq,
             tokens_before: 1000,
             tokens_after: 100,
+            carried: None,
         })
         .unwrap_or(Value::Null),
         tool_call_id: None,
@@ -416,5 +417,72 @@ proptest! {
         prop_assert_eq!(pa.kind, pb.kind);
         prop_assert_eq!(pa.tail, pb.tail);
         check_plan(&pa)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Item 6: a read from the latest compaction (the opening, the turns
+    /// from its first retained seq) restores the same counters, active
+    /// time, transcript and plan as every stored turn, when the
+    /// compaction carries what the read leaves out.
+    #[test]
+    fn reading_from_a_carrying_compaction_equals_reading_everything(turns in healthy(), pick in any::<prop::sample::Index>(), keep_none in any::<bool>(), more in healthy(), twice in any::<bool>()) {
+        let servers: BTreeMap<String, String> = [("grep".to_owned(), "logs".to_owned())].into();
+        let carry = |history: &[Turn], first_retained: u64| -> Vec<Turn> {
+            let mut out = history[..history.len() - 1].to_vec();
+            let mut c = history[history.len() - 1].clone();
+            let mut info = c.compaction().unwrap();
+            info.first_retained_seq = first_retained;
+            info.carried = None;
+            c.tool_calls_raw = serde_json::to_value(&info).unwrap();
+            info.carried = Some(inquest_core::compaction::carry_for(&out, &c, &servers));
+            c.tool_calls_raw = serde_json::to_value(&info).unwrap();
+            out.push(c);
+            out
+        };
+        let (compacted, first_retained) = compact(&turns, pick, keep_none, &[]);
+        let mut full = carry(&compacted, first_retained);
+        if twice {
+            // A second compaction over a burst's worth of later turns.
+            let (again, r2) = compact(&full, pick, keep_none, &[]);
+            full = carry(&again, r2);
+        }
+        let (c_at, info) = full.iter().enumerate().rev().find_map(|(i, t)| t.compaction().map(|c| (i, c))).unwrap();
+        let mut with_more = full.clone();
+        for (k, t) in more.iter().enumerate() {
+            let mut t = t.clone();
+            t.seq = Seq::from_stored((full.len() + 1 + k) as i64).unwrap();
+            t.created_at = OffsetDateTime::UNIX_EPOCH + time::Duration::seconds((full.len() + 1 + k) as i64 * 7);
+            if t.role == Role::Assistant && let Ok(mut calls) = t.tool_calls() {
+                for c in &mut calls { c.id = format!("m{}", c.id); }
+                t.tool_calls_raw = ToolCall::encode_all(&calls);
+            }
+            if t.role == Role::Tool { t.tool_call_id = t.tool_call_id.map(|id| format!("m{id}")); }
+            with_more.push(t);
+        }
+        let _ = c_at;
+        let opening = with_more.iter().position(|t| t.role == Role::User).unwrap();
+        let read: Vec<Turn> = with_more.iter().enumerate()
+            .filter(|(i, t)| *i == opening || t.seq.get() >= info.first_retained_seq)
+            .map(|(_, t)| t.clone()).collect();
+        let (a, b) = (restore(&with_more, &servers), restore(&read, &servers));
+        prop_assert_eq!(a.audit, b.audit);
+        prop_assert_eq!(a.bursts, b.bursts);
+        prop_assert_eq!(a.assistant_turns, b.assistant_turns);
+        prop_assert_eq!(a.used_servers, b.used_servers);
+        prop_assert_eq!(active_time(&with_more), active_time(&read));
+        // And both equal the history without any compaction.
+        let plain: Vec<Turn> = with_more.iter().filter(|t| t.role != Role::Compaction).cloned().collect();
+        let p = restore(&plain, &servers);
+        prop_assert_eq!(a.audit, p.audit);
+        prop_assert_eq!(a.bursts, p.bursts);
+        prop_assert_eq!(a.assistant_turns, p.assistant_turns);
+        prop_assert_eq!(rebuild_messages(&with_more), rebuild_messages(&read));
+        let (pa, pb) = (plan_recovery(main_session(), &with_more, &classes), plan_recovery(main_session(), &read, &classes));
+        prop_assert_eq!(pa.kind, pb.kind);
+        prop_assert_eq!(pa.tail, pb.tail);
+        prop_assert_eq!(pa.repairs, pb.repairs);
     }
 }
