@@ -160,7 +160,20 @@ impl Agent {
         let cut = choose_tail_start(&state.turns, start, tail_budget, |t| estimate_turn(t, cap));
         let next_seq = state.turns.last().map_or(Seq::FIRST, |t| t.seq.next());
         let first_retained_seq = state.turns.get(cut).map_or(next_seq, |t| t.seq).get();
-        let older = self.fit_transcript(rebuild_messages(&state.turns[..cut]).messages, window);
+        // The older part as the model sees it now: the opening, the
+        // previous summary and the shown turns before the new tail. When
+        // the new tail starts before the previous compaction, that
+        // compaction is put back at the end so the rebuild still starts
+        // from it.
+        let mut older_turns = state.turns[..cut].to_vec();
+        if let Some(previous) = state.turns[cut..]
+            .iter()
+            .rev()
+            .find(|t| t.compaction().is_some())
+        {
+            older_turns.push(previous.clone());
+        }
+        let older = self.fit_transcript(rebuild_messages(&older_turns).messages, window);
         let (summary, usage) = self.summarize(state, &older, stop).await?;
         failpoints::hit(failpoints::COMPACTION_SUMMARY_RECEIVED).await;
 

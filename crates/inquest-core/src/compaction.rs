@@ -36,9 +36,27 @@ pub const SUMMARY_PREFIX: &str = "[Summary by inquest of the earlier part of thi
      (the transcript outgrew the model's context window; the full history is stored). Turns after \
      this summary are verbatim.]";
 
-/// The user message that stands in for the turns a compaction covers.
-pub fn summary_message(summary: &str) -> String {
-    format!("{SUMMARY_PREFIX}\n\n{summary}")
+/// Opens the line of a summary message that says how many model turns it
+/// stands in for.
+pub const SUMMARISED_TURNS_LINE: &str = "[model turns summarised: ";
+
+/// The user message that stands in for the turns a compaction covers;
+/// with `model_turns` (the assistant turns it stands in for, when the
+/// record carries them), a line saying so, which a provider that
+/// positions itself by model turns (`script`) reads back with
+/// [`summarised_model_turns`].
+pub fn summary_message(summary: &str, model_turns: Option<u64>) -> String {
+    match model_turns {
+        Some(n) => format!("{SUMMARY_PREFIX}\n{SUMMARISED_TURNS_LINE}{n}]\n\n{summary}"),
+        None => format!("{SUMMARY_PREFIX}\n\n{summary}"),
+    }
+}
+
+/// The model turns a summary message says it stands in for.
+pub fn summarised_model_turns(text: &str) -> Option<u64> {
+    let rest = text.strip_prefix(SUMMARY_PREFIX)?.strip_prefix('\n')?;
+    let line = rest.lines().next()?.strip_prefix(SUMMARISED_TURNS_LINE)?;
+    line.strip_suffix(']')?.parse().ok()
 }
 
 /// Bytes per token assumed by the estimate, as a fraction: 2/7 tokens per

@@ -129,8 +129,10 @@ fn view(turns: &[Turn]) -> Vec<Item<'_>> {
     if let Some(o) = opening {
         items.push(Item::Turn(&turns[o]));
     }
+    let model_turns = info.carried.as_ref().map(|c| c.assistant_turns);
     items.push(Item::Summary(crate::compaction::summary_message(
         &compaction.content,
+        model_turns,
     )));
     for (i, t) in turns.iter().enumerate() {
         if t.role == Role::Compaction || Some(i) == opening {
