@@ -139,4 +139,13 @@ impl Store {
         })
         .await
     }
+
+    /// `ANALYZE` of the tables a bench session was written into.
+    pub async fn analyze_bench_tables(&self) -> Result<(), StoreError> {
+        self.run("bench_analyze", async |c| {
+            c.batch_execute("ANALYZE turns; ANALYZE sessions").await?;
+            Ok(())
+        })
+        .await
+    }
 }

@@ -9,7 +9,9 @@
 //!    fake speaking the OpenAI wire format) has the whole request. Covers
 //!    the user-turn write, claim, loading every turn, validation, the
 //!    recovery plan and its storage, restore, rebuild, and building and
-//!    sending the request.
+//!    sending the request. The provider's window is set far beyond the
+//!    session (`context_window`), so no follow-up compacts and the
+//!    uncompacted session stays a whole-history read.
 //! 3. The same resume of sessions of 10k and 100k stored turns whose
 //!    latest turn is a compaction keeping the last 40 turns: the read, the
 //!    plan and the rebuild start from it (issue 13, item 6).
@@ -192,7 +194,7 @@ async fn send_message_resume(bench: &ResumeBench) -> anyhow::Result<()> {
         &config_path,
         format!(
             "[[providers]]\nkind = \"openai\"\nmodel = \"fake\"\nbase_url = \"{base_url}\"\n\
-             max_retries = 0\n"
+             max_retries = 0\ncontext_window = 100000000\n"
         ),
     )?;
     let config = Config::load(
@@ -241,6 +243,8 @@ async fn send_message_resume(bench: &ResumeBench) -> anyhow::Result<()> {
                 .await
                 .context("writing the long session")?;
         }
+        // Fresh statistics, as autovacuum would have after a long session.
+        store.analyze_bench_tables().await?;
         let mut times = Vec::new();
         for i in 0..=bench.iterations {
             while arrivals.try_recv().is_ok() {}
