@@ -60,6 +60,12 @@ async fn app(fake: &FakeProvider, dir: &Dir) -> TestApp {
         }
         c.tools.files_root = Some(evidence);
         c.tools.files_server = Some("evidence".into());
+        // A window whose tool-result share (limits.tool_result_window_share)
+        // holds a whole capped result: these tests check the stored cut is
+        // what the model gets; the window's own cut is tests/api/compaction.rs.
+        for p in &mut c.providers {
+            p.context_window = Some(1_000_000);
+        }
     })
     .await
 }

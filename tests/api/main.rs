@@ -11,6 +11,7 @@ mod backpressure;
 mod call_ids;
 mod caps_provider;
 mod caps_tools;
+mod compaction;
 mod db_tls;
 mod error_details;
 mod errors;

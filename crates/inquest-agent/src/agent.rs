@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::{
-    ChainCursor, CompletionRequest, ProviderChain, ToolSpec, failpoints,
+    ChainCursor, CompletionRequest, ProviderChain, ToolSpec,
+    compact::{ContextLimits, tools_bytes},
+    failpoints,
     report::{self, BurstReport, Skill},
     sink::{SinkError, ToolOutcome, ToolRunner, TurnSink},
     state::{BurstState, SessionState},
@@ -104,6 +106,11 @@ impl Default for AgentLimits {
     }
 }
 
+/// "Too long" answers in a row after which the burst gives up: each one
+/// was followed by a compaction, so a further one means even the smallest
+/// transcript (the opening, the summary, nothing else) does not fit.
+const MAX_TOO_LONG_IN_A_ROW: u32 = 3;
+
 /// A model reply made fit to store: session-unique call ids, capped text
 /// and arguments.
 struct Shaped {
@@ -145,7 +152,7 @@ impl Stop {
         }
     }
 
-    async fn stopped(&self) -> ExitReason {
+    pub(crate) async fn stopped(&self) -> ExitReason {
         tokio::select! {
             biased;
             () = self.lease_lost.cancelled() => ExitReason::LeaseLost,
@@ -168,11 +175,12 @@ impl Stop {
 
 /// The agent: providers, tools, rails. Shared by every burst of a replica.
 pub struct Agent {
-    chain: Arc<ProviderChain>,
+    pub(crate) chain: Arc<ProviderChain>,
     tools: Arc<dyn ToolRunner>,
-    config: AgentConfig,
+    pub(crate) config: AgentConfig,
     skills: Vec<Skill>,
     limits: AgentLimits,
+    pub(crate) context: ContextLimits,
 }
 
 impl Agent {
@@ -188,12 +196,19 @@ impl Agent {
             config,
             skills,
             limits: AgentLimits::default(),
+            context: ContextLimits::default(),
         }
     }
 
     /// Replaces the default size caps.
     pub fn with_limits(mut self, limits: AgentLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Replaces the default window shares (`compact.rs`).
+    pub fn with_context_limits(mut self, context: ContextLimits) -> Self {
+        self.context = context;
         self
     }
 
@@ -214,6 +229,8 @@ impl Agent {
         stop: &Stop,
     ) -> BurstReport {
         let mut state = SessionState::restore(session, turns, self.tools.as_ref());
+        let (window, _) = self.budget(&state);
+        state.transcript = self.fit_transcript(std::mem::take(&mut state.transcript), window);
         // The server opens the `burst` span before the claim (so the claim
         // is in the burst's trace) and runs this inside it; the burst
         // number and exit reason are recorded on it. Run without one (an
@@ -242,6 +259,18 @@ impl Agent {
             let exit = self
                 .work(sink, &mut state, &mut burst, &system, &specs, stop)
                 .await;
+            if report::worth_authoring(exit)
+                && self.over_threshold(&state, report::AUTHOR_SYSTEM, 0)
+                && let Err(reason) = self
+                    .compact(sink, &mut state, &mut burst, report::AUTHOR_SYSTEM, 0, stop)
+                    .await
+            {
+                // The author step is tried anyway; its own failure decides.
+                tracing::warn!(
+                    reason = reason.as_str(),
+                    "compaction before the report failed"
+                );
+            }
             let (exit, summary, author_usage) = self.author(&mut state, exit, stop).await;
             let report = report::build(
                 &state,
@@ -286,6 +315,9 @@ impl Agent {
         if !self.tools.available() {
             return ExitReason::ToolServersUnavailable;
         }
+        let tools = tools_bytes(specs);
+        // "Too long" answers in a row; each is followed by a compaction.
+        let mut too_long = 0u32;
         loop {
             if let Some(reason) = stop.reason() {
                 return reason;
@@ -295,6 +327,11 @@ impl Agent {
             }
             if burst.model_calls >= self.config.max_model_calls_per_burst {
                 return ExitReason::BurstLimitReached;
+            }
+            if self.over_threshold(state, system, tools)
+                && let Err(reason) = self.compact(sink, state, burst, system, tools, stop).await
+            {
+                return reason;
             }
             let request = CompletionRequest {
                 system,
@@ -307,15 +344,34 @@ impl Agent {
                 reason = stop.stopped() => return reason,
                 answered = self.chain.complete(&mut state.provider, &request) => answered,
             };
-            burst.model_calls += 1;
-            state.iterations_used += 1;
             let answered = match answered {
                 Ok(a) => a,
                 Err(e) => {
+                    if let Some((index, limit, requested)) = e.context_too_long()
+                        && too_long < MAX_TOO_LONG_IN_A_ROW
+                    {
+                        // Not a model call that counts: nothing was answered.
+                        too_long += 1;
+                        let estimate = inquest_core::compaction::estimate_tokens(
+                            system,
+                            &state.transcript,
+                            tools,
+                        );
+                        state.learn_window(index, limit, requested, estimate);
+                        if let Err(reason) =
+                            self.compact(sink, state, burst, system, tools, stop).await
+                        {
+                            return reason;
+                        }
+                        continue;
+                    }
                     tracing::warn!(error = %e, "every provider failed");
                     return ExitReason::ProviderFailed;
                 }
             };
+            too_long = 0;
+            burst.model_calls += 1;
+            state.iterations_used += 1;
             let completion = answered.completion;
             if completion.text.trim().is_empty() && completion.tool_calls.is_empty() {
                 burst.empty_replies += 1;
@@ -408,10 +464,11 @@ impl Agent {
                 if let Err(reason) = persist(sink, state, burst, result).await {
                     return reason;
                 }
+                let (window, _) = self.budget(state);
                 state.transcript.push(Message::ToolResult {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
-                    content: outcome.content,
+                    content: self.fit_result(outcome.content, window),
                     is_error: outcome.is_error,
                 });
                 if let Some(reason) = stopped {
@@ -433,7 +490,10 @@ impl Agent {
     /// a turn that then fails to store only wastes them.
     fn shape(&self, state: &mut SessionState, text: String, calls: Vec<ToolCall>) -> Shaped {
         let seq = state.turns.last().map_or(Seq::FIRST, |t| t.seq.next());
-        let provided: Vec<Option<&str>> = calls.iter().map(|c| Some(c.id.as_str())).collect();
+        let provided: Vec<Option<&str>> = calls
+            .iter()
+            .map(|c| (!state.partial_history).then_some(c.id.as_str()))
+            .collect();
         let ids = session_unique_call_ids(&state.call_ids, seq.get(), &provided);
         let text_cap = self.limits.max_model_text_bytes;
         let text = cut_text(
@@ -593,7 +653,7 @@ impl Agent {
 /// Persists one turn through the sink and records it in the state. On a
 /// failed write, the reason the burst ends with: `store_failed`, or
 /// `lease_lost` when the fenced store refused a worker that lost its lease.
-async fn persist(
+pub(crate) async fn persist(
     sink: &dyn TurnSink,
     state: &mut SessionState,
     burst: &mut BurstState,

@@ -13,6 +13,15 @@
 //! its burst state) and calls [`ChainCursor::reset`] when a burst begins,
 //! so each burst, and each resume, asks the first provider again.
 //!
+//! A provider's "too long" answer ([`ProviderError::ContextTooLong`]) is
+//! neither retried nor failed over: the next provider would get the same
+//! transcript, and the loop can fix it (compaction). The call ends at once
+//! with that failure and the cursor stays where it is
+//! ([`ChainError::context_too_long`]).
+//!
+//! Each entry carries its [`Budget`] (context window and output reserve),
+//! which the loop's compaction reads.
+//!
 //! The request timeout is each HTTP provider's own (its client's timeout
 //! covers connect, send and the whole body).
 
@@ -40,6 +49,22 @@ pub struct RetryPolicy {
     pub backoff: Duration,
 }
 
+/// What one provider's requests may hold, in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub context_window: u64,
+    pub output_reserve: u64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            context_window: crate::config::DEFAULT_CONTEXT_WINDOW,
+            output_reserve: crate::config::DEFAULT_OUTPUT_RESERVE,
+        }
+    }
+}
+
 struct Entry {
     name: String,
     provider: Box<dyn Provider>,
@@ -47,6 +72,7 @@ struct Entry {
     /// The configured model, for the `provider.request` span; empty when
     /// the provider has none (a script, or one pushed by an embedder).
     model: String,
+    budget: Budget,
 }
 
 /// Providers in failover order.
@@ -108,6 +134,20 @@ pub struct ChainError {
 }
 
 impl ChainError {
+    /// When the call ended because a provider said the request is too
+    /// long: that provider's index, and the limit and the request's size
+    /// it named, if any.
+    pub fn context_too_long(&self) -> Option<(usize, Option<u64>, Option<u64>)> {
+        match self.failures.last() {
+            Some(ProviderFailure {
+                provider_index,
+                error: ProviderError::ContextTooLong { limit, requested },
+                ..
+            }) => Some((*provider_index, *limit, *requested)),
+            _ => None,
+        }
+    }
+
     /// The error of the last provider tried.
     pub fn last_error(&self) -> Option<&ProviderError> {
         self.failures.last().map(|f| &f.error)
@@ -136,19 +176,40 @@ impl ProviderChain {
         Self::default()
     }
 
-    /// Appends a provider (tests and embedders with their own providers).
+    /// Appends a provider (tests and embedders with their own providers),
+    /// budgeted at the default window ([`Budget::default`]).
     pub fn push(
         &mut self,
         name: impl Into<String>,
         provider: Box<dyn Provider>,
         policy: RetryPolicy,
     ) {
+        self.push_with_budget(name, provider, policy, Budget::default());
+    }
+
+    /// Appends a provider with its budget.
+    pub fn push_with_budget(
+        &mut self,
+        name: impl Into<String>,
+        provider: Box<dyn Provider>,
+        policy: RetryPolicy,
+        budget: Budget,
+    ) {
         self.entries.push(Entry {
             name: name.into(),
             provider,
             policy,
             model: String::new(),
+            budget,
         });
+    }
+
+    /// The budget of the provider at `index` (the default past the end).
+    pub fn budget(&self, index: usize) -> Budget {
+        self.entries
+            .get(index)
+            .map(|e| e.budget)
+            .unwrap_or_default()
     }
 
     /// Builds the chain from `[[providers]]`, reading API keys from the
@@ -247,7 +308,11 @@ impl ProviderChain {
                 max_retries: config.max_retries(),
                 backoff: config.backoff(),
             };
-            chain.push(name, provider, policy);
+            let budget = Budget {
+                context_window: config.context_window(),
+                output_reserve: config.output_reserve(),
+            };
+            chain.push_with_budget(name, provider, policy, budget);
             if let Some(entry) = chain.entries.last_mut() {
                 entry.model = model.to_owned();
             }
@@ -289,12 +354,17 @@ impl ProviderChain {
                 }
                 Err((error, attempts)) => {
                     attempts_total += attempts;
+                    let too_long = matches!(error, ProviderError::ContextTooLong { .. });
                     failures.push(ProviderFailure {
                         provider_index: cursor.position,
                         provider: entry.name.clone(),
                         attempts,
                         error,
                     });
+                    if too_long {
+                        // The loop compacts and asks this provider again.
+                        break;
+                    }
                     if cursor.position + 1 >= self.entries.len() {
                         break;
                     }

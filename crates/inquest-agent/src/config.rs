@@ -10,6 +10,8 @@
 //! max_retries = 2               # optional; retries of retryable errors before failing over
 //! backoff = "500ms"             # optional; first retry delay, doubled each retry
 //! name = "primary"              # optional; how reports name it (default "kind:model")
+//! context_window = 200000       # optional; tokens (default by model family, see below)
+//! output_reserve = 4096         # optional; tokens kept free for the answer
 //!
 //! [[providers]]
 //! kind = "script"
@@ -35,6 +37,32 @@ pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(500);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub const MAX_RETRIES: u32 = 10;
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// The context window assumed for a model of no family known here (and
+/// for the `script` provider): small enough for most models served today.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 32_768;
+/// Default of `output_reserve`: tokens of the window kept for the answer.
+pub const DEFAULT_OUTPUT_RESERVE: u64 = 4_096;
+/// The smallest `context_window` accepted (below it no investigation fits).
+pub const MIN_CONTEXT_WINDOW: u64 = 2_048;
+
+/// The built-in context window of a model, by family (issue 13): what a
+/// provider entry without `context_window` is budgeted at. Conservative:
+/// where a family's members differ, the smaller window.
+pub fn default_context_window(kind: ProviderKind, model: Option<&str>) -> u64 {
+    let model = model.unwrap_or_default().to_ascii_lowercase();
+    let model = model.rsplit('/').next().unwrap_or_default();
+    let has = |prefix: &str| model.starts_with(prefix);
+    match kind {
+        ProviderKind::Script => DEFAULT_CONTEXT_WINDOW,
+        _ if has("claude") => 200_000,
+        _ if has("gpt-4o") || has("gpt-4.1") || has("gpt-4-turbo") || has("gpt-5") => 128_000,
+        _ if has("o1") || has("o3") || has("o4") => 128_000,
+        _ if has("gpt-3.5") => 16_385,
+        _ if model == "gpt-4" => 8_192,
+        _ => DEFAULT_CONTEXT_WINDOW,
+    }
+}
 
 /// Which wire format a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -81,6 +109,15 @@ pub struct ProviderConfig {
     /// against the config file's directory first.
     #[serde(default)]
     pub script: Option<PathBuf>,
+    /// The model's context window in tokens (issue 13). Default by model
+    /// family ([`default_context_window`]). A provider's "too long" answer
+    /// that names a smaller limit overrides it for the burst.
+    #[serde(default)]
+    pub context_window: Option<u64>,
+    /// Tokens of the window kept free for the answer (default
+    /// [`DEFAULT_OUTPUT_RESERVE`], at most half the window).
+    #[serde(default)]
+    pub output_reserve: Option<u64>,
 }
 
 impl ProviderConfig {
@@ -96,7 +133,21 @@ impl ProviderConfig {
             max_retries: None,
             backoff: None,
             script: None,
+            context_window: None,
+            output_reserve: None,
         }
+    }
+
+    /// The window budgeted for this entry, in tokens.
+    pub fn context_window(&self) -> u64 {
+        self.context_window
+            .unwrap_or_else(|| default_context_window(self.kind, self.model.as_deref()))
+    }
+
+    /// The output reserve, in tokens.
+    pub fn output_reserve(&self) -> u64 {
+        self.output_reserve
+            .unwrap_or(DEFAULT_OUTPUT_RESERVE.min(self.context_window() / 4))
     }
 
     /// How reports and logs name this provider.
@@ -134,6 +185,14 @@ impl ProviderConfig {
         }
         if self.backoff() > MAX_BACKOFF {
             return Err(format!("`backoff` must be at most {MAX_BACKOFF:?}"));
+        }
+        if self.context_window() < MIN_CONTEXT_WINDOW {
+            return Err(format!(
+                "`context_window` must be at least {MIN_CONTEXT_WINDOW} tokens"
+            ));
+        }
+        if self.output_reserve() > self.context_window() / 2 {
+            return Err("`output_reserve` must be at most half of `context_window`".into());
         }
         match self.kind {
             ProviderKind::Anthropic | ProviderKind::OpenAi => {
@@ -279,6 +338,34 @@ mod tests {
         assert!(parse(r#"{"providers": [{"kind": "anthropic", "modle": "m"}]}"#).is_err());
         assert!(parse(r#"{"providers": [{"kind": "gemini"}]}"#).is_err());
         assert!(parse(r#"{"providers": [{"kind": "script", "timeout": "3 hours"}]}"#).is_err());
+    }
+
+    #[test]
+    fn context_windows_default_by_model_family() {
+        let window = |kind, model: &str| default_context_window(kind, Some(model));
+        assert_eq!(
+            window(ProviderKind::Anthropic, "claude-sonnet-4-5"),
+            200_000
+        );
+        assert_eq!(window(ProviderKind::OpenAi, "gpt-4o-mini"), 128_000);
+        assert_eq!(window(ProviderKind::OpenAi, "openai/gpt-4.1"), 128_000);
+        assert_eq!(window(ProviderKind::OpenAi, "o3-mini"), 128_000);
+        assert_eq!(
+            window(ProviderKind::OpenAi, "llama3.1:8b"),
+            DEFAULT_CONTEXT_WINDOW
+        );
+        assert_eq!(
+            default_context_window(ProviderKind::Script, None),
+            DEFAULT_CONTEXT_WINDOW
+        );
+        let mut c = ProviderConfig::new(ProviderKind::OpenAi);
+        c.model = Some("m".into());
+        assert_eq!(c.output_reserve(), DEFAULT_OUTPUT_RESERVE);
+        c.context_window = Some(1000);
+        assert!(c.validate().unwrap_err().contains("context_window"));
+        c.context_window = Some(16_384);
+        c.output_reserve = Some(9000);
+        assert!(c.validate().unwrap_err().contains("output_reserve"));
     }
 
     #[test]

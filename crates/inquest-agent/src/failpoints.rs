@@ -27,15 +27,19 @@ pub const BEFORE_TOOL_RESULT_PERSIST: &str = "before-tool-result-persist";
 pub const BETWEEN_COMMIT_AND_PUBLISH: &str = "between-commit-and-publish";
 /// In the lease keeper, before a renewal is sent.
 pub const LEASE_RENEW: &str = "lease-renew";
+/// A compaction's summary came back from the model; its turn is not yet
+/// stored (a crash here loses the summary, which is simply made again).
+pub const COMPACTION_SUMMARY_RECEIVED: &str = "compaction-summary-received";
 
 /// Every point, for validating configuration.
-pub const ALL: [&str; 6] = [
+pub const ALL: [&str; 7] = [
     AFTER_ASSISTANT_PERSISTED,
     BEFORE_TOOL_RUN,
     AFTER_TOOL_RUN,
     BEFORE_TOOL_RESULT_PERSIST,
     BETWEEN_COMMIT_AND_PUBLISH,
     LEASE_RENEW,
+    COMPACTION_SUMMARY_RECEIVED,
 ];
 
 /// The environment variable that switches points on:

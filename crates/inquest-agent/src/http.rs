@@ -88,6 +88,9 @@ pub(crate) async fn post_json(
         bytes.extend_from_slice(&chunk);
     }
     if !status.is_success() {
+        if let Some(too_long) = context_too_long(status.as_u16(), &bytes) {
+            return Err(too_long);
+        }
         let (kind, message) = error_details(&bytes);
         return Err(ProviderError::Status {
             status: status.as_u16(),
@@ -152,6 +155,47 @@ fn error_details(body: &[u8]) -> (Option<String>, String) {
     }
 }
 
+/// The provider's standard "too long" answer, if `body` is one:
+/// OpenAI-compatible `{"error": {"code": "context_length_exceeded",
+/// "message": "This model's maximum context length is 32768 tokens.
+/// However, your messages resulted in 40000 tokens…"}}`, or Anthropic's
+/// `invalid_request_error` "prompt is too long: 40000 tokens > 32768
+/// maximum". Both are HTTP 400 (some compatible servers answer 413 or 422
+/// with the same code, so any 4xx is read).
+pub(crate) fn context_too_long(status: u16, body: &[u8]) -> Option<ProviderError> {
+    if !(400..500).contains(&status) {
+        return None;
+    }
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let error = &value["error"];
+    let message = error["message"].as_str().unwrap_or_default();
+    if error["code"].as_str() == Some("context_length_exceeded") {
+        return Some(ProviderError::ContextTooLong {
+            limit: number_after(message, "maximum context length is "),
+            requested: number_after(message, "resulted in "),
+        });
+    }
+    if let Some(rest) = message.strip_prefix("prompt is too long:") {
+        // "prompt is too long: 40000 tokens > 32768 maximum"
+        return Some(ProviderError::ContextTooLong {
+            limit: number_after(rest, "> "),
+            requested: number_after(rest, ""),
+        });
+    }
+    None
+}
+
+/// The integer right after the first `marker` in `text` (spaces skipped).
+fn number_after(text: &str, marker: &str) -> Option<u64> {
+    let at = text.find(marker)? + marker.len();
+    let digits: String = text[at..]
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
 fn truncate(text: &str) -> String {
     if text.len() <= MAX_ERROR_TEXT {
         return text.to_owned();
@@ -202,6 +246,37 @@ mod tests {
         assert_eq!(error_details(b"").1, "(empty body)");
         let long = "é".repeat(400);
         assert!(error_details(long.as_bytes()).1.ends_with('…'));
+    }
+
+    #[test]
+    fn too_long_answers_of_both_providers_are_typed() {
+        let openai = br#"{"error":{"message":"This model's maximum context length is 32768 tokens. However, your messages resulted in 40000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+        assert!(matches!(
+            context_too_long(400, openai),
+            Some(ProviderError::ContextTooLong {
+                limit: Some(32768),
+                requested: Some(40000)
+            })
+        ));
+        let anthropic = br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 40000 tokens > 32768 maximum"}}"#;
+        assert!(matches!(
+            context_too_long(400, anthropic),
+            Some(ProviderError::ContextTooLong {
+                limit: Some(32768),
+                requested: Some(40000)
+            })
+        ));
+        let other = br#"{"error":{"message":"bad","type":"invalid_request_error","code":null}}"#;
+        assert!(context_too_long(400, other).is_none());
+        assert!(context_too_long(500, openai).is_none());
+        let vague = br#"{"error":{"message":"too long","code":"context_length_exceeded"}}"#;
+        assert!(matches!(
+            context_too_long(400, vague),
+            Some(ProviderError::ContextTooLong {
+                limit: None,
+                requested: None
+            })
+        ));
     }
 
     #[test]

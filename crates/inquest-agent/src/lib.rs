@@ -18,6 +18,7 @@ mod agent;
 pub mod anthropic;
 mod beneath;
 pub mod chain;
+pub mod compact;
 pub mod config;
 pub mod failpoints;
 #[cfg(feature = "fake")]
@@ -40,8 +41,10 @@ pub use agent::{
 };
 pub use anthropic::AnthropicProvider;
 pub use chain::{
-    Answered, ChainCursor, ChainError, ProviderChain, ProviderFailure, RetryPolicy, retry_delay,
+    Answered, Budget, ChainCursor, ChainError, ProviderChain, ProviderFailure, RetryPolicy,
+    retry_delay,
 };
+pub use compact::ContextLimits;
 pub use config::{ApiKey, ConfigError, ProviderConfig, ProviderKind};
 pub use files::FileTools;
 pub use http::DEFAULT_MAX_RESPONSE_BYTES;

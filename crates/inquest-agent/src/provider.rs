@@ -112,6 +112,19 @@ pub enum ProviderError {
     /// adapter cannot express).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The provider's standard "too long" answer (OpenAI-compatible: HTTP
+    /// 400 with `error.code == "context_length_exceeded"`; Anthropic: HTTP
+    /// 400 `invalid_request_error` "prompt is too long: N tokens > M
+    /// maximum"), with the limit and the request's size when the message
+    /// names them. Not retried and never failed over: the loop learns the
+    /// limit, compacts and asks again (`compact.rs`).
+    #[error(
+        "request is over the model's context window (limit {limit:?}, requested {requested:?} tokens)"
+    )]
+    ContextTooLong {
+        limit: Option<u64>,
+        requested: Option<u64>,
+    },
 }
 
 impl ProviderError {
@@ -124,6 +137,7 @@ impl ProviderError {
             ProviderError::BadResponse(_) => "bad_response",
             ProviderError::TooLarge { .. } => "too_large",
             ProviderError::InvalidRequest(_) => "invalid_request",
+            ProviderError::ContextTooLong { .. } => "context_too_long",
         }
     }
 
@@ -141,7 +155,8 @@ impl ProviderError {
             ProviderError::Timeout(_) | ProviderError::Connection(_) => true,
             ProviderError::BadResponse(_)
             | ProviderError::TooLarge { .. }
-            | ProviderError::InvalidRequest(_) => false,
+            | ProviderError::InvalidRequest(_)
+            | ProviderError::ContextTooLong { .. } => false,
         }
     }
 

@@ -29,6 +29,10 @@
 //! position too; it should use its text only.
 //!
 //! Without `usage`, tokens are estimated at four characters a token.
+//!
+//! A compaction (issue 13) keeps the position: a summary message says how
+//! many model turns it stands in for, and those count; a summary request
+//! itself is answered with [`SUMMARY_TEXT`].
 
 use std::path::Path;
 
@@ -37,6 +41,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::{Completion, CompletionRequest, Provider, ProviderFuture, StopReason};
+
+/// The answer to a compaction's summary request.
+pub const SUMMARY_TEXT: &str =
+    "The scripted investigation so far, summarised by the script provider.";
 
 /// The closing reply when the file does not name one.
 pub const DEFAULT_FINAL_TEXT: &str = "The scripted investigation has ended; nothing more to add.";
@@ -169,11 +177,37 @@ impl ScriptProvider {
 
     /// The reply to a request; pure, so it is also what `complete` returns.
     pub fn reply(&self, request: &CompletionRequest<'_>) -> Completion {
+        if request
+            .system
+            .contains(inquest_core::compaction::COMPACTION_MARKER)
+        {
+            // A compaction's summary request: not a step of the script.
+            let text = SUMMARY_TEXT.to_owned();
+            let usage = estimate_usage(request, &text, &[]);
+            return Completion {
+                text,
+                tool_calls: Vec::new(),
+                usage,
+                stop_reason: StopReason::EndTurn,
+            };
+        }
+        // Model turns a compaction's summary stands in for count too, so
+        // a compacted transcript continues where the script is.
+        let summarised: usize = request
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::User { text } => inquest_core::compaction::summarised_model_turns(text),
+                _ => None,
+            })
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+            .sum();
         let position = request
             .messages
             .iter()
             .filter(|m| matches!(m, Message::Assistant { .. }))
-            .count();
+            .count()
+            .saturating_add(summarised);
         let (text, tool_calls, usage) = match self.replies.get(position) {
             Some(reply) => {
                 let calls: Vec<ToolCall> = reply

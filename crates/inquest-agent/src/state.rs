@@ -35,6 +35,15 @@ pub struct SessionState {
     /// the rebuilt transcript), and each id the loop gives out: what
     /// `inquest_core::session_unique_call_ids` keeps new ids apart from.
     pub call_ids: HashSet<String>,
+    /// Context windows providers named in a "too long" answer (chain
+    /// index → tokens, in the units of the loop's estimate): they override
+    /// the configured window for the rest of the burst (`compact.rs`).
+    pub learned_windows: BTreeMap<usize, u64>,
+    /// The burst started from a read of the latest compaction, not every
+    /// stored turn (issue 13, item 6): the ids of the calls it summarised
+    /// are not in `call_ids`, so every new call gets a generated
+    /// `inq_{seq}_{i}` id (unique by seq) instead of the provider's.
+    pub partial_history: bool,
 }
 
 /// Reset at every burst: the no-progress rails and the burst's own count.
@@ -58,6 +67,9 @@ impl SessionState {
         let restored: Restored = restore(&turns, &tool_servers);
         let transcript = inquest_core::rebuild_messages(&turns).messages;
         let call_ids = used_call_ids(&turns, &transcript);
+        let partial_history = turns
+            .last()
+            .is_some_and(|t| t.seq.get() != turns.len() as u64);
         Self {
             session_id,
             transcript,
@@ -69,7 +81,38 @@ impl SessionState {
             tool_servers,
             turns,
             call_ids,
+            learned_windows: BTreeMap::new(),
+            partial_history,
         }
+    }
+
+    /// Records that provider `index` refused a request estimated at
+    /// `estimate` tokens as too long, naming `limit` and its own count
+    /// `requested` when it did. The window kept is in the estimate's
+    /// units: the limit scaled by estimate / requested when the provider
+    /// counts more than the estimate does, 90% of the estimate when no
+    /// limit was named; never larger than one learned before.
+    pub fn learn_window(
+        &mut self,
+        index: usize,
+        limit: Option<u64>,
+        requested: Option<u64>,
+        estimate: u64,
+    ) {
+        let learned = match (limit, requested) {
+            (Some(limit), Some(requested)) if requested > estimate && requested > 0 => {
+                (limit as u128 * estimate as u128 / requested as u128) as u64
+            }
+            (Some(limit), _) => limit,
+            (None, _) => estimate / 10 * 9,
+        };
+        let entry = self.learned_windows.entry(index).or_insert(learned);
+        *entry = (*entry).min(learned);
+        tracing::warn!(
+            provider_index = index,
+            window = *entry,
+            "provider said the request is too long; window learned"
+        );
     }
 
     /// Starts a burst: resets exactly the burst-scoped state and the

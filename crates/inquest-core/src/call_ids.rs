@@ -47,7 +47,7 @@ pub fn used_call_ids<'a>(
                 );
             }
             Role::Tool => used.extend(turn.tool_call_id.clone()),
-            Role::User | Role::Notice => {}
+            Role::User | Role::Notice | Role::Compaction => {}
         }
     }
     for message in transcript {

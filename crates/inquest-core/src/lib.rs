@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod call_ids;
 pub mod cap;
+pub mod compaction;
 pub mod exit;
 pub mod fixture;
 pub mod idempotency;
@@ -36,4 +37,4 @@ pub use tools::{
     SideEffect, ToolCatalog, ToolClassOverrides, ToolClasses, ToolInfo, ToolServers,
     tool_idempotency_key,
 };
-pub use turn::{NewTurn, Role, TokenUsage, ToolArguments, ToolCall, Turn};
+pub use turn::{Carried, CompactionInfo, NewTurn, Role, TokenUsage, ToolArguments, ToolCall, Turn};

@@ -22,10 +22,30 @@ pub enum Role {
     Tool,
     /// A system record shown to humans and never sent to a model.
     Notice,
+    /// A compaction of the transcript (issue 13): `content` is the summary
+    /// of everything before `first_retained_seq` ([`CompactionInfo`]). A
+    /// role of its own rather than a typed notice because, unlike a notice,
+    /// it changes what the model sees: the rebuild starts from the latest
+    /// one (its summary stands in for the turns it covers), while every
+    /// reader that skips records (recovery, follow-up detection, counters)
+    /// treats it like a notice ([`Role::is_record`]).
+    Compaction,
 }
 
 impl Role {
-    pub const ALL: [Role; 4] = [Role::User, Role::Assistant, Role::Tool, Role::Notice];
+    pub const ALL: [Role; 5] = [
+        Role::User,
+        Role::Assistant,
+        Role::Tool,
+        Role::Notice,
+        Role::Compaction,
+    ];
+
+    /// A system record (notice or compaction): never a transcript message
+    /// of its own, never a model's or user's turn.
+    pub fn is_record(self) -> bool {
+        matches!(self, Role::Notice | Role::Compaction)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -33,6 +53,7 @@ impl Role {
             Role::Assistant => "assistant",
             Role::Tool => "tool",
             Role::Notice => "notice",
+            Role::Compaction => "compaction",
         }
     }
 
@@ -168,6 +189,43 @@ pub struct TokenUsage {
     pub output_tokens: u64,
 }
 
+/// What a compaction turn records besides its summary. Stored as the
+/// turn's `tool_calls` jsonb object (a compaction has no calls; see
+/// migration V12), so the row, the notification and every reader carry it
+/// without a column of their own.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CompactionInfo {
+    /// The seq of the first stored turn kept verbatim after the summary.
+    /// Equal to the compaction's own seq when no turn before it is kept.
+    pub first_retained_seq: u64,
+    /// Estimated tokens of the transcript before and after the compaction.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// What the turns this compaction leaves out of a resume read (those
+    /// before `first_retained_seq`, the opening user turn excepted) add to
+    /// the session's counters, so a follow-up can read only from the
+    /// latest compaction (`crate::resume::restore`, `active_time`). Absent
+    /// in records that predate it: then readers need every turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried: Option<Carried>,
+}
+
+/// See [`CompactionInfo::carried`]: cumulative over every compaction
+/// before it too.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Carried {
+    pub assistant_turns: u64,
+    /// User turns (bursts).
+    pub user_turns: u64,
+    pub tool_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Every MCP server a call reached so far (a union, not a difference).
+    pub used_servers: std::collections::BTreeSet<String>,
+    /// Active time of the left-out turns, in milliseconds.
+    pub active_ms: u64,
+}
+
 /// A turn to append. The store assigns its seq and timestamp.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NewTurn {
@@ -190,6 +248,13 @@ pub enum NewTurn {
         text: String,
         plan: Option<Box<RecoveryPlan>>,
     },
+    /// See [`Role::Compaction`].
+    Compaction {
+        summary: String,
+        info: CompactionInfo,
+        /// What the summary call consumed (counted like a model call's).
+        usage: TokenUsage,
+    },
 }
 
 impl NewTurn {
@@ -199,6 +264,7 @@ impl NewTurn {
             NewTurn::Assistant { .. } => Role::Assistant,
             NewTurn::Tool { .. } => Role::Tool,
             NewTurn::Notice { .. } => Role::Notice,
+            NewTurn::Compaction { .. } => Role::Compaction,
         }
     }
 
@@ -208,6 +274,7 @@ impl NewTurn {
             NewTurn::Assistant { text, .. } => text,
             NewTurn::Tool { content, .. } => content,
             NewTurn::Notice { text, .. } => text,
+            NewTurn::Compaction { summary, .. } => summary,
         }
     }
 
@@ -234,6 +301,9 @@ impl NewTurn {
     pub fn tool_calls_stored(&self) -> Value {
         match self {
             NewTurn::Assistant { tool_calls, .. } => ToolCall::encode_all(tool_calls),
+            NewTurn::Compaction { info, .. } => {
+                serde_json::to_value(info).unwrap_or_else(|_| Value::Array(Vec::new()))
+            }
             _ => Value::Array(Vec::new()),
         }
     }
@@ -253,7 +323,7 @@ impl NewTurn {
 
     pub fn usage(&self) -> TokenUsage {
         match self {
-            NewTurn::Assistant { usage, .. } => *usage,
+            NewTurn::Assistant { usage, .. } | NewTurn::Compaction { usage, .. } => *usage,
             _ => TokenUsage::default(),
         }
     }
@@ -292,6 +362,9 @@ pub struct Turn {
 impl Turn {
     /// The tool calls this (assistant) turn requested.
     pub fn tool_calls(&self) -> Result<Vec<ToolCall>, ToolCallsDecodeError> {
+        if self.role == Role::Compaction {
+            return Ok(Vec::new());
+        }
         ToolCall::decode_all(&self.tool_calls_raw)
     }
 
@@ -307,6 +380,15 @@ impl Turn {
         self.recovery_plan()
             .map(|p| p.repaired_call_ids)
             .unwrap_or_default()
+    }
+
+    /// What a compaction turn records; `None` for other roles and for a
+    /// compaction row whose record does not decode (it is then ignored).
+    pub fn compaction(&self) -> Option<CompactionInfo> {
+        if self.role != Role::Compaction {
+            return None;
+        }
+        CompactionInfo::deserialize(&self.tool_calls_raw).ok()
     }
 }
 

@@ -7,8 +7,8 @@ mod support;
 use std::collections::BTreeMap;
 
 use inquest_core::{
-    IncidentId, Message, RecoveryKind, RecoveryPlan, ResumeRequest, Role, Seq, SessionId,
-    SideEffect, TokenUsage, ToolArguments, ToolCall, Turn, active_time, plan_recovery,
+    CompactionInfo, IncidentId, Message, RecoveryKind, RecoveryPlan, ResumeRequest, Role, Seq,
+    SessionId, SideEffect, TokenUsage, ToolArguments, ToolCall, Turn, active_time, plan_recovery,
     rebuild_messages, restore,
 };
 use proptest::prelude::*;
@@ -65,7 +65,7 @@ fn stored_calls() -> impl Strategy<Value = Value> {
 }
 
 fn role() -> impl Strategy<Value = Role> {
-    prop_oneof![3 => Just(Role::User), 4 => Just(Role::Assistant), 4 => Just(Role::Tool), 1 => Just(Role::Notice)]
+    prop_oneof![3 => Just(Role::User), 4 => Just(Role::Assistant), 4 => Just(Role::Tool), 1 => Just(Role::Notice), 1 => Just(Role::Compaction)]
 }
 
 fn content() -> impl Strategy<Value = String> {
@@ -283,5 +283,209 @@ proptest! {
         if tail_is_assistant_with_calls {
             prop_assert_eq!(plan.kind, RecoveryKind::InterruptedTurn);
         }
+    }
+}
+
+/// A compaction turn at `seq` keeping the tail from `first_retained_seq`.
+fn compaction_turn(seq: u64, first_retained_seq: u64, summary: &str) -> Turn {
+    Turn {
+        session_id: main_session(),
+        seq: Seq::from_stored(seq as i64).unwrap_or(Seq::FIRST),
+        role: Role::Compaction,
+        content: summary.to_owned(),
+        tool_calls_raw: serde_json::to_value(CompactionInfo {
+            first_retained_seq,
+            tokens_before: 1000,
+            tokens_after: 100,
+            carried: None,
+        })
+        .unwrap_or(Value::Null),
+        tool_call_id: None,
+        recovery_plan_raw: None,
+        tool_name: None,
+        is_error: false,
+        usage: TokenUsage::default(),
+        created_at: OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(seq as i64),
+    }
+}
+
+/// `turns` with a compaction appended whose tail starts at a legal start
+/// chosen by `pick` (nothing retained when `keep_none`), then `later`
+/// turns of `more` renumbered after it. Also returns the first retained seq.
+fn compact(
+    turns: &[Turn],
+    pick: prop::sample::Index,
+    keep_none: bool,
+    more: &[Turn],
+) -> (Vec<Turn>, u64) {
+    let starts = inquest_core::compaction::legal_tail_starts(turns);
+    let head = turns.last().map_or(0, |t| t.seq.get());
+    let at = head + 1;
+    let first_retained = if keep_none || starts.is_empty() {
+        at
+    } else {
+        turns[starts[pick.index(starts.len())]].seq.get()
+    };
+    let mut out = turns.to_vec();
+    out.push(compaction_turn(
+        at,
+        first_retained,
+        "summary of the older part",
+    ));
+    for (k, t) in more.iter().enumerate() {
+        let mut t = t.clone();
+        t.seq = Seq::from_stored((at + 1 + k as u64) as i64).unwrap_or(Seq::FIRST);
+        // Later turns use call ids of their own.
+        if t.role == Role::Assistant
+            && let Ok(mut calls) = t.tool_calls()
+        {
+            for c in &mut calls {
+                c.id = format!("m{}", c.id);
+            }
+            t.tool_calls_raw = ToolCall::encode_all(&calls);
+        }
+        if t.role == Role::Tool {
+            t.tool_call_id = t.tool_call_id.map(|id| format!("m{id}"));
+        }
+        out.push(t);
+    }
+    (out, first_retained)
+}
+
+fn orphans(repairs: &[inquest_core::Repair], from_seq: u64) -> Vec<u64> {
+    repairs
+        .iter()
+        .filter_map(|r| match r {
+            inquest_core::Repair::DroppedOrphanToolResult { seq, .. } if *seq >= from_seq => {
+                Some(*seq)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Whatever the store holds, compaction turns included (valid or
+    /// not, anywhere), the rebuild is provider-valid.
+    #[test]
+    fn compacted_histories_rebuild_valid(turns in turns(), pick in any::<prop::sample::Index>(), keep_none in any::<bool>(), more in turns()) {
+        let (compacted, _) = compact(&turns, pick, keep_none, &more);
+        let rebuilt = rebuild_messages(&compacted);
+        support::check_transcript(&rebuilt.messages).map_err(TestCaseError::fail)?;
+        let plan = plan_recovery(main_session(), &compacted, &classes);
+        check_plan(&plan)?;
+    }
+
+    /// A healthy history compacted at any legal start: valid, the opening
+    /// request first and verbatim, the summary next, no call separated
+    /// from its result, and counters, bursts and the recovery plan exactly
+    /// as without the compaction.
+    #[test]
+    fn compaction_keeps_the_opening_and_every_pair(turns in healthy(), pick in any::<prop::sample::Index>(), keep_none in any::<bool>(), more in healthy()) {
+        let (compacted, first_retained) = compact(&turns, pick, keep_none, &more);
+        let rebuilt = rebuild_messages(&compacted);
+        support::check_transcript(&rebuilt.messages).map_err(TestCaseError::fail)?;
+        prop_assert!(rebuilt.repairs.is_empty(), "{:?}", rebuilt.repairs);
+        prop_assert!(orphans(&rebuilt.repairs, first_retained).is_empty());
+        let opening = &turns[0];
+        prop_assert_eq!(&rebuilt.messages[0], &Message::User { text: opening.content.clone() });
+        let summary_at = 1;
+        let is_summary = matches!(&rebuilt.messages[summary_at], Message::User { text } if text.ends_with("summary of the older part"));
+        prop_assert!(is_summary);
+        // The messages after the summary are exactly the rebuild of the
+        // retained tail and the later turns.
+        let kept: Vec<Turn> = compacted.iter().filter(|t| t.role != Role::Compaction && t.seq.get() >= first_retained.max(2)).cloned().collect();
+        let tail = rebuild_messages(&kept).messages;
+        let after = &rebuilt.messages[summary_at + 1..];
+        if kept.first().is_some_and(|t| t.role == Role::User) || kept.is_empty() {
+            prop_assert_eq!(after, &tail[..]);
+        } else {
+            // The tail opens with an assistant turn: its own rebuild
+            // inserts the missing-opening placeholder first.
+            prop_assert_eq!(after, &tail[1..]);
+        }
+        let servers: BTreeMap<String, String> = [("grep".to_owned(), "logs".to_owned())].into();
+        // The same history with the compaction as a notice (a record every
+        // reader already skips), seqs unchanged.
+        let mut plain = compacted.clone();
+        plain[turns.len()].role = Role::Notice;
+        let (a, b) = (restore(&compacted, &servers), restore(&plain, &servers));
+        prop_assert_eq!(a.audit, b.audit);
+        prop_assert_eq!(a.bursts, b.bursts);
+        prop_assert_eq!(a.assistant_turns, b.assistant_turns);
+        prop_assert_eq!(a.used_servers, b.used_servers);
+        let (pa, pb) = (plan_recovery(main_session(), &compacted, &classes), plan_recovery(main_session(), &plain, &classes));
+        prop_assert_eq!(pa.kind, pb.kind);
+        prop_assert_eq!(pa.tail, pb.tail);
+        check_plan(&pa)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Item 6: a read from the latest compaction (the opening, the turns
+    /// from its first retained seq) restores the same counters, active
+    /// time, transcript and plan as every stored turn, when the
+    /// compaction carries what the read leaves out.
+    #[test]
+    fn reading_from_a_carrying_compaction_equals_reading_everything(turns in healthy(), pick in any::<prop::sample::Index>(), keep_none in any::<bool>(), more in healthy(), twice in any::<bool>()) {
+        let servers: BTreeMap<String, String> = [("grep".to_owned(), "logs".to_owned())].into();
+        let carry = |history: &[Turn], first_retained: u64| -> Vec<Turn> {
+            let mut out = history[..history.len() - 1].to_vec();
+            let mut c = history[history.len() - 1].clone();
+            let mut info = c.compaction().unwrap();
+            info.first_retained_seq = first_retained;
+            info.carried = None;
+            c.tool_calls_raw = serde_json::to_value(&info).unwrap();
+            info.carried = Some(inquest_core::compaction::carry_for(&out, &c, &servers));
+            c.tool_calls_raw = serde_json::to_value(&info).unwrap();
+            out.push(c);
+            out
+        };
+        let (compacted, first_retained) = compact(&turns, pick, keep_none, &[]);
+        let mut full = carry(&compacted, first_retained);
+        if twice {
+            // A second compaction over a burst's worth of later turns.
+            let (again, r2) = compact(&full, pick, keep_none, &[]);
+            full = carry(&again, r2);
+        }
+        let (c_at, info) = full.iter().enumerate().rev().find_map(|(i, t)| t.compaction().map(|c| (i, c))).unwrap();
+        let mut with_more = full.clone();
+        for (k, t) in more.iter().enumerate() {
+            let mut t = t.clone();
+            t.seq = Seq::from_stored((full.len() + 1 + k) as i64).unwrap();
+            t.created_at = OffsetDateTime::UNIX_EPOCH + time::Duration::seconds((full.len() + 1 + k) as i64 * 7);
+            if t.role == Role::Assistant && let Ok(mut calls) = t.tool_calls() {
+                for c in &mut calls { c.id = format!("m{}", c.id); }
+                t.tool_calls_raw = ToolCall::encode_all(&calls);
+            }
+            if t.role == Role::Tool { t.tool_call_id = t.tool_call_id.map(|id| format!("m{id}")); }
+            with_more.push(t);
+        }
+        let _ = c_at;
+        let opening = with_more.iter().position(|t| t.role == Role::User).unwrap();
+        let read: Vec<Turn> = with_more.iter().enumerate()
+            .filter(|(i, t)| *i == opening || t.seq.get() >= info.first_retained_seq)
+            .map(|(_, t)| t.clone()).collect();
+        let (a, b) = (restore(&with_more, &servers), restore(&read, &servers));
+        prop_assert_eq!(a.audit, b.audit);
+        prop_assert_eq!(a.bursts, b.bursts);
+        prop_assert_eq!(a.assistant_turns, b.assistant_turns);
+        prop_assert_eq!(a.used_servers, b.used_servers);
+        prop_assert_eq!(active_time(&with_more), active_time(&read));
+        // And both equal the history without any compaction.
+        let plain: Vec<Turn> = with_more.iter().filter(|t| t.role != Role::Compaction).cloned().collect();
+        let p = restore(&plain, &servers);
+        prop_assert_eq!(a.audit, p.audit);
+        prop_assert_eq!(a.bursts, p.bursts);
+        prop_assert_eq!(a.assistant_turns, p.assistant_turns);
+        prop_assert_eq!(rebuild_messages(&with_more), rebuild_messages(&read));
+        let (pa, pb) = (plan_recovery(main_session(), &with_more, &classes), plan_recovery(main_session(), &read, &classes));
+        prop_assert_eq!(pa.kind, pb.kind);
+        prop_assert_eq!(pa.tail, pb.tail);
+        prop_assert_eq!(pa.repairs, pb.repairs);
     }
 }

@@ -8,7 +8,8 @@ use std::{
 
 use anyhow::Context;
 use inquest_agent::{
-    Agent, AgentLimits, FileTools, McpError, McpTools, ProviderChain, ToolRunner, ToolSet,
+    Agent, AgentLimits, ContextLimits, FileTools, McpError, McpTools, ProviderChain, ToolRunner,
+    ToolSet,
 };
 use serde::Deserialize;
 
@@ -135,6 +136,10 @@ pub async fn build_agent(config: &Config) -> anyhow::Result<BuiltAgent> {
     .with_limits(AgentLimits {
         max_model_text_bytes: config.limits.max_model_text_bytes,
         max_tool_arguments_bytes: config.limits.max_tool_arguments_bytes,
+    })
+    .with_context_limits(ContextLimits {
+        compact_at: config.limits.compact_at,
+        tool_result_window_share: config.limits.tool_result_window_share,
     });
     Ok(BuiltAgent {
         agent: Some(Arc::new(agent)),

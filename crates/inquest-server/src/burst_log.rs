@@ -332,6 +332,15 @@ fn redacted(turn: NewTurn) -> NewTurn {
             text: hide(text),
             plan,
         },
+        NewTurn::Compaction {
+            summary,
+            info,
+            usage,
+        } => NewTurn::Compaction {
+            summary: hide(summary),
+            info,
+            usage,
+        },
         // What the user typed is stored as sent (it is bound to its
         // idempotency key's fingerprint).
         user @ NewTurn::User(_) => user,

@@ -139,6 +139,7 @@ pub fn role(r: Role) -> pb::TurnRole {
         Role::Assistant => pb::TurnRole::Assistant,
         Role::Tool => pb::TurnRole::Tool,
         Role::Notice => pb::TurnRole::Notice,
+        Role::Compaction => pb::TurnRole::Compaction,
     }
 }
 
@@ -174,6 +175,11 @@ pub fn turn(t: &Turn) -> pb::SessionTurn {
         input_tokens: count(t.usage.input_tokens),
         output_tokens: count(t.usage.output_tokens),
         recovery_plan: notice_plan(t),
+        compaction: t.compaction().map(|c| pb::Compaction {
+            first_retained_seq: count(c.first_retained_seq),
+            tokens_before: count(c.tokens_before),
+            tokens_after: count(c.tokens_after),
+        }),
     }
 }
 

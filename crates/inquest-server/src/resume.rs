@@ -3,7 +3,8 @@
 //! `GetRecoveryPlan`.
 //!
 //! Everything comes from the store, so a follow-up behaves the same after
-//! a restart and on any replica: load the session row and every turn,
+//! a restart and on any replica: load the session row and its turns (from
+//! the latest compaction on, issue 13),
 //! validate the [`ResumeRequest`], compute the plan ([`plan_resume`], the
 //! one shared function), store it on the session, write a `notice` turn
 //! for a plan that is not clean (persist-then-publish, so watchers can
@@ -54,13 +55,16 @@ pub(crate) enum Prepared {
     Failed(TurnLogError),
 }
 
-/// The session row and all its turns.
+/// The session row and the turns a resume needs: from the latest
+/// compaction on when it carries counters (`Store::resume_turns`), else
+/// every turn. Plans, restore and rebuild come out the same either way
+/// (property test `reading_from_a_carrying_compaction_equals_reading_everything`).
 pub(crate) async fn load(
     store: &Store,
     session: SessionId,
 ) -> Result<(SessionRow, Vec<Turn>), StoreError> {
     let row = store.get_session(session).await?;
-    let turns = store.all_turns(session).await?;
+    let turns = store.resume_turns(session).await?;
     Ok((row, turns))
 }
 

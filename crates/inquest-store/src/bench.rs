@@ -94,4 +94,58 @@ impl Store {
         })
         .await
     }
+
+    /// [`Store::insert_bench_session`], then a compaction turn at the head
+    /// (seq `turns + 1`) keeping the last `keep` turns (even, < turns)
+    /// verbatim, with the counters the turns before them carry: the
+    /// session `inquest bench resume` measures a follow-up of when a long
+    /// investigation was compacted (issue 13, item 6).
+    pub async fn insert_bench_compacted_session(
+        &self,
+        incident: inquest_core::IncidentId,
+        session: inquest_core::SessionId,
+        turns: i64,
+        keep: i64,
+    ) -> Result<(), StoreError> {
+        self.insert_bench_session(incident, session, turns).await?;
+        let first_retained = turns - keep;
+        let left_out = (first_retained - 2) / 2;
+        let record = serde_json::json!({
+            "first_retained_seq": first_retained,
+            "tokens_before": turns * 60,
+            "tokens_after": keep * 60,
+            "carried": {
+                "assistant_turns": left_out, "user_turns": 0, "tool_calls": left_out,
+                "input_tokens": 0, "output_tokens": 0, "used_servers": [],
+                "active_ms": (first_retained - 2) * 10,
+            },
+        });
+        self.run("bench_insert_compaction", async |c| {
+            let tx = c.transaction().await?;
+            tx.execute(
+                "INSERT INTO turns (session_id, seq, role, content, tool_calls) \
+                 VALUES ($1, $2, 'compaction', 'The investigation so far: the checkout pool was \
+                 exhausted; every log read says so.', $3)",
+                &[session.as_uuid(), &(turns + 1), &record],
+            )
+            .await?;
+            tx.execute(
+                "UPDATE sessions SET head_seq = $2, turn_count = $2 WHERE id = $1",
+                &[session.as_uuid(), &(turns + 1)],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// `ANALYZE` of the tables a bench session was written into.
+    pub async fn analyze_bench_tables(&self) -> Result<(), StoreError> {
+        self.run("bench_analyze", async |c| {
+            c.batch_execute("ANALYZE turns; ANALYZE sessions").await?;
+            Ok(())
+        })
+        .await
+    }
 }

@@ -399,6 +399,38 @@ impl Store {
 impl Store {
     /// Every committed turn of a session, oldest first, read in pages.
     /// What a burst rebuilds its transcript from.
+    /// The turns a resume reads (issue 13, item 6), in ONE query: with a
+    /// latest compaction that carries counters (`CompactionInfo::carried`),
+    /// the opening user turn and every turn from that compaction's first
+    /// retained seq (the compaction and later turns included), so the read
+    /// stops growing with the session's age; without one, every turn.
+    /// Both arms are index range scans on the primary key (the latest
+    /// compaction is found by `turns_compactions`, migration V12).
+    pub async fn resume_turns(&self, session: SessionId) -> Result<Vec<Turn>, StoreError> {
+        let sql = format!(
+            "WITH c AS (SELECT seq, tool_calls FROM turns \
+                 WHERE session_id = $1 AND role = 'compaction' ORDER BY seq DESC LIMIT 1), \
+             r AS (SELECT COALESCE((SELECT CASE WHEN tool_calls ? 'carried' \
+                 THEN LEAST(seq, (tool_calls->>'first_retained_seq')::bigint) ELSE 1 END \
+                 FROM c), 1) AS from_seq), \
+             o AS (SELECT seq FROM turns WHERE session_id = $1 AND role = 'user' \
+                 ORDER BY seq LIMIT 1) \
+             SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 \
+                 AND seq = (SELECT seq FROM o) AND seq < (SELECT from_seq FROM r) \
+             UNION ALL \
+             SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 \
+                 AND seq >= (SELECT from_seq FROM r) \
+             ORDER BY seq"
+        );
+        let rows = self
+            .run("resume_turns", async |c| {
+                let stmt = c.prepare_cached(&sql).await?;
+                Ok(c.query(&stmt, &[session.as_uuid()]).await?)
+            })
+            .await?;
+        rows.iter().map(turn_from_row).collect()
+    }
+
     pub async fn all_turns(&self, session: SessionId) -> Result<Vec<Turn>, StoreError> {
         const PAGE: u32 = 1000;
         let mut turns = Vec::new();

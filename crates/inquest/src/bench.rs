@@ -141,6 +141,10 @@ pub enum BenchCommand {
         /// Stored turns of the session the SendMessage resume measures.
         #[arg(long, default_value_t = 10_000)]
         session_turns: usize,
+        /// Stored turns of compacted sessions measured the same way (their
+        /// latest turn a compaction keeping the last 40; issue 13).
+        #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+        compacted_turns: Vec<usize>,
         /// Measured SendMessage resumes (after one warm-up).
         #[arg(long, default_value_t = 20)]
         iterations: usize,
@@ -277,6 +281,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             database_url,
             sizes,
             session_turns,
+            compacted_turns,
             iterations,
         } => {
             let (url, embedded) = scratch_database(database_url).await?;
@@ -284,6 +289,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 url,
                 sizes,
                 session_turns,
+                compacted_turns,
                 iterations,
             })
             .await;

@@ -9,7 +9,12 @@
 //!    fake speaking the OpenAI wire format) has the whole request. Covers
 //!    the user-turn write, claim, loading every turn, validation, the
 //!    recovery plan and its storage, restore, rebuild, and building and
-//!    sending the request.
+//!    sending the request. The provider's window is set far beyond the
+//!    session (`context_window`), so no follow-up compacts and the
+//!    uncompacted session stays a whole-history read.
+//! 3. The same resume of sessions of 10k and 100k stored turns whose
+//!    latest turn is a compaction keeping the last 40 turns: the read, the
+//!    plan and the rebuild start from it (issue 13, item 6).
 
 use std::time::{Duration, Instant};
 
@@ -33,8 +38,13 @@ pub struct ResumeBench {
     pub url: String,
     pub sizes: Vec<usize>,
     pub session_turns: usize,
+    /// Sizes of sessions with a compaction at the head (issue 13, item 6).
+    pub compacted_turns: Vec<usize>,
     pub iterations: usize,
 }
+
+/// Turns a compacted bench session keeps verbatim after its summary.
+const COMPACTED_KEEP: i64 = 40;
 
 pub async fn run(bench: ResumeBench) -> anyhow::Result<()> {
     println!("rebuild_messages (pure, in process; median of runs)");
@@ -185,7 +195,7 @@ async fn send_message_resume(bench: &ResumeBench) -> anyhow::Result<()> {
         &config_path,
         format!(
             "[[providers]]\nkind = \"openai\"\nmodel = \"fake\"\nbase_url = \"{base_url}\"\n\
-             max_retries = 0\n"
+             max_retries = 0\ncontext_window = 100000000\n"
         ),
     )?;
     let config = Config::load(
@@ -208,40 +218,62 @@ async fn send_message_resume(bench: &ResumeBench) -> anyhow::Result<()> {
             &Limits::default(),
         )?)
         .await?;
-    let session = SessionId::new();
     let n = (bench.session_turns / 2 * 2).max(2);
-    store
-        .insert_bench_session(incident.id, session, n as i64)
-        .await
-        .context("writing the long session")?;
-    let mut client = InvestigationsClient::connect(format!("http://{addr}")).await?;
-    let mut times = Vec::new();
-    for i in 0..=bench.iterations {
-        while arrivals.try_recv().is_ok() {}
-        let start = Instant::now();
-        client
-            .send_message(pb::SendMessageRequest {
-                session_id: session.to_string(),
-                message: format!("follow-up {i}"),
-                idempotency_key: String::new(),
-            })
-            .await?;
-        let arrived = tokio::time::timeout(Duration::from_secs(30), arrivals.recv())
-            .await?
-            .context("the fake provider stopped")?;
-        if i > 0 {
-            times.push(arrived - start); // the first run warms caches
-        }
-        settle(&mut client, session).await?;
+    let mut runs = vec![(format!("session of {n} stored turns"), n, false)];
+    for &m in &bench.compacted_turns {
+        let m = (m / 2 * 2).max(COMPACTED_KEEP as usize + 4);
+        runs.push((
+            format!(
+                "session of {m} stored turns, compacted at the head (last {COMPACTED_KEEP} kept)"
+            ),
+            m,
+            true,
+        ));
     }
-    times.sort();
-    let pick = |q: f64| times.get(((times.len() as f64 * q) as usize).min(times.len() - 1));
-    println!(
-        "\nSendMessage -> first provider request, session of {n} stored turns, {} runs",
-        times.len()
-    );
-    if let (Some(p50), Some(p90), Some(max)) = (pick(0.5), pick(0.9), times.last()) {
-        println!("  p50 {}  p90 {}  max {}", ms(*p50), ms(*p90), ms(*max));
+    let mut client = InvestigationsClient::connect(format!("http://{addr}")).await?;
+    for (label, n, compacted) in runs {
+        let session = SessionId::new();
+        if compacted {
+            store
+                .insert_bench_compacted_session(incident.id, session, n as i64, COMPACTED_KEEP)
+                .await
+                .context("writing the long compacted session")?;
+        } else {
+            store
+                .insert_bench_session(incident.id, session, n as i64)
+                .await
+                .context("writing the long session")?;
+        }
+        // Fresh statistics, as autovacuum would have after a long session.
+        store.analyze_bench_tables().await?;
+        let mut times = Vec::new();
+        for i in 0..=bench.iterations {
+            while arrivals.try_recv().is_ok() {}
+            let start = Instant::now();
+            client
+                .send_message(pb::SendMessageRequest {
+                    session_id: session.to_string(),
+                    message: format!("follow-up {i}"),
+                    idempotency_key: String::new(),
+                })
+                .await?;
+            let arrived = tokio::time::timeout(Duration::from_secs(30), arrivals.recv())
+                .await?
+                .context("the fake provider stopped")?;
+            if i > 0 {
+                times.push(arrived - start); // the first run warms caches
+            }
+            settle(&mut client, session).await?;
+        }
+        times.sort();
+        let pick = |q: f64| times.get(((times.len() as f64 * q) as usize).min(times.len() - 1));
+        println!(
+            "\nSendMessage -> first provider request, {label}, {} runs",
+            times.len()
+        );
+        if let (Some(p50), Some(p90), Some(max)) = (pick(0.5), pick(0.9), times.last()) {
+            println!("  p50 {}  p90 {}  max {}", ms(*p50), ms(*p90), ms(*max));
+        }
     }
     shutdown.cancel();
     server.await??;

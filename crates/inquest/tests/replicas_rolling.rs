@@ -83,6 +83,12 @@ fn check_transcript(id: &str, turns: &[pb::SessionTurn]) -> usize {
                 }
             }
             pb::TurnRole::User => assert_eq!(t.seq, 1, "{id}: a second user turn"),
+            pb::TurnRole::Compaction => {
+                assert!(
+                    open.is_empty(),
+                    "{id}: a compaction while {open:?} are open"
+                )
+            }
             pb::TurnRole::Unspecified => panic!("{id}: a turn without a role: {t:?}"),
         }
     }

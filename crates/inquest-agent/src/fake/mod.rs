@@ -20,6 +20,21 @@
 //! error status, or hanging until the client gives up), or by a plain
 //! default reply when the script is empty.
 //!
+//! A context window ([`FakeProvider::with_context_window`]) makes the fake
+//! count each valid request at one token per 4 bytes of its body (rounded
+//! up) and answer one over the window with the provider's standard "too
+//! long" error, exactly as the real API words it (OpenAI: HTTP 400,
+//! `code: "context_length_exceeded"`, "This model's maximum context length
+//! is N tokens. However, your messages resulted in M tokens…"; Anthropic:
+//! HTTP 400 `invalid_request_error`, "prompt is too long: M tokens > N
+//! maximum"), without taking a scripted behaviour.
+//!
+//! A compaction request (its system prompt holds
+//! [`inquest_core::compaction::COMPACTION_MARKER`]) that fits is answered
+//! with an automatic summary naming how many came before, also without
+//! taking a scripted behaviour, so a test's script stays the
+//! investigation's own.
+//!
 //! The server task is owned by the [`FakeProvider`]: dropping it aborts the
 //! accept loop, and with it every connection task it owns.
 
@@ -132,6 +147,30 @@ impl Recorded {
 struct Shared {
     script: VecDeque<Behaviour>,
     requests: Vec<Recorded>,
+    /// See the module docs; `None`: no window.
+    context_window: Option<u64>,
+    /// Requests answered "too long", and summaries answered.
+    too_long: usize,
+    summaries: usize,
+}
+
+/// Tokens the fake counts for a request body of `bytes` bytes.
+pub fn fake_tokens(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4)
+}
+
+/// Whether a request body is a compaction (summary) request.
+pub fn is_compaction_request(body: &Value) -> bool {
+    let marker = inquest_core::compaction::COMPACTION_MARKER;
+    let system = match &body["system"] {
+        Value::String(s) => s.contains(marker),
+        _ => false,
+    };
+    system
+        || body["messages"][0]["role"] == "system"
+            && body["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|s| s.contains(marker))
 }
 
 /// A running fake; see the module docs.
@@ -180,6 +219,22 @@ impl FakeProvider {
             self.push(Behaviour::Fail(status));
         }
         self
+    }
+
+    /// Gives the fake a context window of `tokens` (see the module docs).
+    pub fn with_context_window(self, tokens: u64) -> Self {
+        self.lock().context_window = Some(tokens);
+        self
+    }
+
+    /// Requests answered with the "too long" error so far.
+    pub fn too_long_count(&self) -> usize {
+        self.lock().too_long
+    }
+
+    /// Compaction requests answered with a summary so far.
+    pub fn summary_count(&self) -> usize {
+        self.lock().summaries
     }
 
     /// Every request received so far, in order.

@@ -80,18 +80,38 @@ async fn handle(
         body,
     };
     let checked = check(flavor, &recorded);
-    let behaviour = {
+    let tokens = super::fake_tokens(bytes.len());
+    let summary = super::is_compaction_request(&recorded.body);
+    let (behaviour, over, summaries) = {
         let mut shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
         shared.requests.push(recorded.clone());
-        match checked {
-            Ok(()) => shared.script.pop_front(),
-            Err(_) => None,
+        let over = shared.context_window.filter(|&w| tokens > w);
+        if checked.is_ok() && over.is_some() {
+            shared.too_long += 1;
+        } else if checked.is_ok() && summary {
+            shared.summaries += 1;
         }
+        let behaviour = match checked {
+            Ok(()) if over.is_none() && !summary => shared.script.pop_front(),
+            _ => None,
+        };
+        (behaviour, over, shared.summaries)
     };
     if let Err((status, message)) = checked {
         return Ok(error(flavor, status, &message));
     }
     let model = recorded.body["model"].as_str().unwrap_or("fake");
+    if let Some(window) = over {
+        return Ok(too_long(flavor, window, tokens));
+    }
+    if summary {
+        let text = format!(
+            "Summary {summaries} by the fake model: the investigation so far read evidence with \
+             its tools; nothing else is known."
+        );
+        let reply = super::FakeReply::text(&text).usage(tokens, 20);
+        return Ok(json_response(200, self::reply(flavor, &reply, model)));
+    }
     Ok(match behaviour {
         None => json_response(
             200,
@@ -144,6 +164,22 @@ fn error(flavor: Flavor, status: u16, message: &str) -> Response<Full<Bytes>> {
             "code": null}}),
     };
     json_response(status, body)
+}
+
+/// The provider's standard "too long" answer; see the module docs.
+fn too_long(flavor: Flavor, window: u64, tokens: u64) -> Response<Full<Bytes>> {
+    let body = match flavor {
+        Flavor::Anthropic => json!({"type": "error", "error": {
+            "type": "invalid_request_error",
+            "message": format!("prompt is too long: {tokens} tokens > {window} maximum")}}),
+        Flavor::OpenAi => json!({"error": {
+            "message": format!("This model's maximum context length is {window} tokens. However, \
+                your messages resulted in {tokens} tokens. Please reduce the length of the \
+                messages."),
+            "type": "invalid_request_error", "param": "messages",
+            "code": "context_length_exceeded"}}),
+    };
+    json_response(400, body)
 }
 
 fn json_response(status: u16, body: Value) -> Response<Full<Bytes>> {

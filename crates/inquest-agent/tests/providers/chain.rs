@@ -185,3 +185,38 @@ async fn chain_config_is_validated_and_keys_come_from_the_environment() {
         .unwrap();
     assert_eq!(fake.requests()[0].header("x-api-key"), Some("from-env"));
 }
+
+/// A provider's standard "too long" answer, in either flavour, is typed
+/// with the limit it names, neither retried nor failed over: the cursor
+/// stays, so the loop can compact and ask the same provider again.
+#[tokio::test]
+async fn too_long_is_typed_and_neither_retried_nor_failed_over() {
+    for flavor in [Flavor::OpenAi, Flavor::Anthropic] {
+        let first = FakeProvider::start(flavor)
+            .await
+            .unwrap()
+            .with_context_window(50);
+        let second = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+        let chain = chain(&[entry(&first, "first", 2), entry(&second, "second", 2)]);
+        let transcript = vec![user(&"evidence ".repeat(100))];
+        let mut cursor = ChainCursor::new();
+        let err = chain
+            .complete(&mut cursor, &request(&transcript, &[]))
+            .await
+            .unwrap_err();
+        let (index, limit, requested) = err.context_too_long().expect("typed as too long");
+        assert_eq!((index, limit), (0, Some(50)), "{flavor:?}");
+        assert!(
+            requested.is_some_and(|r| r > 50),
+            "{flavor:?}: {requested:?}"
+        );
+        assert!(matches!(
+            err.last_error(),
+            Some(ProviderError::ContextTooLong { .. })
+        ));
+        assert_eq!(first.request_count(), 1, "not retried");
+        assert_eq!(first.too_long_count(), 1);
+        assert_eq!(second.request_count(), 0, "not failed over");
+        assert_eq!(cursor.position(), 0);
+    }
+}

@@ -140,3 +140,26 @@ async fn a_broken_script_fails_the_chain_build() {
     };
     assert!(ProviderChain::from_config_with_env(&[missing], |_| None).is_err());
 }
+
+/// After a compaction the script keeps its place: the summary message's
+/// count of model turns it stands in for counts, and a summary request is
+/// answered without being a step of the script.
+#[tokio::test]
+async fn script_keeps_its_place_across_a_compaction() {
+    let file = ScriptFile::new("compacted", SCRIPT);
+    let chain = chain(&file);
+    let mut cursor = ChainCursor::new();
+    let summary = inquest_core::compaction::summary_message("earlier work", Some(2));
+    let transcript = vec![user("checkout is slow"), user(&summary)];
+    let c = chain
+        .complete(&mut cursor, &request(&transcript, &[]))
+        .await
+        .unwrap()
+        .completion;
+    assert_eq!(c.text, "The connection pool was exhausted.");
+    let mut req = request(&transcript, &[]);
+    req.system = inquest_core::compaction::SUMMARY_SYSTEM;
+    let s = chain.complete(&mut cursor, &req).await.unwrap().completion;
+    assert_eq!(s.text, inquest_agent::script::SUMMARY_TEXT);
+    assert!(s.tool_calls.is_empty());
+}

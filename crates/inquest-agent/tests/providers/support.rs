@@ -126,7 +126,7 @@ pub fn unrepaired_transcript() -> Vec<Message> {
                 content: t.content.clone(),
                 is_error: t.is_error,
             }),
-            inquest_core::Role::Notice => None,
+            inquest_core::Role::Notice | inquest_core::Role::Compaction => None,
         })
         .collect()
 }

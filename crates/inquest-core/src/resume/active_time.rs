@@ -13,11 +13,25 @@ use crate::{Role, Turn};
 /// the burst stopped), as are turns before the first user turn. A negative
 /// span (clock skew between replicas) counts as zero. Turns are taken in the
 /// order given.
+///
+/// From a compaction that carries counters (issue 13), the opening is
+/// left out, the first turn after it starts a span (the turns before it
+/// are the carried part), and the carried active time is added.
 pub fn active_time(turns: &[Turn]) -> Duration {
+    match crate::compaction::carried_view(turns) {
+        None => walk(turns.iter(), false),
+        Some(view) => walk(view.rest.into_iter(), true).saturating_add(Duration::milliseconds(
+            i64::try_from(view.carried.active_ms).unwrap_or(i64::MAX),
+        )),
+    }
+}
+
+fn walk<'a>(turns: impl Iterator<Item = &'a Turn>, mut first_starts: bool) -> Duration {
     let mut total = Duration::ZERO;
     let mut burst: Option<(&Turn, &Turn)> = None;
-    for turn in turns.iter().filter(|t| t.role != Role::Notice) {
-        if turn.role == Role::User {
+    for turn in turns.filter(|t| t.role != Role::Notice) {
+        let starts = std::mem::take(&mut first_starts) || turn.role == Role::User;
+        if starts {
             if let Some((start, end)) = burst {
                 total = total.saturating_add(span(start, end));
             }

@@ -73,7 +73,7 @@ pub fn is_follow_up(session_id: SessionId, turns: &[Turn]) -> bool {
 /// turn is a user message with model-visible turns of this session before
 /// it.
 fn follow_up_split(session_id: SessionId, turns: &[Turn]) -> Option<&[Turn]> {
-    let visible = |t: &Turn| t.session_id == session_id && t.role != Role::Notice;
+    let visible = |t: &Turn| t.session_id == session_id && !t.role.is_record();
     let last = turns.iter().rposition(visible)?;
     let turn = turns.get(last)?;
     if turn.role != Role::User {

@@ -64,6 +64,13 @@ pub(crate) mod testing {
         base(seq, Role::Notice, text)
     }
 
+    pub fn compaction(seq: u64, summary: &str, first_retained_seq: u64) -> Turn {
+        let mut t = base(seq, Role::Compaction, summary);
+        t.tool_calls_raw = serde_json::json!({
+            "first_retained_seq": first_retained_seq, "tokens_before": 100, "tokens_after": 10});
+        t
+    }
+
     pub fn assistant(seq: u64, text: &str, calls: &[(&str, &str)]) -> Turn {
         let mut t = base(seq, Role::Assistant, text);
         let calls: Vec<ToolCall> = calls

@@ -29,6 +29,14 @@
 //!   message becomes [`EMPTY_USER_MESSAGE`]; a transcript that would not
 //!   start with a user message gets [`MISSING_OPENING_MESSAGE`] first.
 //!
+//! - Compaction (issue 13): with a compaction turn whose record decodes,
+//!   the transcript starts from the latest one: the session's opening user
+//!   turn (verbatim, always first, never repeated), the summary as a user message
+//!   ([`crate::compaction::summary_message`]), the turns before the
+//!   compaction from its `first_retained_seq` on (the retained tail), then
+//!   every turn after it. Every other compaction turn is left out like a
+//!   notice. The rules above apply to what is kept.
+//!
 //! Never panics, whatever the input.
 
 use std::collections::{HashMap, HashSet};
@@ -98,8 +106,48 @@ enum Block {
     },
 }
 
+/// One input of the rebuild: a stored turn, or a compaction's summary.
+enum Item<'a> {
+    Turn(&'a Turn),
+    Summary(String),
+}
+
+/// The turns (and summary) the transcript is rebuilt from: everything, or
+/// from the latest compaction on (see the module docs).
+fn view(turns: &[Turn]) -> Vec<Item<'_>> {
+    let latest = turns
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, t)| t.compaction().map(|info| (i, t, info)));
+    let Some((at, compaction, info)) = latest else {
+        return turns.iter().map(Item::Turn).collect();
+    };
+    let retained = |t: &Turn| t.seq.get() >= info.first_retained_seq;
+    let mut items = Vec::new();
+    let opening = turns[..at].iter().position(|t| t.role == Role::User);
+    if let Some(o) = opening {
+        items.push(Item::Turn(&turns[o]));
+    }
+    let model_turns = info.carried.as_ref().map(|c| c.assistant_turns);
+    items.push(Item::Summary(crate::compaction::summary_message(
+        &compaction.content,
+        model_turns,
+    )));
+    for (i, t) in turns.iter().enumerate() {
+        if t.role == Role::Compaction || Some(i) == opening {
+            continue;
+        }
+        if i > at || retained(t) {
+            items.push(Item::Turn(t));
+        }
+    }
+    items
+}
+
 /// Rebuilds the provider-neutral transcript; see the module docs.
 pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
+    let items = view(turns);
     let mut repairs = Vec::new();
     let mut blocks: Vec<Block> = Vec::new();
     // The assistant block answered by results right now, if no user or
@@ -109,7 +157,13 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
     let mut by_id: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
     // Every id a call may end up with, so renames never collide.
     // Each turn's calls, decoded once.
-    let mut decoded: Vec<Option<Vec<ToolCall>>> = turns.iter().map(usable_tool_calls).collect();
+    let mut decoded: Vec<Option<Vec<ToolCall>>> = items
+        .iter()
+        .map(|item| match item {
+            Item::Turn(t) => usable_tool_calls(t),
+            Item::Summary(_) => Some(Vec::new()),
+        })
+        .collect();
     let mut taken: HashSet<String> = decoded
         .iter()
         .flatten()
@@ -118,10 +172,18 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
         .collect();
     let mut used: HashSet<String> = HashSet::new();
 
-    for (i, turn) in turns.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
+        let turn = match item {
+            Item::Turn(turn) => *turn,
+            Item::Summary(text) => {
+                open = None;
+                blocks.push(Block::User(text.clone()));
+                continue;
+            }
+        };
         let seq = turn.seq.get();
         match turn.role {
-            Role::Notice => {}
+            Role::Notice | Role::Compaction => {}
             Role::User => {
                 open = None;
                 let text = if turn.content.trim().is_empty() {
@@ -413,6 +475,50 @@ mod tests {
             matches!(&r.messages[1], Message::Assistant { text, tool_calls } if text.starts_with("thinking\n\n[stored tool calls could not be decoded") && tool_calls.is_empty())
         );
         assert!(matches!(&r.messages[2], Message::User { text } if text == EMPTY_USER_MESSAGE));
+    }
+
+    #[test]
+    fn rebuild_starts_from_the_latest_compaction() {
+        let turns = vec![
+            user(1, "why is api slow?"),
+            assistant(2, "", &[("c1", "grep")]),
+            tool(3, "c1", "grep", "old evidence"),
+            assistant(4, "", &[("c2", "top")]),
+            tool(5, "c2", "top", "cpu 99%"),
+            compaction(6, "first summary", 2),
+            assistant(7, "", &[("c3", "grep")]),
+            tool(8, "c3", "grep", "newer"),
+            compaction(9, "second summary", 7),
+            assistant(10, "cpu bound", &[]),
+        ];
+        let r = rebuild_messages(&turns);
+        assert!(r.repairs.is_empty(), "{:?}", r.repairs);
+        let shown: Vec<String> = r
+            .messages
+            .iter()
+            .map(|m| match m {
+                Message::User { text } => format!("U:{text}"),
+                Message::Assistant { text, tool_calls } => {
+                    format!("A:{text}:{}", tool_calls.len())
+                }
+                Message::ToolResult { content, .. } => format!("T:{content}"),
+            })
+            .collect();
+        assert_eq!(shown[0], "U:why is api slow?");
+        assert!(
+            shown[1].starts_with("U:[Summary by inquest") && shown[1].ends_with("second summary")
+        );
+        assert_eq!(&shown[2..], ["A::1", "T:newer", "A:cpu bound:0"]);
+        // Nothing retained: opening, summary, later turns.
+        let mut none_kept = turns[..8].to_vec();
+        none_kept.push(compaction(9, "s", 9));
+        none_kept.push(user(10, "and now?"));
+        let r = rebuild_messages(&none_kept);
+        assert_eq!(r.messages.len(), 3);
+        // The opening inside the tail still comes first, once.
+        let r = rebuild_messages(&[user(1, "go"), compaction(2, "s", 1)]);
+        assert_eq!(r.messages.len(), 2);
+        assert!(matches!(&r.messages[0], Message::User { text } if text == "go"));
     }
 
     #[test]

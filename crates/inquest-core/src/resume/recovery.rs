@@ -119,9 +119,21 @@ pub fn plan_recovery(
     }
     let mut degraded = !findings.is_empty();
 
+    // A read from a compaction that carries counters skips the turns
+    // between the opening and its first retained seq: that gap is the
+    // read's, not a hole in the history.
+    let read_gap_ends = own
+        .iter()
+        .rev()
+        .find_map(|t| t.compaction().filter(|i| i.carried.is_some()))
+        .map_or(0, |i| i.first_retained_seq);
     let mut previous = 0u64;
     for t in &own {
         let seq = t.seq.get();
+        if seq > previous.saturating_add(1) && seq <= read_gap_ends && previous > 0 {
+            previous = seq;
+            continue;
+        }
         if seq <= previous {
             findings.push(Repair::SeqNotIncreasing {
                 seq,
@@ -136,7 +148,7 @@ pub fn plan_recovery(
         previous = previous.max(seq);
     }
 
-    let visible: Vec<&Turn> = own.iter().filter(|t| t.role != Role::Notice).collect();
+    let visible: Vec<&Turn> = own.iter().filter(|t| !t.role.is_record()).collect();
     if visible.is_empty() {
         findings.push(Repair::NoTurns);
     }

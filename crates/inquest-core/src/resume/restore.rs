@@ -41,7 +41,29 @@ pub struct Restored {
 /// Tool calls are counted from assistant turns whose calls decode; a turn
 /// kept as text counts none. A result is attributed through the most recent
 /// earlier call with its id.
+///
+/// From a compaction that carries counters (issue 13), only the turns a
+/// read from it holds are walked and the carried counters added
+/// ([`crate::compaction::carried_view`]); `turn_count` then counts the
+/// turns walked.
 pub fn restore(turns: &[Turn], servers: &impl ToolServers) -> Restored {
+    match crate::compaction::carried_view(turns) {
+        None => restore_walk(turns.iter(), servers),
+        Some(view) => {
+            let mut r = restore_walk(view.opening.into_iter().chain(view.rest), servers);
+            let c = view.carried;
+            r.assistant_turns = r.assistant_turns.saturating_add(c.assistant_turns);
+            r.bursts = r.bursts.saturating_add(c.user_turns);
+            r.audit.tool_calls = r.audit.tool_calls.saturating_add(c.tool_calls);
+            r.audit.input_tokens = r.audit.input_tokens.saturating_add(c.input_tokens);
+            r.audit.output_tokens = r.audit.output_tokens.saturating_add(c.output_tokens);
+            r.used_servers.extend(c.used_servers);
+            r
+        }
+    }
+}
+
+fn restore_walk<'a>(turns: impl Iterator<Item = &'a Turn>, servers: &impl ToolServers) -> Restored {
     let mut r = Restored::default();
     // call id → (tool name, arguments valid)
     let mut calls: HashMap<String, (String, bool)> = HashMap::new();
@@ -72,7 +94,7 @@ pub fn restore(turns: &[Turn], servers: &impl ToolServers) -> Restored {
                     r.used_servers.insert(server.to_owned());
                 }
             }
-            Role::Notice => {}
+            Role::Notice | Role::Compaction => {}
         }
     }
     r

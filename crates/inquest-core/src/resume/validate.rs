@@ -64,7 +64,7 @@ impl ResumeRequest {
             .turns
             .iter()
             .rev()
-            .find(|t| t.role != Role::Notice)
+            .find(|t| !t.role.is_record())
             .or(self.turns.last());
         if let Some(last) = last {
             let empty = last.content.trim().is_empty();

@@ -87,6 +87,19 @@ pub struct LimitsConfig {
     /// of a longer line is read and dropped, and the line says how much.
     pub max_mcp_stderr_line_bytes: usize,
     // --- end tool output ---
+    // --- Context window and compaction (issue 13) ---
+    /// Compact the transcript before a model call whose estimated size
+    /// passes this share of the provider's budget (`context_window` less
+    /// `output_reserve` of its `[[providers]]` entry). Default 0.8; within
+    /// [0.1, 0.95].
+    pub compact_at: f64,
+    /// A tool result is shown to the model cut to this share of the
+    /// provider's context window, at a line boundary, with a marker saying
+    /// how much was cut and how to ask for less; the stored turn keeps the
+    /// whole (`max_tool_result_bytes`-capped) text. Default 0.25; within
+    /// [0.01, 0.5].
+    pub tool_result_window_share: f64,
+    // --- end context window and compaction ---
 }
 
 impl Default for LimitsConfig {
@@ -109,6 +122,9 @@ impl Default for LimitsConfig {
             max_tool_arguments_bytes: inquest_agent::DEFAULT_MAX_TOOL_ARGUMENTS_BYTES,
             max_tool_result_bytes: inquest_agent::limit::DEFAULT_MAX_TOOL_RESULT_BYTES,
             max_mcp_stderr_line_bytes: inquest_agent::limit::DEFAULT_MAX_MCP_STDERR_LINE_BYTES,
+            // --- context window and compaction
+            compact_at: inquest_agent::compact::DEFAULT_COMPACT_AT,
+            tool_result_window_share: inquest_agent::compact::DEFAULT_TOOL_RESULT_WINDOW_SHARE,
         }
     }
 }
@@ -133,6 +149,22 @@ impl LimitsConfig {
             ));
         }
         self.validate_tool_limits()?;
+        // --- context window and compaction
+        for (key, value, low, high) in [
+            ("limits.compact_at", self.compact_at, 0.1, 0.95),
+            (
+                "limits.tool_result_window_share",
+                self.tool_result_window_share,
+                0.01,
+                0.5,
+            ),
+        ] {
+            if !(low..=high).contains(&value) {
+                return Err(ConfigError::Invalid(format!(
+                    "{key} must be between {low} and {high}"
+                )));
+            }
+        }
         // -- model-side caps
         const GIB: usize = 1 << 30;
         for (key, value) in [

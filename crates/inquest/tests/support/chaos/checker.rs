@@ -161,6 +161,17 @@ fn check_transcript(f: &Final, v: &mut Vec<String>) {
                     owed.retain(|c| !plan.repaired_call_ids.contains(c));
                 }
             }
+            pb::TurnRole::Compaction => {
+                // Only made before a model call, so no call is open.
+                if !open.is_empty() {
+                    v.push(format!(
+                        "{}: seq {}: a compaction while calls {:?} are open",
+                        who(f),
+                        t.seq,
+                        open
+                    ));
+                }
+            }
             pb::TurnRole::Unspecified => {
                 v.push(format!("{}: seq {}: a turn without a role", who(f), t.seq));
             }
