@@ -21,6 +21,8 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
+use inquest_core::Price;
+
 use crate::{
     AnthropicProvider, ApiKey, Completion, CompletionRequest, ConfigError, OpenAiProvider,
     Provider, ProviderConfig, ProviderError, ProviderKind, ScriptProvider, anthropic, openai,
@@ -42,6 +44,9 @@ struct Entry {
     name: String,
     provider: Box<dyn Provider>,
     policy: RetryPolicy,
+    /// The model's price (`price` on its `[[providers]]` entry); `None`:
+    /// its calls' cost is unknown.
+    price: Option<Price>,
 }
 
 /// Providers in failover order.
@@ -138,10 +143,22 @@ impl ProviderChain {
         provider: Box<dyn Provider>,
         policy: RetryPolicy,
     ) {
+        self.push_priced(name, provider, policy, None);
+    }
+
+    /// Appends a provider whose calls cost `price` (`None`: unknown).
+    pub fn push_priced(
+        &mut self,
+        name: impl Into<String>,
+        provider: Box<dyn Provider>,
+        policy: RetryPolicy,
+        price: Option<Price>,
+    ) {
         self.entries.push(Entry {
             name: name.into(),
             provider,
             policy,
+            price,
         });
     }
 
@@ -238,7 +255,7 @@ impl ProviderChain {
                 max_retries: config.max_retries(),
                 backoff: config.backoff(),
             };
-            chain.push(name, provider, policy);
+            chain.push_priced(name, provider, policy, config.price);
         }
         Ok(chain)
     }
@@ -257,7 +274,9 @@ impl ProviderChain {
     }
 
     /// One model call through the chain; see the module docs. On failure
-    /// the cursor is left at the last provider tried.
+    /// the cursor is left at the last provider tried. The answer's
+    /// `usage.cost` is priced at the answering provider's price (unknown
+    /// without one), so a turn stored from it carries what it cost.
     pub async fn complete(
         &self,
         cursor: &mut ChainCursor,
@@ -267,7 +286,8 @@ impl ProviderChain {
         let mut attempts_total = 0;
         while let Some(entry) = self.entries.get(cursor.position) {
             match call_with_retries(entry, request).await {
-                Ok((completion, attempts)) => {
+                Ok((mut completion, attempts)) => {
+                    completion.usage.cost = entry.price.map(|p| p.cost(&completion.usage));
                     return Ok(Answered {
                         completion,
                         provider_index: cursor.position,

@@ -10,6 +10,9 @@
 //! max_retries = 2               # optional; retries of retryable errors before failing over
 //! backoff = "500ms"             # optional; first retry delay, doubled each retry
 //! name = "primary"              # optional; how reports name it (default "kind:model")
+//! # optional; USD per million tokens. Left out: cost unknown (never 0).
+//! # Cache prices left out are charged at input_per_mtok.
+//! price = { input_per_mtok = 3.0, output_per_mtok = 15.0, cached_input_per_mtok = 0.3, cache_write_per_mtok = 3.75 }
 //!
 //! [[providers]]
 //! kind = "script"
@@ -23,6 +26,7 @@
 
 use std::{fmt, path::PathBuf, time::Duration};
 
+use inquest_core::Price;
 use serde::{Deserialize, Deserializer};
 
 use crate::script::ScriptError;
@@ -81,6 +85,15 @@ pub struct ProviderConfig {
     /// against the config file's directory first.
     #[serde(default)]
     pub script: Option<PathBuf>,
+    // Cost (issue 13 item 5).
+    /// USD per million tokens of this entry's model (`input_per_mtok`,
+    /// `output_per_mtok`, optional `cached_input_per_mtok` and
+    /// `cache_write_per_mtok`, see [`Price`]). Left out, the cost of its
+    /// calls is unknown, never zero. On the entry, not keyed by model name:
+    /// the same model costs differently at different endpoints (a local
+    /// server, a reseller).
+    #[serde(default)]
+    pub price: Option<Price>,
 }
 
 impl ProviderConfig {
@@ -96,6 +109,7 @@ impl ProviderConfig {
             max_retries: None,
             backoff: None,
             script: None,
+            price: None,
         }
     }
 
@@ -134,6 +148,9 @@ impl ProviderConfig {
         }
         if self.backoff() > MAX_BACKOFF {
             return Err(format!("`backoff` must be at most {MAX_BACKOFF:?}"));
+        }
+        if let Some(price) = &self.price {
+            price.validate()?;
         }
         match self.kind {
             ProviderKind::Anthropic | ProviderKind::OpenAi => {

@@ -7,6 +7,7 @@
 
 pub mod call_ids;
 pub mod cap;
+pub mod cost;
 pub mod exit;
 pub mod fixture;
 pub mod idempotency;
@@ -19,6 +20,7 @@ pub mod tools;
 pub mod turn;
 
 pub use call_ids::{is_valid_call_id, session_unique_call_ids, used_call_ids};
+pub use cost::{Cost, CostTotal, Price, UsageTotals};
 pub use exit::ExitReason;
 pub use idempotency::RequestFingerprint;
 pub use ids::{IdError, IncidentId, SessionId};

@@ -193,6 +193,14 @@ struct RawTurn {
     /// from before migration V8.
     #[serde(default)]
     x: bool,
+    /// Cache read and write tokens and the cost in nano-dollars (`null` =
+    /// unknown); absent in payloads from before migration V13.
+    #[serde(default)]
+    cr: i64,
+    #[serde(default)]
+    cw: i64,
+    #[serde(default)]
+    cu: Option<i64>,
 }
 
 impl RawTurn {
@@ -211,6 +219,11 @@ impl RawTurn {
             usage: TokenUsage {
                 input_tokens: u64::try_from(self.it).unwrap_or(0),
                 output_tokens: u64::try_from(self.ot).unwrap_or(0),
+                cache_read_input_tokens: u64::try_from(self.cr).unwrap_or(0),
+                cache_creation_input_tokens: u64::try_from(self.cw).unwrap_or(0),
+                cost: self
+                    .cu
+                    .map(|n| inquest_core::Cost::from_nanos(u64::try_from(n).unwrap_or(0))),
             },
             created_at: parse_time(&self.at)?,
         })

@@ -45,15 +45,22 @@ pub struct TurnPage {
 const APPEND_SQL: &str = "WITH bumped AS ( \
              UPDATE sessions SET head_seq = head_seq + 1, turn_count = turn_count + 1, \
                  tool_calls = tool_calls + $8, input_tokens = input_tokens + $9, \
-                 output_tokens = output_tokens + $10, updated_at = now() \
+                 output_tokens = output_tokens + $10, updated_at = now(), \
+                 cache_read_input_tokens = cache_read_input_tokens + $15, \
+                 cache_creation_input_tokens = cache_creation_input_tokens + $16, \
+                 cost_nano_usd = cost_nano_usd + coalesce($17::bigint, 0), \
+                 cost_unknown_turns = cost_unknown_turns \
+                     + CASE WHEN $2 = 'assistant' AND $17::bigint IS NULL THEN 1 ELSE 0 END \
              WHERE id = $1 AND ($11::bigint IS NULL OR lease_epoch = $11) \
              RETURNING head_seq, \
                  cardinality(array_remove(watch_replicas, $12::text)) > 0 AS watched), \
          ins AS ( \
              INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
                                 tool_name, is_error, input_tokens, output_tokens, write_id, \
-                                escaped) \
-             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14 FROM bumped \
+                                escaped, cache_read_input_tokens, cache_creation_input_tokens, \
+                                cost_nano_usd) \
+             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14, $15, $16, \
+                 $17 FROM bumped \
              RETURNING seq, created_at) \
          SELECT ins.seq, ins.created_at, \
              CASE WHEN bumped.watched THEN pg_notify('inquest_events', \
@@ -61,7 +68,8 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
          FROM ins, bumped, LATERAL (SELECT \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, 'q', ins.seq, \
                  'turn', json_build_object('r', $2, 'c', $3, 'tc', $4, 'ci', $5, 'tn', $6, \
-                     'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at, 'x', $14))::text AS whole, \
+                     'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at, 'x', $14, \
+                     'cr', $15, 'cw', $16, 'cu', $17::bigint))::text AS whole, \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, \
                  'q', ins.seq)::text AS brief) p";
 
@@ -130,6 +138,9 @@ pub(crate) async fn insert_turn(
                 &origin.as_str(),
                 &write_uuid,
                 &escaped,
+                &to_i64(usage.cache_read_input_tokens),
+                &to_i64(usage.cache_creation_input_tokens),
+                &usage.cost.map(|c| to_i64(c.nanos())),
             ],
         )
         .await;
