@@ -331,3 +331,58 @@ pub(super) fn reply_body(reply: &FakeReply, usage: &TokenUsage, model: &str) -> 
                   "output_tokens": usage.output_tokens}
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(system_control: Value, message_control: Value, text: &str) -> Value {
+        json!({"model": "m", "max_tokens": 10,
+            "system": [{"type": "text", "text": "s", "cache_control": system_control}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": text, "cache_control": message_control}]}]})
+    }
+
+    #[test]
+    fn cache_control_is_checked_as_the_api_does() {
+        let ephemeral = json!({"type": "ephemeral"});
+        assert_eq!(
+            validate(&body(ephemeral.clone(), ephemeral.clone(), "q")),
+            Ok(())
+        );
+        let ttl = json!({"type": "ephemeral", "ttl": "1h"});
+        assert_eq!(validate(&body(ttl, ephemeral.clone(), "q")), Ok(()));
+        let wrong_type = validate(&body(json!({"type": "persistent"}), ephemeral.clone(), "q"));
+        assert!(
+            wrong_type
+                .unwrap_err()
+                .contains("Input should be 'ephemeral'")
+        );
+        let not_object = validate(&body(json!("ephemeral"), ephemeral.clone(), "q"));
+        assert!(not_object.unwrap_err().contains("valid dictionary"));
+        let extra = validate(&body(
+            json!({"type": "ephemeral", "x": 1}),
+            ephemeral.clone(),
+            "q",
+        ));
+        assert!(extra.unwrap_err().contains("Extra inputs"));
+        let empty = validate(&body(ephemeral.clone(), ephemeral.clone(), " "));
+        assert!(empty.unwrap_err().contains("empty text blocks"));
+        // Five breakpoints: one too many.
+        let mut five = body(ephemeral.clone(), ephemeral.clone(), "q");
+        five["tools"] = json!([
+            {"name": "a", "input_schema": {"type": "object"}, "cache_control": ephemeral},
+            {"name": "b", "input_schema": {"type": "object"}, "cache_control": ephemeral},
+            {"name": "c", "input_schema": {"type": "object"}, "cache_control": ephemeral}]);
+        let too_many = validate(&five).unwrap_err();
+        assert!(
+            too_many.contains("A maximum of 4 blocks with cache_control"),
+            "{too_many}"
+        );
+        five["tools"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("cache_control");
+        assert_eq!(validate(&five), Ok(()));
+    }
+}
