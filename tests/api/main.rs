@@ -10,6 +10,7 @@ mod backpressure;
 mod call_ids;
 mod caps_provider;
 mod caps_tools;
+mod cost;
 mod error_details;
 mod errors;
 mod faults;
