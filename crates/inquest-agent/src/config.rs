@@ -299,6 +299,33 @@ mod tests {
     }
 
     #[test]
+    fn a_price_is_read_and_checked() {
+        let p = parse(
+            r#"{"providers": [{"kind": "openai", "model": "m",
+                "price": {"input_per_mtok": 0.15, "output_per_mtok": 0.6, "cached_input_per_mtok": 0.075}}]}"#,
+        )
+        .unwrap();
+        let price = p[0].price.unwrap();
+        assert_eq!(price.cached_input_per_mtok, Some(0.075));
+        assert_eq!(price.cache_write_per_mtok, None);
+        assert!(p[0].validate().is_ok());
+        // A typo in a rate's name is refused, not read as "no price".
+        assert!(
+            parse(
+                r#"{"providers": [{"kind": "openai", "model": "m",
+                "price": {"input_per_mtok": 1, "output_per_mtok": 1, "cache_per_mtok": 1}}]}"#
+            )
+            .is_err()
+        );
+        let mut negative = p[0].clone();
+        negative.price = Some(Price {
+            output_per_mtok: -1.0,
+            ..price
+        });
+        assert!(negative.validate().unwrap_err().contains("output_per_mtok"));
+    }
+
+    #[test]
     fn validation_names_the_problem() {
         let mut c = ProviderConfig::new(ProviderKind::Anthropic);
         assert!(c.validate().unwrap_err().contains("model"));
