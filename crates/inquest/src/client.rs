@@ -483,6 +483,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_cost_is_shown_known_partly_known_or_unknown_never_as_zero() {
+        assert_eq!(cost_text(0.0123, true, 0), "$0.012300");
+        assert_eq!(cost_text(0.0, true, 0), "$0.000000");
+        assert_eq!(
+            cost_text(0.5, false, 2),
+            "at least $0.500000 (2 call(s) unpriced)"
+        );
+        assert_eq!(cost_text(0.0, false, 3), "unknown (no price configured)");
+    }
+
+    #[test]
     fn a_watch_reconnects_by_reason_and_from_the_named_cursor() {
         let lagged = reason::status(
             Code::Aborted,
