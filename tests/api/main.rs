@@ -12,6 +12,7 @@ mod call_ids;
 mod caps_provider;
 mod caps_tools;
 mod compaction;
+mod cost;
 mod db_tls;
 mod error_details;
 mod errors;

@@ -27,10 +27,7 @@ fn assistant(text: &str) -> NewTurn {
     NewTurn::Assistant {
         text: text.into(),
         tool_calls: Vec::new(),
-        usage: TokenUsage {
-            input_tokens: 10,
-            output_tokens: 3,
-        },
+        usage: TokenUsage::new(10, 3),
     }
 }
 

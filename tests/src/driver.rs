@@ -49,10 +49,7 @@ impl Driver {
             .append(NewTurn::Assistant {
                 text: text.into(),
                 tool_calls: Vec::new(),
-                usage: TokenUsage {
-                    input_tokens: 10,
-                    output_tokens: 5,
-                },
+                usage: TokenUsage::new(10, 5),
             })
             .await
             .expect("appending an assistant turn")

@@ -609,8 +609,8 @@ impl Agent {
         state: &mut SessionState,
         exit: ExitReason,
         stop: &Stop,
-    ) -> (ExitReason, String, inquest_core::TokenUsage) {
-        let none = inquest_core::TokenUsage::default();
+    ) -> (ExitReason, String, Option<inquest_core::TokenUsage>) {
+        let none = None;
         if !report::worth_authoring(exit) || state.transcript.is_empty() {
             return (exit, report::fallback_summary(exit, state), none);
         }
@@ -632,7 +632,7 @@ impl Agent {
         };
         match answered {
             Some(Ok(a)) if !a.completion.text.trim().is_empty() => {
-                (exit, a.completion.text, a.completion.usage)
+                (exit, a.completion.text, Some(a.completion.usage))
             }
             other => {
                 if let Some(Err(e)) = &other {
@@ -644,7 +644,12 @@ impl Agent {
                     }
                     other => other,
                 };
-                (exit, report::fallback_summary(exit, state), none)
+                // A blank answer still cost its tokens.
+                let spent = match other {
+                    Some(Ok(a)) => Some(a.completion.usage),
+                    _ => none,
+                };
+                (exit, report::fallback_summary(exit, state), spent)
             }
         }
     }

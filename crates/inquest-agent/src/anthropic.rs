@@ -108,23 +108,54 @@ impl Provider for AnthropicProvider {
 }
 
 /// The JSON body for one request.
+///
+/// Prompt caching: cache breakpoints (`cache_control: {"type":
+/// "ephemeral"}`, [`cache_control`]) go on the system block (the system
+/// prompt is sent as one text block for that), on the last tool
+/// definition, and on the last content block of the newest message: three
+/// of the API's four. The API caches tools, then system, then messages, so
+/// the first two cache the part that never changes in a session and the
+/// third everything up to the newest turn, which the next call of the
+/// burst, or of a resume, sends again byte for byte (the body is built
+/// only from the transcript, whose maps are ordered: serde_json's `Map` is
+/// a `BTreeMap` here, nothing enables `preserve_order`).
 pub fn request_body(model: &str, request: &CompletionRequest<'_>) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("max_tokens".into(), json!(request.max_tokens));
     if !request.system.trim().is_empty() {
-        body.insert("system".into(), json!(request.system));
+        body.insert(
+            "system".into(),
+            json!([{"type": "text", "text": request.system, "cache_control": cache_control()}]),
+        );
     }
-    body.insert("messages".into(), Value::Array(messages(request.messages)));
+    let mut messages = messages(request.messages);
+    if let Some(last) = messages
+        .last_mut()
+        .and_then(|m| m["content"].as_array_mut())
+        .and_then(|blocks| blocks.last_mut())
+        .and_then(Value::as_object_mut)
+    {
+        last.insert("cache_control".into(), cache_control());
+    }
+    body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
-        let tools = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
+        if let Some(last) = tools.last_mut().and_then(Value::as_object_mut) {
+            last.insert("cache_control".into(), cache_control());
+        }
         body.insert("tools".into(), Value::Array(tools));
     }
     Value::Object(body)
+}
+
+/// The cache breakpoint every marked block carries.
+pub fn cache_control() -> Value {
+    json!({"type": "ephemeral"})
 }
 
 /// Maps and folds the transcript; see the module docs.
@@ -227,12 +258,20 @@ pub fn parse_response(answer: &Value) -> Result<Completion, ProviderError> {
     }
     let usage = &answer["usage"];
     let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+    let (read, write) = (
+        count("cache_read_input_tokens"),
+        count("cache_creation_input_tokens"),
+    );
     let usage = TokenUsage {
-        // Cached prompt tokens are input tokens too.
+        // The API's `input_tokens` leaves out the cached parts; ours counts
+        // every prompt token, with the cached parts also on their own.
         input_tokens: count("input_tokens")
-            + count("cache_creation_input_tokens")
-            + count("cache_read_input_tokens"),
+            .saturating_add(read)
+            .saturating_add(write),
         output_tokens: count("output_tokens"),
+        cache_read_input_tokens: read,
+        cache_creation_input_tokens: write,
+        cost: None,
     };
     let stop_reason = match answer["stop_reason"].as_str() {
         Some("end_turn") => StopReason::EndTurn,
@@ -327,6 +366,8 @@ mod tests {
         assert_eq!(c.text, "looking");
         assert_eq!(c.tool_calls, vec![call("t1", r#"{"q":"oom"}"#)]);
         assert_eq!(c.usage.input_tokens, 15);
+        assert_eq!(c.usage.cache_read_input_tokens, 5);
+        assert_eq!(c.usage.cache_creation_input_tokens, 0);
         assert_eq!(c.stop_reason, StopReason::ToolUse);
         assert!(parse_response(&json!({"x": 1})).is_err());
         let no_id = json!({"content": [{"type": "tool_use", "name": "g", "input": {}}]});

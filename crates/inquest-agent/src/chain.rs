@@ -30,6 +30,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
+use inquest_core::Price;
 use tracing::Instrument;
 
 use crate::{
@@ -73,6 +74,9 @@ struct Entry {
     /// the provider has none (a script, or one pushed by an embedder).
     model: String,
     budget: Budget,
+    /// The model's price (`price` on its `[[providers]]` entry); `None`:
+    /// its calls' cost is unknown.
+    price: Option<Price>,
 }
 
 /// Providers in failover order.
@@ -184,10 +188,10 @@ impl ProviderChain {
         provider: Box<dyn Provider>,
         policy: RetryPolicy,
     ) {
-        self.push_with_budget(name, provider, policy, Budget::default());
+        self.push_with(name, provider, policy, Budget::default(), None);
     }
 
-    /// Appends a provider with its budget.
+    /// Appends a provider with its budget (tokens).
     pub fn push_with_budget(
         &mut self,
         name: impl Into<String>,
@@ -195,12 +199,36 @@ impl ProviderChain {
         policy: RetryPolicy,
         budget: Budget,
     ) {
+        self.push_with(name, provider, policy, budget, None);
+    }
+
+    /// Appends a provider whose calls cost `price` (`None`: unknown).
+    pub fn push_priced(
+        &mut self,
+        name: impl Into<String>,
+        provider: Box<dyn Provider>,
+        policy: RetryPolicy,
+        price: Option<Price>,
+    ) {
+        self.push_with(name, provider, policy, Budget::default(), price);
+    }
+
+    /// Appends a provider with its budget and price.
+    pub fn push_with(
+        &mut self,
+        name: impl Into<String>,
+        provider: Box<dyn Provider>,
+        policy: RetryPolicy,
+        budget: Budget,
+        price: Option<Price>,
+    ) {
         self.entries.push(Entry {
             name: name.into(),
             provider,
             policy,
             model: String::new(),
             budget,
+            price,
         });
     }
 
@@ -312,7 +340,7 @@ impl ProviderChain {
                 context_window: config.context_window(),
                 output_reserve: config.output_reserve(),
             };
-            chain.push_with_budget(name, provider, policy, budget);
+            chain.push_with(name, provider, policy, budget, config.price);
             if let Some(entry) = chain.entries.last_mut() {
                 entry.model = model.to_owned();
             }
@@ -334,7 +362,9 @@ impl ProviderChain {
     }
 
     /// One model call through the chain; see the module docs. On failure
-    /// the cursor is left at the last provider tried.
+    /// the cursor is left at the last provider tried. The answer's
+    /// `usage.cost` is priced at the answering provider's price (unknown
+    /// without one), so a turn stored from it carries what it cost.
     pub async fn complete(
         &self,
         cursor: &mut ChainCursor,
@@ -344,7 +374,8 @@ impl ProviderChain {
         let mut attempts_total = 0;
         while let Some(entry) = self.entries.get(cursor.position) {
             match call_with_retries(entry, request).await {
-                Ok((completion, attempts)) => {
+                Ok((mut completion, attempts)) => {
+                    completion.usage.cost = entry.price.map(|p| p.cost(&completion.usage));
                     return Ok(Answered {
                         completion,
                         provider_index: cursor.position,

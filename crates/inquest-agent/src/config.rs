@@ -12,6 +12,9 @@
 //! name = "primary"              # optional; how reports name it (default "kind:model")
 //! context_window = 200000       # optional; tokens (default by model family, see below)
 //! output_reserve = 4096         # optional; tokens kept free for the answer
+//! # optional; USD per million tokens. Left out: cost unknown (never 0).
+//! # Cache prices left out are charged at input_per_mtok.
+//! price = { input_per_mtok = 3.0, output_per_mtok = 15.0, cached_input_per_mtok = 0.3, cache_write_per_mtok = 3.75 }
 //!
 //! [[providers]]
 //! kind = "script"
@@ -25,6 +28,7 @@
 
 use std::{fmt, path::PathBuf, time::Duration};
 
+use inquest_core::Price;
 use serde::{Deserialize, Deserializer};
 
 use crate::script::ScriptError;
@@ -118,6 +122,15 @@ pub struct ProviderConfig {
     /// [`DEFAULT_OUTPUT_RESERVE`], at most half the window).
     #[serde(default)]
     pub output_reserve: Option<u64>,
+    // Cost (issue 13 item 5).
+    /// USD per million tokens of this entry's model (`input_per_mtok`,
+    /// `output_per_mtok`, optional `cached_input_per_mtok` and
+    /// `cache_write_per_mtok`, see [`Price`]). Left out, the cost of its
+    /// calls is unknown, never zero. On the entry, not keyed by model name:
+    /// the same model costs differently at different endpoints (a local
+    /// server, a reseller).
+    #[serde(default)]
+    pub price: Option<Price>,
 }
 
 impl ProviderConfig {
@@ -135,6 +148,7 @@ impl ProviderConfig {
             script: None,
             context_window: None,
             output_reserve: None,
+            price: None,
         }
     }
 
@@ -193,6 +207,9 @@ impl ProviderConfig {
         }
         if self.output_reserve() > self.context_window() / 2 {
             return Err("`output_reserve` must be at most half of `context_window`".into());
+        }
+        if let Some(price) = &self.price {
+            price.validate()?;
         }
         match self.kind {
             ProviderKind::Anthropic | ProviderKind::OpenAi => {
@@ -366,6 +383,33 @@ mod tests {
         c.context_window = Some(16_384);
         c.output_reserve = Some(9000);
         assert!(c.validate().unwrap_err().contains("output_reserve"));
+    }
+
+    #[test]
+    fn a_price_is_read_and_checked() {
+        let p = parse(
+            r#"{"providers": [{"kind": "openai", "model": "m",
+                "price": {"input_per_mtok": 0.15, "output_per_mtok": 0.6, "cached_input_per_mtok": 0.075}}]}"#,
+        )
+        .unwrap();
+        let price = p[0].price.unwrap();
+        assert_eq!(price.cached_input_per_mtok, Some(0.075));
+        assert_eq!(price.cache_write_per_mtok, None);
+        assert!(p[0].validate().is_ok());
+        // A typo in a rate's name is refused, not read as "no price".
+        assert!(
+            parse(
+                r#"{"providers": [{"kind": "openai", "model": "m",
+                "price": {"input_per_mtok": 1, "output_per_mtok": 1, "cache_per_mtok": 1}}]}"#
+            )
+            .is_err()
+        );
+        let mut negative = p[0].clone();
+        negative.price = Some(Price {
+            output_per_mtok: -1.0,
+            ..price
+        });
+        assert!(negative.validate().unwrap_err().contains("output_per_mtok"));
     }
 
     #[test]

@@ -214,9 +214,18 @@ pub fn parse_response(answer: &Value) -> Result<Completion, ProviderError> {
             });
         }
     }
+    let usage = &answer["usage"];
     let usage = TokenUsage {
-        input_tokens: answer["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
-        output_tokens: answer["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+        // `prompt_tokens` includes the cached ones.
+        input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
+        output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+        cache_read_input_tokens: usage["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+        // The format reports no cache writes (OpenAI's caching is automatic
+        // and writes are not billed apart).
+        cache_creation_input_tokens: 0,
+        cost: None,
     };
     let stop_reason = match choice["finish_reason"].as_str() {
         Some("stop") => StopReason::EndTurn,
@@ -267,7 +276,8 @@ mod tests {
             "tool_calls": [{"id": "x", "type": "function", "function": {"name": "g", "arguments": "{\"a\": "}},
                            {"type": "function", "function": {"name": "h", "arguments": "{}"}}]},
             "finish_reason": "tool_calls"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 4}});
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4,
+                      "prompt_tokens_details": {"cached_tokens": 2}}});
         let c = parse_response(&answer).unwrap();
         assert_eq!(
             c.tool_calls[0].arguments,
@@ -277,8 +287,8 @@ mod tests {
         assert_eq!(
             c.usage,
             TokenUsage {
-                input_tokens: 3,
-                output_tokens: 4
+                cache_read_input_tokens: 2,
+                ..TokenUsage::new(3, 4)
             }
         );
         assert_eq!(c.stop_reason, StopReason::ToolUse);

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use inquest_core::{AuditCounters, ExitReason, TokenUsage, active_time};
+use inquest_core::{AuditCounters, ExitReason, Role, TokenUsage, UsageTotals, active_time};
 use serde::{Deserialize, Serialize};
 
 use crate::state::SessionState;
@@ -37,6 +37,11 @@ pub struct BurstReport {
     pub servers_used: Vec<String>,
     /// Working time summed over the session's bursts; idle gaps excluded.
     pub active_time_ms: u64,
+    /// This burst's model calls only, tokens by kind and cost: its
+    /// assistant turns (since its opening user turn, so a recovered burst
+    /// counts the turns its first worker stored too) and its author call.
+    #[serde(default)]
+    pub burst_usage: UsageTotals,
 }
 
 /// Skills whose server is among the session's tool servers.
@@ -93,19 +98,36 @@ pub fn build(
     state: &SessionState,
     exit: ExitReason,
     summary: String,
-    author_usage: TokenUsage,
+    author_usage: Option<TokenUsage>,
     skills: &[Skill],
     skills_loaded: Vec<String>,
 ) -> BurstReport {
     let mut audit = state.audit;
-    audit.input_tokens += author_usage.input_tokens;
-    audit.output_tokens += author_usage.output_tokens;
+    if let Some(author) = &author_usage {
+        audit.input_tokens += author.input_tokens;
+        audit.output_tokens += author.output_tokens;
+    }
     let skills_used = skills
         .iter()
         .filter(|s| skills_loaded.contains(&s.name) && state.servers_used.contains(&s.server))
         .map(|s| s.name.clone())
         .collect();
     let active = active_time(&state.turns);
+    let mut burst_usage = UsageTotals::default();
+    let opening = state
+        .turns
+        .iter()
+        .rposition(|t| t.role == Role::User)
+        .unwrap_or(0);
+    for turn in state.turns[opening..]
+        .iter()
+        .filter(|t| t.role == Role::Assistant)
+    {
+        burst_usage.add(&turn.usage);
+    }
+    if let Some(author) = &author_usage {
+        burst_usage.add(author);
+    }
     BurstReport {
         burst: state.burst,
         exit_reason: exit,
@@ -115,6 +137,7 @@ pub fn build(
         skills_used,
         servers_used: state.servers_used.iter().cloned().collect(),
         active_time_ms: u64::try_from(active.whole_milliseconds()).unwrap_or(0),
+        burst_usage,
     }
 }
 

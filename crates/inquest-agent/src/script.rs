@@ -270,10 +270,7 @@ fn estimate_usage(request: &CompletionRequest<'_>, text: &str, calls: &[ToolCall
             .map(|c| c.name.len() + c.arguments.as_sent().len())
             .sum::<usize>();
     let tokens = |chars: usize| u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
-    TokenUsage {
-        input_tokens: tokens(prompt),
-        output_tokens: tokens(reply),
-    }
+    TokenUsage::new(tokens(prompt), tokens(reply))
 }
 
 #[cfg(test)]
@@ -310,12 +307,6 @@ mod tests {
             max_tokens: 10,
         };
         let c = script.reply(&request);
-        assert_eq!(
-            c.usage,
-            TokenUsage {
-                input_tokens: 1,
-                output_tokens: 2
-            }
-        );
+        assert_eq!(c.usage, TokenUsage::new(1, 2));
     }
 }

@@ -161,10 +161,7 @@ impl FixtureTurn {
             tool_call_id: self.tool_call_id.clone(),
             tool_name: self.tool_name.clone(),
             is_error: self.is_error,
-            usage: TokenUsage {
-                input_tokens: self.input_tokens,
-                output_tokens: self.output_tokens,
-            },
+            usage: TokenUsage::new(self.input_tokens, self.output_tokens),
             created_at: self.created_at.unwrap_or(OffsetDateTime::UNIX_EPOCH),
         })
     }

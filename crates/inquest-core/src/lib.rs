@@ -9,6 +9,7 @@ pub mod auth;
 pub mod call_ids;
 pub mod cap;
 pub mod compaction;
+pub mod cost;
 pub mod exit;
 pub mod fixture;
 pub mod idempotency;
@@ -22,6 +23,7 @@ pub mod tools;
 pub mod turn;
 
 pub use call_ids::{is_valid_call_id, session_unique_call_ids, used_call_ids};
+pub use cost::{Cost, CostTotal, Price, UsageTotals};
 pub use exit::ExitReason;
 pub use idempotency::RequestFingerprint;
 pub use ids::{IdError, IncidentId, SessionId};

@@ -182,11 +182,41 @@ impl ToolCall {
     }
 }
 
-/// Tokens a model call consumed, as the provider reported them.
+/// Tokens a model call consumed, as the provider reported them, and what
+/// they cost.
+///
+/// `input_tokens` counts every prompt token, cached ones included; the two
+/// cache counts are the parts of it the provider read from its prompt
+/// cache and wrote to it (Anthropic `cache_read_input_tokens` /
+/// `cache_creation_input_tokens`, OpenAI
+/// `prompt_tokens_details.cached_tokens`, which has no write count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TokenUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    // Prompt caching and cost (issue 13 items 4–5; migration V13).
+    /// Of `input_tokens`: read from the provider's prompt cache.
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+    /// Of `input_tokens`: written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+    /// What the call cost at the configured price of the provider that
+    /// answered it (`crate::cost`); `None` = unknown (no price configured),
+    /// never a made-up zero.
+    #[serde(default)]
+    pub cost: Option<crate::cost::Cost>,
+}
+
+impl TokenUsage {
+    /// Input and output counts only (cache counts zero, cost unknown).
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Self {
+            input_tokens,
+            output_tokens,
+            ..Self::default()
+        }
+    }
 }
 
 /// What a compaction turn records besides its summary. Stored as the

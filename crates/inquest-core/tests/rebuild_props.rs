@@ -102,7 +102,7 @@ prop_compose! {
             tool_call_id: result_id,
             tool_name: name,
             is_error,
-            usage: TokenUsage { input_tokens: tokens.0, output_tokens: tokens.1 },
+            usage: TokenUsage::new(tokens.0, tokens.1),
             created_at: OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(secs),
         })
     }

@@ -70,6 +70,11 @@ pub fn session(s: SessionRow) -> pb::Session {
         lease_expires_at: s.lease_expires_at.map(timestamp),
         lease_epoch: s.lease_epoch,
         trace_id: s.trace_id.unwrap_or_default(),
+        cache_read_input_tokens: count(s.cache_read_input_tokens),
+        cache_creation_input_tokens: count(s.cache_creation_input_tokens),
+        cost_usd: s.cost.known.usd(),
+        cost_complete: s.cost.complete(),
+        cost_unknown_turns: count(s.cost.unknown_calls),
     }
 }
 
@@ -180,6 +185,9 @@ pub fn turn(t: &Turn) -> pb::SessionTurn {
             tokens_before: count(c.tokens_before),
             tokens_after: count(c.tokens_after),
         }),
+        cache_read_input_tokens: count(t.usage.cache_read_input_tokens),
+        cache_creation_input_tokens: count(t.usage.cache_creation_input_tokens),
+        cost_usd: t.usage.cost.map(inquest_core::Cost::usd),
     }
 }
 
@@ -326,6 +334,12 @@ pub fn report(r: inquest_store::ReportRow) -> pb::Report {
             .and_then(serde_json::Value::as_i64)
             .unwrap_or(0)
     };
+    let burst = |key: &str| {
+        r.counters["burst"]
+            .get(key)
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(0)
+    };
     let names = |key: &str| -> Vec<String> {
         r.counters
             .get(key)
@@ -351,6 +365,16 @@ pub fn report(r: inquest_store::ReportRow) -> pb::Report {
         servers_used: names("servers_used"),
         active_time_ms: count(r.active_ms),
         created_at: Some(timestamp(r.created_at)),
+        // Reports saved before the burst figures existed have none: their
+        // cost is unknown (0 known, not complete).
+        cost_usd: burst("cost_nano_usd") as f64 / 1e9,
+        cost_complete: r.counters.get("burst").is_some() && burst("cost_unknown_calls") == 0,
+        burst_model_calls: burst("calls"),
+        burst_input_tokens: burst("input_tokens"),
+        burst_output_tokens: burst("output_tokens"),
+        burst_cache_read_input_tokens: burst("cache_read_input_tokens"),
+        burst_cache_creation_input_tokens: burst("cache_creation_input_tokens"),
+        cost_unknown_calls: burst("cost_unknown_calls"),
     }
 }
 

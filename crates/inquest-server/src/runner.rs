@@ -526,6 +526,16 @@ impl Runner {
                 "skills_loaded": report.skills_loaded,
                 "skills_used": report.skills_used,
                 "servers_used": report.servers_used,
+                // This burst's model calls (its turns and author call).
+                "burst": {
+                    "calls": report.burst_usage.calls,
+                    "input_tokens": report.burst_usage.input_tokens,
+                    "output_tokens": report.burst_usage.output_tokens,
+                    "cache_read_input_tokens": report.burst_usage.cache_read_input_tokens,
+                    "cache_creation_input_tokens": report.burst_usage.cache_creation_input_tokens,
+                    "cost_nano_usd": report.burst_usage.cost.known.nanos(),
+                    "cost_unknown_calls": report.burst_usage.cost.unknown_calls,
+                },
             });
             let saved = burst
                 .save_report(NewReport {

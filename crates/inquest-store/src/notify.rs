@@ -197,6 +197,14 @@ struct RawTurn {
     /// before it, null for other turns.
     #[serde(default)]
     rp: Option<Value>,
+    /// Cache read and write tokens and the cost in nano-dollars (`null` =
+    /// unknown); absent in payloads from before migration V13.
+    #[serde(default)]
+    cr: i64,
+    #[serde(default)]
+    cw: i64,
+    #[serde(default)]
+    cu: Option<i64>,
 }
 
 impl RawTurn {
@@ -219,6 +227,11 @@ impl RawTurn {
             usage: TokenUsage {
                 input_tokens: u64::try_from(self.it).unwrap_or(0),
                 output_tokens: u64::try_from(self.ot).unwrap_or(0),
+                cache_read_input_tokens: u64::try_from(self.cr).unwrap_or(0),
+                cache_creation_input_tokens: u64::try_from(self.cw).unwrap_or(0),
+                cost: self
+                    .cu
+                    .map(|n| inquest_core::Cost::from_nanos(u64::try_from(n).unwrap_or(0))),
             },
             created_at: parse_time(&self.at)?,
         })
@@ -246,6 +259,39 @@ mod tests {
                 started_at: at,
             }
         );
+    }
+
+    #[test]
+    fn a_turn_carries_its_cache_counts_and_cost_and_older_payloads_have_none() {
+        let session = SessionId::new();
+        let payload = |usage: &str| {
+            format!(
+                r#"{{"v": 1, "o": "r1", "k": "turn", "s": "{}", "q": 2, "turn": {{
+                "r": "assistant", "c": "x", "tc": [], "ci": null, "tn": null, "e": false,
+                "it": 100, "ot": 5, "at": "2024-01-01T00:00:00Z", "x": false{usage}}}}}"#,
+                session.as_uuid()
+            )
+        };
+        let usage_of = |text: &str| match Notification::parse(text).unwrap() {
+            Notification::Turn { turn: Some(t), .. } => t.usage,
+            other => panic!("not a whole turn: {other:?}"),
+        };
+        let priced = usage_of(&payload(r#", "cr": 60, "cw": 30, "cu": 1234"#));
+        assert_eq!(
+            (
+                priced.cache_read_input_tokens,
+                priced.cache_creation_input_tokens
+            ),
+            (60, 30)
+        );
+        assert_eq!(priced.cost, Some(inquest_core::Cost::from_nanos(1234)));
+        // `null` is unknown, and so is a payload from before migration V13.
+        assert_eq!(
+            usage_of(&payload(r#", "cr": 0, "cw": 0, "cu": null"#)).cost,
+            None
+        );
+        let old = usage_of(&payload(""));
+        assert_eq!((old.cache_read_input_tokens, old.cost), (0, None));
     }
 
     #[test]

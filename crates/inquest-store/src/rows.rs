@@ -1,7 +1,7 @@
 //! Row → domain decoding, in one place so every query reads rows the same
 //! way and a bad row becomes [`StoreError::Corrupt`] instead of a panic.
 
-use inquest_core::{Role, Seq, SessionId, TokenUsage, Turn};
+use inquest_core::{Cost, Role, Seq, SessionId, TokenUsage, Turn};
 use tokio_postgres::Row;
 
 use crate::{StoreError, text};
@@ -11,9 +11,11 @@ use crate::{StoreError, text};
 /// `escaped` (migration V8) says the row's text fields are stored in the
 /// encoding of [`crate::text`]; they are decoded here, so no caller sees it.
 /// `recovery_plan` (migration V11) is a recovery notice's plan, NULL for
-/// any other turn; it follows the flag like `tool_calls`.
+/// any other turn; it follows the flag like `tool_calls`. The cache counts
+/// and the cost (`NULL` = unknown) are migration V13.
 pub(crate) const TURN_COLUMNS: &str = "session_id, seq, role, content, tool_calls, tool_call_id, \
-     tool_name, is_error, input_tokens, output_tokens, created_at, escaped, recovery_plan";
+     tool_name, is_error, input_tokens, output_tokens, created_at, escaped, recovery_plan, \
+     cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd";
 
 pub(crate) fn get<'a, T>(row: &'a Row, idx: usize) -> Result<T, StoreError>
 where
@@ -56,6 +58,9 @@ pub(crate) fn turn_from_row(row: &Row) -> Result<Turn, StoreError> {
         usage: TokenUsage {
             input_tokens: count(get(row, 8)?),
             output_tokens: count(get(row, 9)?),
+            cache_read_input_tokens: count(get(row, 13)?),
+            cache_creation_input_tokens: count(get(row, 14)?),
+            cost: get::<Option<i64>>(row, 15)?.map(|n| Cost::from_nanos(count(n))),
         },
         created_at: get(row, 10)?,
     })

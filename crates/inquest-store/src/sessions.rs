@@ -24,6 +24,11 @@ pub struct SessionRow {
     pub tool_calls: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    // Prompt caching and cost, over the session's turns (migration V13).
+    pub cache_read_input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+    /// Known costs summed, and how many assistant turns had none.
+    pub cost: inquest_core::CostTotal,
     pub created_at: OffsetDateTime,
     pub updated_at: OffsetDateTime,
     /// The serde form of the last recovery plan a resume acted on
@@ -51,7 +56,8 @@ impl SessionRow {
 
 pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, head_seq, turn_count, \
      tool_calls, input_tokens, output_tokens, created_at, updated_at, last_recovery_plan, \
-     lease_owner, lease_expires_at, lease_epoch, recovery_plan_escaped, trace_id";
+     lease_owner, lease_expires_at, lease_epoch, recovery_plan_escaped, trace_id, \
+     cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, cost_unknown_turns";
 
 pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
     let status: &str = get(row, 2)?;
@@ -69,6 +75,12 @@ pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
         tool_calls: count(get(row, 6)?),
         input_tokens: count(get(row, 7)?),
         output_tokens: count(get(row, 8)?),
+        cache_read_input_tokens: count(get(row, 17)?),
+        cache_creation_input_tokens: count(get(row, 18)?),
+        cost: inquest_core::CostTotal {
+            known: inquest_core::Cost::from_nanos(count(get(row, 19)?)),
+            unknown_calls: count(get(row, 20)?),
+        },
         created_at: get(row, 9)?,
         updated_at: get(row, 10)?,
         last_recovery_plan: plan

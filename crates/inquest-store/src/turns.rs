@@ -40,23 +40,30 @@ pub struct TurnPage {
 /// with `$14` (`escaped`) set, for the row and for the notification alike
 /// (which therefore carries the flag, `x`). `$15` is a recovery notice's
 /// plan (`recovery_plan`, migration V11; NULL for other turns), inlined as
-/// `rp` like the tool calls.
+/// `rp` like the tool calls; `$16`–`$18` are the cache counts and the cost
+/// (migration V13), inlined as `cr`, `cw`, `cu`.
 ///
 /// Only `seq` and `created_at` come back: the rest of the row is what the
 /// caller sent, so it is not shipped back and decoded again.
 const APPEND_SQL: &str = "WITH bumped AS ( \
              UPDATE sessions SET head_seq = head_seq + 1, turn_count = turn_count + 1, \
                  tool_calls = tool_calls + $8, input_tokens = input_tokens + $9, \
-                 output_tokens = output_tokens + $10, updated_at = now() \
+                 output_tokens = output_tokens + $10, updated_at = now(), \
+                 cache_read_input_tokens = cache_read_input_tokens + $16, \
+                 cache_creation_input_tokens = cache_creation_input_tokens + $17, \
+                 cost_nano_usd = cost_nano_usd + coalesce($18::bigint, 0), \
+                 cost_unknown_turns = cost_unknown_turns \
+                     + CASE WHEN $2 = 'assistant' AND $18::bigint IS NULL THEN 1 ELSE 0 END \
              WHERE id = $1 AND ($11::bigint IS NULL OR lease_epoch = $11) \
              RETURNING head_seq, \
                  cardinality(array_remove(watch_replicas, $12::text)) > 0 AS watched), \
          ins AS ( \
              INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
                                 tool_name, is_error, input_tokens, output_tokens, write_id, \
-                                escaped, recovery_plan) \
-             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14, $15 \
-             FROM bumped \
+                                escaped, recovery_plan, cache_read_input_tokens, \
+                                cache_creation_input_tokens, cost_nano_usd) \
+             SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14, $15, $16, \
+                 $17, $18 FROM bumped \
              RETURNING seq, created_at) \
          SELECT ins.seq, ins.created_at, \
              CASE WHEN bumped.watched THEN pg_notify('inquest_events', \
@@ -65,7 +72,7 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, 'q', ins.seq, \
                  'turn', json_build_object('r', $2, 'c', $3, 'tc', $4, 'ci', $5, 'tn', $6, \
                      'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at, 'x', $14, \
-                     'rp', $15::jsonb))::text AS whole, \
+                     'rp', $15::jsonb, 'cr', $16, 'cw', $17, 'cu', $18::bigint))::text AS whole, \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, \
                  'q', ins.seq)::text AS brief) p";
 
@@ -140,6 +147,9 @@ pub(crate) async fn insert_turn(
                 &write_uuid,
                 &escaped,
                 &stored_plan.as_deref(),
+                &to_i64(usage.cache_read_input_tokens),
+                &to_i64(usage.cache_creation_input_tokens),
+                &usage.cost.map(|c| to_i64(c.nanos())),
             ],
         )
         .await;

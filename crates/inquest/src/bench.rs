@@ -149,6 +149,25 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         iterations: usize,
     },
+    /// Prompt caching: the share of each model request that repeats the
+    /// previous one byte for byte, over a real investigation (real loop,
+    /// real `read_file` tool, fake provider behind each real adapter) with a
+    /// resume in the middle (see `bench_cache.rs`).
+    Cache {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Tool calls over the whole investigation.
+        #[arg(long, default_value_t = 60)]
+        calls: u32,
+        /// Of those, made after the follow-up's resume.
+        #[arg(long, default_value_t = 20)]
+        follow_up_calls: u32,
+        /// Log lines each read_file call returns.
+        #[arg(long, default_value_t = 30)]
+        lines_per_call: u32,
+    },
 }
 
 /// The database a benchmark runs against: `database_url`, or an embedded
@@ -272,6 +291,23 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 seconds,
                 model_delay: Duration::from_millis(model_delay_ms),
                 max_running_bursts,
+            })
+            .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Cache {
+            database_url,
+            calls,
+            follow_up_calls,
+            lines_per_call,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_cache::run(crate::bench_cache::CacheBench {
+                url,
+                calls,
+                follow_up_calls,
+                lines_per_call,
             })
             .await;
             release(embedded).await?;

@@ -71,10 +71,7 @@ impl Provider for InstantProvider {
             } else {
                 Vec::new()
             },
-            usage: TokenUsage {
-                input_tokens: 100,
-                output_tokens: 10,
-            },
+            usage: TokenUsage::new(100, 10),
             stop_reason: if call {
                 StopReason::ToolUse
             } else {

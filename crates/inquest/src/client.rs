@@ -354,10 +354,21 @@ pub async fn incident(target: Target, command: IncidentCommand) -> anyhow::Resul
     Ok(())
 }
 
+/// A cost as the CLI shows it: `$0.012345`, `at least $0.01 (N call(s)
+/// unpriced)`, or `unknown`; never a made-up `$0`.
+pub(crate) fn cost_text(usd: f64, complete: bool, unknown_calls: i64) -> String {
+    match (complete, usd > 0.0) {
+        (true, _) => format!("${usd:.6}"),
+        (false, true) => format!("at least ${usd:.6} ({unknown_calls} call(s) unpriced)"),
+        (false, false) => "unknown (no price configured)".to_owned(),
+    }
+}
+
 fn print_session(s: &pb::Session) {
     let status = status_name(s.status);
     println!(
-        "session {}  incident {}  status {}{}  turns {}  head_seq {}  tokens {}/{}",
+        "session {}  incident {}  status {}{}  turns {}  head_seq {}  tokens {}/{}  \
+         cached {} read / {} written  cost {}",
         s.id,
         s.incident_id,
         status,
@@ -370,6 +381,9 @@ fn print_session(s: &pb::Session) {
         s.head_seq,
         s.input_tokens,
         s.output_tokens,
+        s.cache_read_input_tokens,
+        s.cache_creation_input_tokens,
+        cost_text(s.cost_usd, s.cost_complete, s.cost_unknown_turns),
     );
     if !s.lease_owner.is_empty() || s.lease_epoch > 0 {
         println!(
@@ -506,9 +520,19 @@ pub fn render_turn(t: &pb::SessionTurn) -> String {
     }
     if t.input_tokens > 0 || t.output_tokens > 0 {
         line.push_str(&format!(
-            "  ({} in / {} out tokens)",
+            "  ({} in / {} out tokens",
             t.input_tokens, t.output_tokens
         ));
+        if t.cache_read_input_tokens > 0 || t.cache_creation_input_tokens > 0 {
+            line.push_str(&format!(
+                "; cached {} read / {} written",
+                t.cache_read_input_tokens, t.cache_creation_input_tokens
+            ));
+        }
+        line.push(')');
+    }
+    if let Some(usd) = t.cost_usd {
+        line.push_str(&format!("  ${usd:.6}"));
     }
     line
 }
@@ -543,6 +567,17 @@ mod tests {
     use tonic::{Code, Status};
 
     use super::*;
+
+    #[test]
+    fn a_cost_is_shown_known_partly_known_or_unknown_never_as_zero() {
+        assert_eq!(cost_text(0.0123, true, 0), "$0.012300");
+        assert_eq!(cost_text(0.0, true, 0), "$0.000000");
+        assert_eq!(
+            cost_text(0.5, false, 2),
+            "at least $0.500000 (2 call(s) unpriced)"
+        );
+        assert_eq!(cost_text(0.0, false, 3), "unknown (no price configured)");
+    }
 
     #[test]
     fn a_watch_reconnects_by_reason_and_from_the_named_cursor() {

@@ -105,6 +105,15 @@ async fn print_report(
                 "skills_used": r.skills_used,
                 "servers_used": r.servers_used,
                 "active_time_ms": r.active_time_ms,
+                "cost_usd": r.cost_complete.then_some(r.cost_usd),
+                "cost_known_usd": r.cost_usd,
+                "cost_complete": r.cost_complete,
+                "cost_unknown_calls": r.cost_unknown_calls,
+                "burst_model_calls": r.burst_model_calls,
+                "burst_input_tokens": r.burst_input_tokens,
+                "burst_output_tokens": r.burst_output_tokens,
+                "burst_cache_read_input_tokens": r.burst_cache_read_input_tokens,
+                "burst_cache_creation_input_tokens": r.burst_cache_creation_input_tokens,
             })
         );
         return Ok(());
@@ -117,6 +126,16 @@ async fn print_report(
         r.input_tokens,
         r.output_tokens,
         r.active_time_ms as f64 / 1000.0
+    );
+    println!(
+        "this burst: {} model call(s)   tokens: {} in ({} cache read, {} cache written) / {} out   \
+         cost: {}",
+        r.burst_model_calls,
+        r.burst_input_tokens,
+        r.burst_cache_read_input_tokens,
+        r.burst_cache_creation_input_tokens,
+        r.burst_output_tokens,
+        crate::client::cost_text(r.cost_usd, r.cost_complete, r.cost_unknown_calls)
     );
     println!(
         "skills loaded: [{}]   used: [{}]   servers used: [{}]",

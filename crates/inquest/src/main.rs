@@ -3,6 +3,7 @@
 //! arguments, starts telemetry and dispatches.
 
 mod bench;
+mod bench_cache;
 mod bench_loop;
 mod bench_overload;
 mod bench_replicas;

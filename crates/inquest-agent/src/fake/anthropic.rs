@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use inquest_core::TokenUsage;
 use serde_json::{Value, json};
 
 use super::{FakeReply, Recorded};
@@ -34,6 +35,7 @@ pub(super) fn validate(body: &Value) -> Result<(), String> {
     if body["model"].as_str().is_none_or(str::is_empty) {
         return Err("model: Field required".into());
     }
+    check_cache_control(body)?;
     if body["max_tokens"].as_u64().is_none_or(|n| n == 0) {
         return Err("max_tokens: Field required".into());
     }
@@ -126,6 +128,61 @@ pub(super) fn validate(body: &Value) -> Result<(), String> {
     }
     check_pairing(messages)
 }
+
+/// The API's rules for prompt-cache breakpoints: `cache_control` is
+/// `{"type": "ephemeral"}` (optionally with a `ttl` of "5m" or "1h"), on at
+/// most [`MAX_BREAKPOINTS`] blocks, and never on an empty text block.
+fn check_cache_control(body: &Value) -> Result<(), String> {
+    let at_paths = super::cache::breakpoints(body);
+    if at_paths.len() > MAX_BREAKPOINTS {
+        return Err(format!(
+            "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {}.",
+            at_paths.len()
+        ));
+    }
+    for at in at_paths {
+        let block = at
+            .split('.')
+            .try_fold(body, |v, key| match key.parse::<usize>() {
+                Ok(i) => v.get(i),
+                Err(_) => v.get(key),
+            })
+            .ok_or(format!("{at}: not found"))?;
+        let control = &block["cache_control"];
+        let Some(fields) = control.as_object() else {
+            return Err(format!(
+                "{at}.cache_control: Input should be a valid dictionary"
+            ));
+        };
+        if control["type"] != "ephemeral" {
+            return Err(format!(
+                "{at}.cache_control.type: Input should be 'ephemeral'"
+            ));
+        }
+        if !matches!(&control["ttl"], Value::Null)
+            && control["ttl"] != "5m"
+            && control["ttl"] != "1h"
+        {
+            return Err(format!(
+                "{at}.cache_control.ttl: Input should be '5m' or '1h'"
+            ));
+        }
+        if let Some(extra) = fields.keys().find(|k| *k != "type" && *k != "ttl") {
+            return Err(format!(
+                "{at}.cache_control.{extra}: Extra inputs are not permitted"
+            ));
+        }
+        if block["type"] == "text" && block["text"].as_str().is_none_or(|t| t.trim().is_empty()) {
+            return Err(format!(
+                "{at}: cache_control cannot be set for empty text blocks"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The API's limit on cache breakpoints in one request.
+pub const MAX_BREAKPOINTS: usize = 4;
 
 /// A message's blocks (string content counts as one text block).
 fn blocks_of(message: &Value, i: usize, count: usize) -> Result<Vec<Value>, String> {
@@ -244,7 +301,9 @@ fn check_pairing(messages: &[Value]) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn reply_body(reply: &FakeReply, model: &str) -> Value {
+/// `usage` is what the reply reports; the API's `input_tokens` leaves the
+/// cached parts out.
+pub(super) fn reply_body(reply: &FakeReply, usage: &TokenUsage, model: &str) -> Value {
     let mut content = Vec::new();
     if !reply.text.is_empty() {
         content.push(json!({"type": "text", "text": reply.text}));
@@ -264,7 +323,66 @@ pub(super) fn reply_body(reply: &FakeReply, model: &str) -> Value {
     json!({
         "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
         "content": content, "stop_reason": stop_reason, "stop_sequence": null,
-        "usage": {"input_tokens": reply.usage.input_tokens,
-                  "output_tokens": reply.usage.output_tokens}
+        "usage": {"input_tokens": usage.input_tokens
+                      .saturating_sub(usage.cache_read_input_tokens)
+                      .saturating_sub(usage.cache_creation_input_tokens),
+                  "cache_read_input_tokens": usage.cache_read_input_tokens,
+                  "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+                  "output_tokens": usage.output_tokens}
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(system_control: Value, message_control: Value, text: &str) -> Value {
+        json!({"model": "m", "max_tokens": 10,
+            "system": [{"type": "text", "text": "s", "cache_control": system_control}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": text, "cache_control": message_control}]}]})
+    }
+
+    #[test]
+    fn cache_control_is_checked_as_the_api_does() {
+        let ephemeral = json!({"type": "ephemeral"});
+        assert_eq!(
+            validate(&body(ephemeral.clone(), ephemeral.clone(), "q")),
+            Ok(())
+        );
+        let ttl = json!({"type": "ephemeral", "ttl": "1h"});
+        assert_eq!(validate(&body(ttl, ephemeral.clone(), "q")), Ok(()));
+        let wrong_type = validate(&body(json!({"type": "persistent"}), ephemeral.clone(), "q"));
+        assert!(
+            wrong_type
+                .unwrap_err()
+                .contains("Input should be 'ephemeral'")
+        );
+        let not_object = validate(&body(json!("ephemeral"), ephemeral.clone(), "q"));
+        assert!(not_object.unwrap_err().contains("valid dictionary"));
+        let extra = validate(&body(
+            json!({"type": "ephemeral", "x": 1}),
+            ephemeral.clone(),
+            "q",
+        ));
+        assert!(extra.unwrap_err().contains("Extra inputs"));
+        let empty = validate(&body(ephemeral.clone(), ephemeral.clone(), " "));
+        assert!(empty.unwrap_err().contains("empty text blocks"));
+        // Five breakpoints: one too many.
+        let mut five = body(ephemeral.clone(), ephemeral.clone(), "q");
+        five["tools"] = json!([
+            {"name": "a", "input_schema": {"type": "object"}, "cache_control": ephemeral},
+            {"name": "b", "input_schema": {"type": "object"}, "cache_control": ephemeral},
+            {"name": "c", "input_schema": {"type": "object"}, "cache_control": ephemeral}]);
+        let too_many = validate(&five).unwrap_err();
+        assert!(
+            too_many.contains("A maximum of 4 blocks with cache_control"),
+            "{too_many}"
+        );
+        five["tools"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("cache_control");
+        assert_eq!(validate(&five), Ok(()));
+    }
 }

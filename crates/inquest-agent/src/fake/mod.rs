@@ -15,7 +15,13 @@
 //!   `tool` messages answering every `tool_call_id` before any other
 //!   message; a `tool` message must answer such a call.
 //!
-//! Requests are recorded (rejected ones too) for shape checks. Valid
+//! Anthropic also: `cache_control` only `{"type": "ephemeral"}` (a `ttl`
+//! of "5m" or "1h" allowed), on at most 4 blocks, never on an empty text
+//! block.
+//!
+//! Requests are recorded (rejected ones too) for shape checks, with their
+//! cache breakpoints and how much of their prompt repeats the previous
+//! valid request byte for byte ([`cache`]). Valid
 //! requests are answered by the next scripted [`Behaviour`] (a reply, an
 //! error status, or hanging until the client gives up), or by a plain
 //! default reply when the script is empty.
@@ -39,6 +45,7 @@
 //! accept loop, and with it every connection task it owns.
 
 mod anthropic;
+pub mod cache;
 mod openai;
 mod server;
 
@@ -104,7 +111,17 @@ impl FakeReply {
         self.usage = TokenUsage {
             input_tokens,
             output_tokens,
+            ..self.usage
         };
+        self
+    }
+
+    /// Reports `read` and `written` of the input tokens as cache reads and
+    /// writes (the OpenAI flavour has no writes and reports only `read`).
+    /// `input_tokens` stays the whole prompt, as [`FakeReply::usage`] set it.
+    pub fn cached(mut self, read: u64, written: u64) -> Self {
+        self.usage.cache_read_input_tokens = read;
+        self.usage.cache_creation_input_tokens = written;
         self
     }
 }
@@ -130,6 +147,17 @@ pub struct Recorded {
     pub headers: Vec<(String, String)>,
     /// `Value::Null` when the body was not JSON.
     pub body: Value,
+    /// Where the body carries `cache_control` (`"system.0"`, `"tools.3"`,
+    /// `"messages.5.content.1"`), in body order.
+    pub cache_breakpoints: Vec<String>,
+    /// The prompt in the provider's cache order ([`cache::Prompt`]).
+    pub prompt: cache::Prompt,
+    /// Bytes of `prompt` that repeat the previous valid request's prompt
+    /// byte for byte (0 for the first).
+    pub shared_prefix_bytes: usize,
+    /// What the reply reported (`None` when the request was not answered
+    /// with a reply).
+    pub usage: Option<TokenUsage>,
 }
 
 impl Recorded {
@@ -152,6 +180,11 @@ struct Shared {
     /// Requests answered "too long", and summaries answered.
     too_long: usize,
     summaries: usize,
+    /// The previous valid request's prompt, for the shared prefix.
+    last_prompt: Option<cache::Prompt>,
+    /// Replies without scripted usage report an estimate; see
+    /// [`FakeProvider::estimate_usage`].
+    estimate_usage: bool,
 }
 
 /// Tokens the fake counts for a request body of `bytes` bytes.
@@ -162,8 +195,13 @@ pub fn fake_tokens(bytes: usize) -> u64 {
 /// Whether a request body is a compaction (summary) request.
 pub fn is_compaction_request(body: &Value) -> bool {
     let marker = inquest_core::compaction::COMPACTION_MARKER;
+    // Anthropic's system is a string or (with cache breakpoints) a list of
+    // text blocks.
     let system = match &body["system"] {
         Value::String(s) => s.contains(marker),
+        Value::Array(blocks) => blocks
+            .iter()
+            .any(|b| b["text"].as_str().is_some_and(|t| t.contains(marker))),
         _ => false,
     };
     system
@@ -235,6 +273,17 @@ impl FakeProvider {
     /// Compaction requests answered with a summary so far.
     pub fn summary_count(&self) -> usize {
         self.lock().summaries
+    }
+
+    /// From now on, a reply whose usage was not scripted reports an
+    /// estimate from the request, as a caching provider would: about 4
+    /// bytes a token ([`cache::tokens`]), the prefix repeated from the
+    /// previous request up to the last cache breakpoint as cache reads
+    /// (Anthropic; any repeated prefix for OpenAI), the rest up to that
+    /// breakpoint as cache writes (Anthropic), 20 output tokens.
+    pub fn estimate_usage(&self) -> &Self {
+        self.lock().estimate_usage = true;
+        self
     }
 
     /// Every request received so far, in order.

@@ -1,6 +1,7 @@
 //! The fake Chat Completions API: request checks and reply bodies.
 //! Error messages follow the real API's wording where it is known.
 
+use inquest_core::TokenUsage;
 use serde_json::{Value, json};
 
 use super::FakeReply;
@@ -133,7 +134,9 @@ fn check_tools(tools: &Value) -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn reply_body(reply: &FakeReply, model: &str) -> Value {
+/// `usage` is what the reply reports (cache reads as
+/// `prompt_tokens_details.cached_tokens`; the format has no cache writes).
+pub(super) fn reply_body(reply: &FakeReply, usage: &TokenUsage, model: &str) -> Value {
     let mut message = json!({
         "role": "assistant",
         "content": if reply.text.is_empty() { Value::Null } else { json!(reply.text) },
@@ -157,11 +160,11 @@ pub(super) fn reply_body(reply: &FakeReply, model: &str) -> Value {
         message["tool_calls"] = Value::Array(calls);
         "tool_calls"
     };
-    let usage = reply.usage;
     json!({
         "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
-                  "total_tokens": usage.input_tokens + usage.output_tokens}
+                  "total_tokens": usage.input_tokens + usage.output_tokens,
+                  "prompt_tokens_details": {"cached_tokens": usage.cache_read_input_tokens}}
     })
 }

@@ -19,7 +19,9 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::{net::TcpListener, task::JoinSet};
 
-use super::{Behaviour, Flavor, Recorded, Shared, anthropic, openai};
+use inquest_core::TokenUsage;
+
+use super::{Behaviour, Flavor, Recorded, Shared, anthropic, cache, openai};
 
 /// Binds and spawns the accept loop. Aborting the returned task drops its
 /// `JoinSet`, which aborts every connection task.
@@ -69,7 +71,15 @@ async fn handle(
         .map(|c| c.to_bytes())
         .unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    let recorded = Recorded {
+    let prompt = match flavor {
+        Flavor::Anthropic => cache::anthropic(&body),
+        Flavor::OpenAi => cache::openai(&body),
+    };
+    let mut recorded = Recorded {
+        cache_breakpoints: cache::breakpoints(&body),
+        prompt,
+        shared_prefix_bytes: 0,
+        usage: None,
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
         headers: parts
@@ -82,20 +92,45 @@ async fn handle(
     let checked = check(flavor, &recorded);
     let tokens = super::fake_tokens(bytes.len());
     let summary = super::is_compaction_request(&recorded.body);
-    let (behaviour, over, summaries) = {
+    let (behaviour, usage, over, summaries) = {
         let mut shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
-        shared.requests.push(recorded.clone());
         let over = shared.context_window.filter(|&w| tokens > w);
         if checked.is_ok() && over.is_some() {
             shared.too_long += 1;
         } else if checked.is_ok() && summary {
             shared.summaries += 1;
         }
+        if checked.is_ok() && over.is_none() {
+            if let Some(previous) = &shared.last_prompt {
+                recorded.shared_prefix_bytes = recorded.prompt.shared_prefix(previous);
+            }
+            shared.last_prompt = Some(recorded.prompt.clone());
+        }
         let behaviour = match checked {
             Ok(()) if over.is_none() && !summary => shared.script.pop_front(),
             _ => None,
         };
-        (behaviour, over, shared.summaries)
+        let replied = if over.is_some() || summary {
+            None
+        } else {
+            match &behaviour {
+                None => Some(super::FakeReply::text("fake reply")),
+                Some(Behaviour::Reply(r)) => Some(r.clone()),
+                Some(_) => None,
+            }
+            .filter(|_| checked.is_ok())
+        };
+        let usage = replied.map(|r| {
+            let usage = if shared.estimate_usage && r.usage == TokenUsage::default() {
+                estimate(flavor, &recorded)
+            } else {
+                r.usage
+            };
+            (r, usage)
+        });
+        recorded.usage = usage.as_ref().map(|(_, u)| *u);
+        shared.requests.push(recorded.clone());
+        (behaviour, usage, over, shared.summaries)
     };
     if let Err((status, message)) = checked {
         return Ok(error(flavor, status, &message));
@@ -109,15 +144,17 @@ async fn handle(
             "Summary {summaries} by the fake model: the investigation so far read evidence with \
              its tools; nothing else is known."
         );
-        let reply = super::FakeReply::text(&text).usage(tokens, 20);
-        return Ok(json_response(200, self::reply(flavor, &reply, model)));
+        let summary_reply = super::FakeReply::text(&text).usage(tokens, 20);
+        return Ok(json_response(
+            200,
+            reply(flavor, &summary_reply, &summary_reply.usage, model),
+        ));
+    }
+    if let Some((r, usage)) = usage {
+        return Ok(json_response(200, reply(flavor, &r, &usage, model)));
     }
     Ok(match behaviour {
-        None => json_response(
-            200,
-            reply(flavor, &super::FakeReply::text("fake reply"), model),
-        ),
-        Some(Behaviour::Reply(r)) => json_response(200, reply(flavor, &r, model)),
+        None | Some(Behaviour::Reply(_)) => error(flavor, 500, "fake: no reply to send"),
         Some(Behaviour::Fail(status)) => error(flavor, status, "scripted failure"),
         Some(Behaviour::Raw(status, text)) => response(status, text),
         Some(Behaviour::Hang) => std::future::pending().await,
@@ -147,10 +184,29 @@ fn check(flavor: Flavor, request: &Recorded) -> Result<(), (u16, String)> {
     valid.map_err(|message| (400, message))
 }
 
-fn reply(flavor: Flavor, reply: &super::FakeReply, model: &str) -> Value {
+fn reply(flavor: Flavor, reply: &super::FakeReply, usage: &TokenUsage, model: &str) -> Value {
     match flavor {
-        Flavor::Anthropic => anthropic::reply_body(reply, model),
-        Flavor::OpenAi => openai::reply_body(reply, model),
+        Flavor::Anthropic => anthropic::reply_body(reply, usage, model),
+        Flavor::OpenAi => openai::reply_body(reply, usage, model),
+    }
+}
+
+/// The usage a caching provider would report for `request`; see
+/// [`super::FakeProvider::estimate_usage`].
+fn estimate(flavor: Flavor, request: &Recorded) -> TokenUsage {
+    let prompt = &request.prompt;
+    let cacheable = prompt.cached_up_to;
+    let read = request.shared_prefix_bytes.min(cacheable);
+    let (read, written) = match flavor {
+        Flavor::Anthropic => (cache::tokens(read), cache::tokens(cacheable - read)),
+        Flavor::OpenAi => (cache::tokens(read), 0),
+    };
+    TokenUsage {
+        input_tokens: cache::tokens(prompt.text.len()).max(read + written),
+        output_tokens: 20,
+        cache_read_input_tokens: read,
+        cache_creation_input_tokens: written,
+        cost: None,
     }
 }
 

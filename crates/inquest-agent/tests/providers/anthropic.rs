@@ -27,11 +27,21 @@ async fn anthropic_request_has_headers_tools_and_folded_blocks() {
     let body = &sent.body;
     assert_eq!(body["model"], "claude-test");
     assert_eq!(body["max_tokens"], 1024);
-    assert_eq!(body["system"], "You investigate incidents.");
+    // The system prompt is one text block, so it can carry a cache
+    // breakpoint; so do the last tool and the newest message's last block.
+    assert_eq!(
+        body["system"],
+        json!([{"type": "text", "text": "You investigate incidents.",
+                "cache_control": {"type": "ephemeral"}}])
+    );
     assert_eq!(
         body["tools"],
         json!([{"name": "read_log", "description": "Reads a log file.",
-                "input_schema": tools[0].input_schema}])
+                "input_schema": tools[0].input_schema, "cache_control": {"type": "ephemeral"}}])
+    );
+    assert_eq!(
+        sent.cache_breakpoints,
+        ["tools.0", "system.0", "messages.6.content.1"]
     );
     let roles: Vec<&str> = body["messages"]
         .as_array()
@@ -68,7 +78,10 @@ async fn anthropic_request_has_headers_tools_and_folded_blocks() {
     assert_eq!(m[2]["content"][1]["is_error"], true);
     // The follow-up text joins the result it follows, after it.
     assert_eq!(m[6]["content"][0]["type"], "tool_result");
-    assert_eq!(m[6]["content"][1], json!({"type": "text", "text": "go on"}));
+    assert_eq!(
+        m[6]["content"][1],
+        json!({"type": "text", "text": "go on", "cache_control": {"type": "ephemeral"}})
+    );
 }
 
 #[tokio::test]
@@ -95,7 +108,8 @@ async fn anthropic_consecutive_same_role_messages_are_merged() {
     // Empty result content is left out; the blank user text is not sent.
     assert_eq!(
         m[2]["content"],
-        json!([{"type": "tool_result", "tool_use_id": "c1"}])
+        json!([{"type": "tool_result", "tool_use_id": "c1",
+                "cache_control": {"type": "ephemeral"}}])
     );
 }
 
@@ -105,7 +119,8 @@ async fn anthropic_reply_text_tool_calls_and_usage_are_read() {
     fake.reply(
         FakeReply::text("Reading the log.")
             .call("toolu_1", "read_log", r#"{"file": "app.log"}"#)
-            .usage(321, 45),
+            .usage(321, 45)
+            .cached(200, 100),
     );
     let transcript = vec![user("checkout is slow")];
     let tools = tools();
@@ -120,11 +135,16 @@ async fn anthropic_reply_text_tool_calls_and_usage_are_read() {
         c.tool_calls[0].arguments,
         ToolArguments::from_model(r#"{"file":"app.log"}"#)
     );
+    // The wire splits input into uncached, read and written; the usage
+    // counts the whole prompt with the cached parts on their own too.
+    let reply = &fake.requests()[0];
+    assert_eq!(reply.usage.map(|u| u.cache_read_input_tokens), Some(200));
     assert_eq!(
         c.usage,
         TokenUsage {
-            input_tokens: 321,
-            output_tokens: 45
+            cache_read_input_tokens: 200,
+            cache_creation_input_tokens: 100,
+            ..TokenUsage::new(321, 45)
         }
     );
     assert_eq!(c.stop_reason, StopReason::ToolUse);

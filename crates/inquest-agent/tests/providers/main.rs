@@ -5,5 +5,6 @@ mod anthropic;
 mod chain;
 mod openai;
 mod script;
+mod stable;
 mod support;
 mod transcript;

@@ -78,7 +78,8 @@ async fn openai_invalid_json_arguments_from_the_model_are_kept_verbatim() {
         FakeReply::default()
             .call("call_a", "read_log", r#"{"file": "app.log""#)
             .call("call_b", "read_log", r#"{"file":"db.log"}"#)
-            .usage(1200, 80),
+            .usage(1200, 80)
+            .cached(1024, 0),
     );
     let transcript = vec![user("q")];
     let tools = tools();
@@ -93,11 +94,12 @@ async fn openai_invalid_json_arguments_from_the_model_are_kept_verbatim() {
     );
     assert_eq!(c.tool_calls[0].arguments.as_sent(), r#"{"file": "app.log""#);
     assert!(c.tool_calls[1].arguments.is_valid_json());
+    // `prompt_tokens_details.cached_tokens` is read as cache reads.
     assert_eq!(
         c.usage,
         TokenUsage {
-            input_tokens: 1200,
-            output_tokens: 80
+            cache_read_input_tokens: 1024,
+            ..TokenUsage::new(1200, 80)
         }
     );
     assert_eq!(c.stop_reason, StopReason::ToolUse);

@@ -58,13 +58,7 @@ async fn script_replays_in_order_and_continues_after_resume() {
     assert_eq!(a.provider, "script");
     let c = a.completion;
     assert_eq!(c.text, "Reading the app log.");
-    assert_eq!(
-        c.usage,
-        TokenUsage {
-            input_tokens: 900,
-            output_tokens: 40
-        }
-    );
+    assert_eq!(c.usage, TokenUsage::new(900, 40));
     assert_eq!(c.tool_calls.len(), 2);
     assert_eq!(
         c.tool_calls[1].arguments,

@@ -115,15 +115,9 @@ mod tests {
             "",
             &[("c1", "grep"), ("c2", "mystery"), ("c3", "kubectl")],
         );
-        a1.usage = TokenUsage {
-            input_tokens: 100,
-            output_tokens: 20,
-        };
+        a1.usage = TokenUsage::new(100, 20);
         let mut a2 = assistant(7, "done", &[]);
-        a2.usage = TokenUsage {
-            input_tokens: 150,
-            output_tokens: 5,
-        };
+        a2.usage = TokenUsage::new(150, 5);
         let mut raw_args = assistant(9, "", &[]);
         raw_args.tool_calls_raw =
             serde_json::json!([{"id": "c9", "name": "grep", "arguments": "{broken"}]);
