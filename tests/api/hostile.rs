@@ -543,7 +543,7 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
         panic!("not replayed");
     };
     assert_eq!(replayed, sent);
-    assert_eq!(b.all_turns(session).await.unwrap().last(), Some(&sent));
+    assert_eq!(b.all_turns(session).await.unwrap().last(), Some(&*sent));
 
     stop.cancel();
     listener.await.unwrap();

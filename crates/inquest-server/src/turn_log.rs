@@ -258,7 +258,7 @@ impl TurnLog {
             // end, so a latch lifted late never misleads one).
             self.broadcaster.reopen(session);
             if *created {
-                self.publish_committed(turn.clone());
+                self.publish_committed((**turn).clone());
             }
         }
         Ok(outcome)

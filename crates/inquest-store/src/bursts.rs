@@ -24,7 +24,7 @@ use crate::{
 pub enum SendOutcome {
     /// The user turn is stored and the session is `pending`. `created` is
     /// false when an earlier call with the same key stored it.
-    Sent { turn: Turn, created: bool },
+    Sent { turn: Box<Turn>, created: bool },
     /// Refused, nothing stored: a burst is waiting to start or running.
     Busy { status: SessionStatus },
     /// Refused, nothing stored: the session ended for good (cancelled).
@@ -190,7 +190,7 @@ async fn send_message_tx(
     {
         tx.commit().await?;
         return Ok(SendOutcome::Sent {
-            turn,
+            turn: Box::new(turn),
             created: false,
         });
     }
@@ -220,7 +220,7 @@ async fn send_message_tx(
         {
             tx.commit().await?;
             return Ok(SendOutcome::Sent {
-                turn,
+                turn: Box::new(turn),
                 created: false,
             });
         }
@@ -274,14 +274,14 @@ async fn send_message_tx(
                 .ok_or_else(|| StoreError::Internal("idempotency key vanished".into()))?;
             tx.commit().await?;
             return Ok(SendOutcome::Sent {
-                turn,
+                turn: Box::new(turn),
                 created: false,
             });
         }
     }
     tx.commit().await?;
     Ok(SendOutcome::Sent {
-        turn,
+        turn: Box::new(turn),
         created: true,
     })
 }
