@@ -363,6 +363,9 @@ impl View {
                 self.line(&text);
             }
             Event::Heartbeat(_) => {}
+            // Printed as they stream by the streamed-text work (issue 16);
+            // until then the committed turn shows the whole text.
+            Event::TextDelta(_) => {}
         }
     }
 
@@ -452,6 +455,14 @@ fn json_event(event: &Event) -> serde_json::Value {
             "head_seq": l.head_seq,
         }),
         Event::Heartbeat(h) => json!({"type": "heartbeat", "head_seq": h.head_seq}),
+        Event::TextDelta(d) => json!({
+            "type": "text_delta",
+            "session_id": d.session_id,
+            "turn_seq": d.turn_seq,
+            "offset": d.offset,
+            "text": d.text,
+            "attempt": d.attempt,
+        }),
     }
 }
 

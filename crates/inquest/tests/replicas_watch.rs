@@ -51,7 +51,7 @@ fn checked_turns(events: &[Event], after: i64, who: &str) -> Vec<pb::SessionTurn
                     s.call_id
                 );
             }
-            Event::Heartbeat(_) => {}
+            Event::Heartbeat(_) | Event::TextDelta(_) => {}
             Event::Lagged(l) => panic!("{who}: unexpected Lagged {l:?}"),
         }
     }
@@ -308,7 +308,7 @@ async fn follow(
                             assert!(lagged.is_none(), "two Lagged on one stream");
                             lagged = Some(*l);
                         }
-                        Event::ToolCallStart(_) | Event::Heartbeat(_) => {}
+                        Event::ToolCallStart(_) | Event::Heartbeat(_) | Event::TextDelta(_) => {}
                     }
                     if !matches!(event, Event::Lagged(_)) {
                         assert!(lagged.is_none(), "an event after Lagged: {event:?}");
