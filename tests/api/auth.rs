@@ -11,7 +11,7 @@ use tonic::{Code, Request, metadata::MetadataValue};
 
 const UNKNOWN: &str = "01890a5d-ac96-774b-bcce-b302099a8057";
 
-const METHODS: [&str; 13] = [
+const METHODS: [&str; 17] = [
     "CreateIncident",
     "GetIncident",
     "ListIncidents",
@@ -25,6 +25,10 @@ const METHODS: [&str; 13] = [
     "GetReport",
     "ContinueSession",
     "GetRecoveryPlan",
+    "CreateToken",
+    "ListTokens",
+    "RevokeToken",
+    "ListAuditEvents",
 ];
 
 fn with<T>(message: T, token: Option<&str>) -> Request<T> {
@@ -161,6 +165,33 @@ async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, S
             ))
             .await
             .map(drop),
+        "CreateToken" => c
+            .create_token(with(
+                pb::CreateTokenRequest {
+                    role: "viewer".into(),
+                    ..Default::default()
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "ListTokens" => c
+            .list_tokens(with(pb::ListTokensRequest::default(), token))
+            .await
+            .map(drop),
+        "RevokeToken" => c
+            .revoke_token(with(
+                pb::RevokeTokenRequest {
+                    token_id: UNKNOWN.into(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "ListAuditEvents" => c
+            .list_audit_events(with(pb::ListAuditEventsRequest::default(), token))
+            .await
+            .map(drop),
         other => panic!("no call for {other}"),
     };
     match result {
@@ -169,11 +200,13 @@ async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, S
     }
 }
 
-async fn rows(app: &TestApp) -> (i64, i64, i64) {
+async fn rows(app: &TestApp) -> (i64, i64, i64, i64, i64) {
     (
         app.count("incidents").await,
         app.count("sessions").await,
         app.count("turns").await,
+        app.count("api_tokens").await,
+        app.count("audit_events").await,
     )
 }
 
@@ -184,7 +217,12 @@ async fn every_rpc_gives_each_caller_its_exact_code_and_refusals_write_nothing()
     for role in Role::ALL {
         let t = app
             .store
-            .create_token(role.as_str(), "default", role, None)
+            .create_token(
+                role.as_str(),
+                &inquest_core::Tenant::default_tenant(),
+                role,
+                None,
+            )
             .await
             .unwrap();
         tokens.push((role, format!("Bearer {}", t.secret)));
@@ -194,7 +232,7 @@ async fn every_rpc_gives_each_caller_its_exact_code_and_refusals_write_nothing()
         .store
         .create_token(
             "old",
-            "default",
+            &inquest_core::Tenant::default_tenant(),
             Role::Admin,
             Some(time::OffsetDateTime::now_utc() - time::Duration::minutes(1)),
         )
@@ -202,7 +240,12 @@ async fn every_rpc_gives_each_caller_its_exact_code_and_refusals_write_nothing()
         .unwrap();
     let revoked = app
         .store
-        .create_token("gone", "default", Role::Admin, None)
+        .create_token(
+            "gone",
+            &inquest_core::Tenant::default_tenant(),
+            Role::Admin,
+            None,
+        )
         .await
         .unwrap();
     assert!(app.store.revoke_token(revoked.token.id).await.unwrap());
@@ -294,7 +337,12 @@ async fn a_revoked_token_is_refused_within_the_cache_ttl() {
     let app = spawn_app_with(|c| c.auth.mode = AuthMode::Required).await;
     let t = app
         .store
-        .create_token("soon revoked", "default", Role::Viewer, None)
+        .create_token(
+            "soon revoked",
+            &inquest_core::Tenant::default_tenant(),
+            Role::Viewer,
+            None,
+        )
         .await
         .unwrap();
     let token = format!("Bearer {}", t.secret);

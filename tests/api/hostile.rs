@@ -127,7 +127,10 @@ async fn nul_from_the_model_a_file_and_the_user_is_kept_watched_and_sent_back() 
     );
     let stored = app
         .store
-        .get_incident(IncidentId::parse(&incident.id).unwrap())
+        .get_incident(
+            &inquest_core::Tenant::default_tenant(),
+            IncidentId::parse(&incident.id).unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -391,10 +394,16 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
     assert_eq!(rx.recv().await, Some(ListenEvent::Listening));
     let limits = Limits::default();
     let incident = a
-        .create_incident(&IncidentText::parse("t\0".into(), "\0\u{E000}".into(), &limits).unwrap())
+        .create_incident(
+            &inquest_core::Tenant::default_tenant(),
+            &IncidentText::parse("t\0".into(), "\0\u{E000}".into(), &limits).unwrap(),
+        )
         .await
         .unwrap();
-    let read = b.get_incident(incident.id).await.unwrap();
+    let read = b
+        .get_incident(&inquest_core::Tenant::default_tenant(), incident.id)
+        .await
+        .unwrap();
     assert_eq!(read, incident);
     assert_eq!(read.description, "\0\u{E000}");
 
@@ -402,11 +411,26 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
     let key = IdempotencyKey::parse_optional("k1".into()).unwrap();
     let message = UserMessage::parse("first\0".into(), &limits).unwrap();
     let started = a
-        .start_session(incident.id, message.clone(), key.clone())
+        .start_session(
+            &inquest_core::Tenant::default_tenant(),
+            inquest_core::TenantQuota::UNLIMITED,
+            incident.id,
+            message.clone(),
+            key.clone(),
+        )
         .await
         .unwrap();
     assert_eq!(started.first_turn.content, "first\0");
-    let again = a.start_session(incident.id, message, key).await.unwrap();
+    let again = a
+        .start_session(
+            &inquest_core::Tenant::default_tenant(),
+            inquest_core::TenantQuota::UNLIMITED,
+            incident.id,
+            message,
+            key,
+        )
+        .await
+        .unwrap();
     assert!(!again.created);
     assert_eq!(again.first_turn, started.first_turn);
     let session: SessionId = started.session.id;
@@ -528,7 +552,13 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
     let key = IdempotencyKey::parse_optional("k2".into()).unwrap();
     let message = UserMessage::parse("then\0".into(), &limits).unwrap();
     let SendOutcome::Sent { turn: sent, .. } = a
-        .send_message(session, message.clone(), key.clone())
+        .send_message(
+            &inquest_core::Tenant::default_tenant(),
+            inquest_core::TenantQuota::UNLIMITED,
+            session,
+            message.clone(),
+            key.clone(),
+        )
         .await
         .unwrap()
     else {
@@ -538,7 +568,16 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
     let SendOutcome::Sent {
         turn: replayed,
         created: false,
-    } = a.send_message(session, message, key).await.unwrap()
+    } = a
+        .send_message(
+            &inquest_core::Tenant::default_tenant(),
+            inquest_core::TenantQuota::UNLIMITED,
+            session,
+            message,
+            key,
+        )
+        .await
+        .unwrap()
     else {
         panic!("not replayed");
     };

@@ -27,11 +27,16 @@ fn store_as(url: &str, replica: &str) -> Store {
 async fn pending_session(store: &Store) -> SessionId {
     let limits = Limits::default();
     let incident = store
-        .create_incident(&IncidentText::parse("lease test".into(), String::new(), &limits).unwrap())
+        .create_incident(
+            &inquest_core::Tenant::default_tenant(),
+            &IncidentText::parse("lease test".into(), String::new(), &limits).unwrap(),
+        )
         .await
         .unwrap();
     store
         .start_session(
+            &inquest_core::Tenant::default_tenant(),
+            inquest_core::TenantQuota::UNLIMITED,
             incident.id,
             UserMessage::parse("what happened?".into(), &limits).unwrap(),
             None,

@@ -223,7 +223,10 @@ async fn incident_pages_are_capped_at_500() {
             &inquest_core::Limits::default(),
         )
         .unwrap();
-        app.store.create_incident(&text).await.unwrap();
+        app.store
+            .create_incident(&inquest_core::Tenant::default_tenant(), &text)
+            .await
+            .unwrap();
     }
     let mut client = app.client().await;
     let first = client

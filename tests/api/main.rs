@@ -29,6 +29,7 @@ mod metrics;
 mod notice_migration;
 mod resume;
 mod sessions;
+mod tenants;
 mod tls;
 mod turns;
 mod watch;

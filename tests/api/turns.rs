@@ -8,11 +8,16 @@ async fn session(app: &TestApp) -> inquest_core::SessionId {
     let limits = Limits::default();
     let inc = app
         .store
-        .create_incident(&IncidentText::parse("t".into(), String::new(), &limits).unwrap())
+        .create_incident(
+            &inquest_core::Tenant::default_tenant(),
+            &IncidentText::parse("t".into(), String::new(), &limits).unwrap(),
+        )
         .await
         .unwrap();
     app.store
         .start_session(
+            &inquest_core::Tenant::default_tenant(),
+            inquest_core::TenantQuota::UNLIMITED,
             inc.id,
             UserMessage::parse("go".into(), &limits).unwrap(),
             None,

@@ -34,7 +34,8 @@ pub fn transcript_fixtures() -> Vec<(String, TranscriptFixture)> {
 }
 
 /// Inserts a session row with `status`, its counters matching `turns`
-/// (which are NOT inserted; see [`insert_turn`]).
+/// (which are NOT inserted; see [`insert_turn`]), in its incident's tenant
+/// (on a database migrated past V16; before it, sessions have no tenant).
 pub async fn insert_session(
     db: &tokio_postgres::Client,
     incident: IncidentId,
@@ -43,9 +44,24 @@ pub async fn insert_session(
     turns: &[Turn],
 ) {
     let head = turns.iter().map(|t| t.seq.as_i64()).max().unwrap_or(0);
-    db.execute(
+    let has_tenants: bool = db
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns \
+             WHERE table_name = 'sessions' AND column_name = 'tenant')",
+            &[],
+        )
+        .await
+        .expect("reading the schema")
+        .get(0);
+    let sql = if has_tenants {
+        "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant) \
+         SELECT $1, $2, $3, $4, $5, tenant FROM incidents WHERE id = $2"
+    } else {
         "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count) \
-         VALUES ($1, $2, $3, $4, $5)",
+         VALUES ($1, $2, $3, $4, $5)"
+    };
+    db.execute(
+        sql,
         &[
             session.as_uuid(),
             incident.as_uuid(),

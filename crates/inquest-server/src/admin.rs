@@ -316,7 +316,7 @@ impl Drop for Tally {
     }
 }
 
-fn code_label(code: tonic::Code) -> &'static str {
+pub(crate) fn code_label(code: tonic::Code) -> &'static str {
     use tonic::Code::*;
     match code {
         Ok => "OK",

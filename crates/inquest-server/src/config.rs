@@ -35,6 +35,8 @@ pub struct Config {
     pub admin: AdminSection,
     /// `[auth]`: bearer tokens (`mode = "none"` by default, loopback only).
     pub auth: crate::auth::AuthSection,
+    /// `[tenants]`: per-tenant limits on new bursts.
+    pub tenants: crate::tenants::TenantsSection,
     /// `[tls]`: serve gRPC over TLS (absent: plaintext).
     pub tls: Option<crate::tls::TlsSection>,
     /// The model providers, in failover order. None: no agent runs.
@@ -189,6 +191,7 @@ impl Default for Config {
             admin: AdminSection::default(),
             tls: None,
             auth: Default::default(),
+            tenants: Default::default(),
             providers: Vec::new(),
             agent: inquest_agent::AgentConfig::default(),
             mcp: None,
@@ -341,6 +344,7 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_agent()?;
+        self.tenants.validate().map_err(ConfigError::Invalid)?;
         self.limits.validate()?;
         for (name, n) in [
             ("store.max_connections", self.store.max_connections),

@@ -378,6 +378,36 @@ pub fn report(r: inquest_store::ReportRow) -> pb::Report {
     }
 }
 
+pub fn api_token(t: &inquest_store::ApiToken) -> pb::ApiToken {
+    pb::ApiToken {
+        id: t.id.to_string(),
+        name: t.name.clone(),
+        tenant: t.tenant.clone(),
+        role: t.role.to_string(),
+        created_at: Some(timestamp(t.created_at)),
+        expires_at: t.expires_at.map(timestamp),
+        revoked_at: t.revoked_at.map(timestamp),
+    }
+}
+
+pub fn audit_event(e: &inquest_store::AuditEvent) -> pb::AuditEvent {
+    let id = |v: Option<String>| v.unwrap_or_default();
+    pb::AuditEvent {
+        id: e.id,
+        at: Some(timestamp(e.at)),
+        tenant: e.entry.tenant.to_string(),
+        subject: e.entry.subject.clone(),
+        actor_name: e.entry.actor_name.clone(),
+        role: e.entry.role.clone(),
+        method: e.entry.method.clone(),
+        incident_id: id(e.entry.incident_id.map(|i| i.to_string())),
+        session_id: id(e.entry.session_id.map(|s| s.to_string())),
+        token_id: id(e.entry.token_id.map(|t| t.to_string())),
+        code: e.entry.code.clone(),
+        message: e.entry.message.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

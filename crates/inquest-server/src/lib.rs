@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod agent_config;
 pub mod api_limits;
+pub mod audit;
 pub mod auth;
 pub mod burst_log;
 pub mod config;
@@ -21,6 +22,7 @@ mod service;
 pub mod startup;
 pub mod status;
 pub mod telemetry;
+pub mod tenants;
 pub mod tls;
 pub mod turn_log;
 pub mod watch;

@@ -124,6 +124,15 @@ reasons! {
     /// PERMISSION_DENIED: a valid token whose role may not call this
     /// method: `role` (the token's), `required`.
     PermissionDenied => "PERMISSION_DENIED",
+    /// RESOURCE_EXHAUSTED: the tenant has `[tenants] max_running_bursts`
+    /// bursts pending or running (`limit`, `value`); nothing written.
+    TenantBurstLimit => "TENANT_BURST_LIMIT",
+    /// RESOURCE_EXHAUSTED: the tenant spent its `[tenants]
+    /// daily_token_budget` for today, UTC (`limit`, `value`, `spent`);
+    /// nothing written.
+    TokenBudgetExhausted => "TOKEN_BUDGET_EXHAUSTED",
+    /// NOT_FOUND: an API token id this tenant has no token of (`token_id`).
+    TokenNotFound => "TOKEN_NOT_FOUND",
     /// NOT_FOUND from the health service: a service name it does not know.
     UnknownService => "UNKNOWN_SERVICE",
     /// INTERNAL: a fault of the server (logged there, never described).

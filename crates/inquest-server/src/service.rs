@@ -17,6 +17,7 @@ use tonic::{Request, Response, Status};
 
 use crate::{
     api_limits::{ApiLimits, Limited},
+    audit::{Audit, AuditIds, Caller},
     convert,
     reason::{Reason, key},
     resume,
@@ -26,6 +27,10 @@ use crate::{
     watch::{WatchStream, Watches},
 };
 
+/// A token's name, as `api_tokens` allows (V15).
+const MAX_TOKEN_NAME_CHARS: usize = 200;
+/// The longest lifetime CreateToken gives: ten years.
+const MAX_TOKEN_LIFETIME_SECS: i64 = 10 * 366 * 86_400;
 /// Default and largest page sizes of the list calls.
 const DEFAULT_SESSION_PAGE: u32 = 50;
 const MAX_SESSION_PAGE: u32 = 500;
@@ -33,6 +38,10 @@ const DEFAULT_INCIDENT_PAGE: u32 = 50;
 const MAX_INCIDENT_PAGE: u32 = 500;
 const DEFAULT_TURN_PAGE: u32 = 100;
 const MAX_TURN_PAGE: u32 = 1000;
+const DEFAULT_TOKEN_PAGE: u32 = 100;
+const MAX_TOKEN_PAGE: u32 = 1000;
+const DEFAULT_AUDIT_PAGE: u32 = 100;
+const MAX_AUDIT_PAGE: u32 = 1000;
 /// Turns ListTurns reads per database round trip. A page is cut by bytes
 /// too (`limits.max_response_bytes`), so reading the whole count at once
 /// could hold up to 1000 of the largest turns in memory to send a few:
@@ -50,77 +59,63 @@ pub struct InvestigationsService {
     api: ApiLimits,
     /// Starts the burst of a session a call left `pending`.
     runner: Runner,
+    /// `[tenants]`: the limits of each tenant's new bursts.
+    tenants: crate::tenants::TenantsSection,
+    audit: Audit,
 }
 
 impl InvestigationsService {
     pub fn new(watches: Watches, limits: Limits, api: ApiLimits, runner: Runner) -> Self {
         Self {
             store: watches.log.store().clone(),
+            audit: Audit::new(watches.log.store().clone()),
             log: watches.log.clone(),
             watches,
             limits,
             api,
             runner,
+            tenants: Default::default(),
         }
     }
 
-    /// The gRPC service to serve: requests over `limits.max_request_bytes`
-    /// and undecodable ones answer INVALID_ARGUMENT (see [`Limited`]).
-    pub fn into_server(self) -> Limited<InvestigationsServer<Self>> {
-        let max = self.api.max_request_bytes;
-        Limited::new(
-            InvestigationsServer::new(self).max_decoding_message_size(max),
-            max,
-        )
+    /// The same service with `[tenants]` limits.
+    pub fn with_tenants(mut self, tenants: crate::tenants::TenantsSection) -> Self {
+        self.tenants = tenants;
+        self
     }
-}
 
-/// A page token is the id of the last item of the previous page; anything
-/// else is refused.
-fn page_token<T>(
-    token: &str,
-    parse: impl FnOnce(&str) -> Result<T, inquest_core::IdError>,
-) -> Result<Option<T>, ApiError> {
-    if token.is_empty() {
-        return Ok(None);
-    }
-    parse(token)
-        .map(Some)
-        .map_err(|_| ApiError::InvalidPageToken)
-}
-
-fn page_size(requested: u32, default: u32, max: u32) -> u32 {
-    match requested {
-        0 => default,
-        n => n.min(max),
-    }
-}
-
-#[tonic::async_trait]
-impl Investigations for InvestigationsService {
-    #[tracing::instrument(skip_all)]
-    async fn create_incident(
+    /// The caller's session, or NOT_FOUND exactly as for an unknown id
+    /// when it is another tenant's: every call about a session passes here
+    /// first (a session's tenant never changes).
+    async fn session_of(
         &self,
-        request: Request<pb::CreateIncidentRequest>,
+        caller: &Caller,
+        id: SessionId,
+    ) -> Result<inquest_store::SessionRow, ApiError> {
+        Ok(self.store.get_tenant_session(&caller.tenant, id).await?)
+    }
+
+    async fn do_create_incident(
+        &self,
+        caller: &Caller,
+        req: pb::CreateIncidentRequest,
     ) -> Result<Response<pb::Incident>, Status> {
-        let req = request.into_inner();
         let text = IncidentText::parse(req.title, req.description, &self.limits)
             .map_err(ApiError::from)?;
         let incident = self
             .store
-            .create_incident(&text)
+            .create_incident(&caller.tenant, &text)
             .await
             .map_err(ApiError::from)?;
         tracing::info!(incident_id = %incident.id, "incident created");
         Ok(Response::new(convert::incident(incident)))
     }
 
-    #[tracing::instrument(skip_all, fields(incident_id, session_id))]
-    async fn start_session(
+    async fn do_start_session(
         &self,
-        request: Request<pb::StartSessionRequest>,
+        caller: &Caller,
+        req: pb::StartSessionRequest,
     ) -> Result<Response<pb::Session>, Status> {
-        let req = request.into_inner();
         let incident = IncidentId::parse(&req.incident_id).map_err(ApiError::from)?;
         tracing::Span::current().record("incident_id", tracing::field::display(incident));
         let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
@@ -130,11 +125,12 @@ impl Investigations for InvestigationsService {
         // first call's unit was cut off (a start of a session that is no
         // longer pending claims nothing).
         let (log, runner) = (self.log.clone(), self.runner.clone());
+        let (tenant, quota) = (caller.tenant.clone(), self.tenants.quota(&caller.tenant));
         let started = self
             .runner
             .unit(async move {
                 let started = log
-                    .start_session(incident, message, key)
+                    .start_session(&tenant, quota, incident, message, key)
                     .await
                     .map_err(ApiError::from)?;
                 runner.start(started.session.id);
@@ -150,145 +146,9 @@ impl Investigations for InvestigationsService {
         Ok(Response::new(convert::session(started.session)))
     }
 
-    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
-    async fn get_session(
+    async fn do_send_message(
         &self,
-        request: Request<pb::GetSessionRequest>,
-    ) -> Result<Response<pb::Session>, Status> {
-        let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
-        let mut session = self.store.get_session(id).await.map_err(ApiError::from)?;
-        if self.runner.recover_if_orphaned(&session).await {
-            // Show the claim just made (new owner and epoch).
-            session = self.store.get_session(id).await.map_err(ApiError::from)?;
-        }
-        Ok(Response::new(convert::session(session)))
-    }
-
-    #[tracing::instrument(skip_all, fields(incident_id = %request.get_ref().incident_id))]
-    async fn get_incident(
-        &self,
-        request: Request<pb::GetIncidentRequest>,
-    ) -> Result<Response<pb::Incident>, Status> {
-        let id = IncidentId::parse(&request.get_ref().incident_id).map_err(ApiError::from)?;
-        let incident = self.store.get_incident(id).await.map_err(ApiError::from)?;
-        Ok(Response::new(convert::incident(incident)))
-    }
-
-    #[tracing::instrument(skip_all)]
-    async fn list_incidents(
-        &self,
-        request: Request<pb::ListIncidentsRequest>,
-    ) -> Result<Response<pb::ListIncidentsResponse>, Status> {
-        let req = request.into_inner();
-        let before = page_token(&req.page_token, IncidentId::parse)?;
-        let limit = page_size(req.page_size, DEFAULT_INCIDENT_PAGE, MAX_INCIDENT_PAGE);
-        let page = self
-            .store
-            .list_incidents(before, limit)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(Response::new(pb::ListIncidentsResponse {
-            incidents: page.incidents.into_iter().map(convert::incident).collect(),
-            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
-        }))
-    }
-
-    #[tracing::instrument(skip_all, fields(incident_id = %request.get_ref().incident_id))]
-    async fn list_sessions(
-        &self,
-        request: Request<pb::ListSessionsRequest>,
-    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
-        let req = request.into_inner();
-        let incident = if req.incident_id.is_empty() {
-            None
-        } else {
-            Some(IncidentId::parse(&req.incident_id).map_err(ApiError::from)?)
-        };
-        let statuses = req
-            .statuses
-            .iter()
-            .map(|&v| {
-                convert::status_from_wire(v).ok_or_else(|| {
-                    ApiError::InvalidArgument(format!(
-                        "statuses: {v} is not a session status to filter by \
-                         (SESSION_STATUS_UNSPECIFIED or unknown)"
-                    ))
-                })
-            })
-            .collect::<Result<Vec<SessionStatus>, _>>()?;
-        let before = page_token(&req.page_token, SessionId::parse)?;
-        let limit = page_size(req.page_size, DEFAULT_SESSION_PAGE, MAX_SESSION_PAGE);
-        let page = self
-            .store
-            .list_sessions(incident, &statuses, before, limit)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(Response::new(pb::ListSessionsResponse {
-            sessions: page.sessions.into_iter().map(convert::session).collect(),
-            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
-        }))
-    }
-
-    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
-    async fn list_turns(
-        &self,
-        request: Request<pb::ListTurnsRequest>,
-    ) -> Result<Response<pb::ListTurnsResponse>, Status> {
-        let req = request.into_inner();
-        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
-        let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
-        let limit = page_size(req.limit, DEFAULT_TURN_PAGE, MAX_TURN_PAGE) as usize;
-        // Up to `limit` turns and `max_response_bytes` encoded, whichever
-        // comes first, and always at least one turn when there is one:
-        // `turn_within` shows a turn in less than a whole response.
-        let max = self.api.max_response_bytes;
-        let budget = max - LIST_TURNS_FIXED_BYTES;
-        let (mut turns, mut used) = (Vec::new(), 0);
-        let mut cursor = after;
-        let (head, more) = loop {
-            let want = (limit - turns.len()).min(TURN_READ_CHUNK as usize) as u32;
-            let page = self
-                .store
-                .list_turns(id, cursor, want)
-                .await
-                .map_err(ApiError::from)?;
-            let mut full = false;
-            for turn in &page.turns {
-                let wire = convert::turn_within(turn, max);
-                let len = wire.encoded_len();
-                let entry = 1 + prost::encoding::encoded_len_varint(len as u64) + len;
-                if !turns.is_empty() && used + entry > budget {
-                    full = true;
-                    break;
-                }
-                used += entry;
-                cursor = AfterSeq::after(turn.seq);
-                turns.push(wire);
-            }
-            if full {
-                break (page.head, true);
-            }
-            if !page.more || page.turns.is_empty() {
-                break (page.head, false);
-            }
-            if turns.len() >= limit {
-                break (page.head, true);
-            }
-        };
-        let next_after_seq = match (more, turns.last()) {
-            (true, Some(last)) => last.seq,
-            _ => 0,
-        };
-        Ok(Response::new(pb::ListTurnsResponse {
-            turns,
-            next_after_seq,
-            head_seq: head.map(|h| h.as_i64()).unwrap_or(0),
-        }))
-    }
-
-    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
-    async fn send_message(
-        &self,
+        caller: &Caller,
         request: Request<pb::SendMessageRequest>,
     ) -> Result<Response<pb::SendMessageResponse>, Status> {
         let req = request.into_inner();
@@ -300,11 +160,12 @@ impl Investigations for InvestigationsService {
         // first call may have left undone (the latch, the start); starting
         // a session that is no longer pending claims nothing.
         let (log, runner) = (self.log.clone(), self.runner.clone());
+        let (tenant, quota) = (caller.tenant.clone(), self.tenants.quota(&caller.tenant));
         let outcome = self
             .runner
             .unit(async move {
                 let outcome = log
-                    .send_message(id, message, key)
+                    .send_message(&tenant, quota, id, message, key)
                     .await
                     .map_err(ApiError::from)?;
                 if let SendOutcome::Sent { .. } = &outcome {
@@ -367,28 +228,13 @@ impl Investigations for InvestigationsService {
         }
     }
 
-    type WatchSessionStream = WatchStream;
-
-    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id, after_seq = request.get_ref().after_seq))]
-    async fn watch_session(
+    async fn do_cancel_session(
         &self,
-        request: Request<pb::WatchSessionRequest>,
-    ) -> Result<Response<Self::WatchSessionStream>, Status> {
-        let req = request.into_inner();
-        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
-        let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
-        let (stream, row) = self.watches.start(id, after).await?;
-        // Watching an orphan claims it, so the watcher sees it recovered.
-        self.runner.recover_if_orphaned(&row).await;
-        Ok(Response::new(stream))
-    }
-
-    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
-    async fn cancel_session(
-        &self,
+        caller: &Caller,
         request: Request<pb::CancelSessionRequest>,
     ) -> Result<Response<pb::Session>, Status> {
         let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
+        self.session_of(caller, id).await?;
         match self.log.cancel(id).await.map_err(ApiError::from)? {
             Transition::Changed(row) => {
                 tracing::info!("session cancelled");
@@ -409,12 +255,13 @@ impl Investigations for InvestigationsService {
         }
     }
 
-    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
-    async fn continue_session(
+    async fn do_continue_session(
         &self,
+        caller: &Caller,
         request: Request<pb::ContinueSessionRequest>,
     ) -> Result<Response<pb::Session>, Status> {
         let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
+        self.session_of(caller, id).await?;
         let (row, turns) = resume::load(&self.store, id)
             .await
             .map_err(ApiError::from)?;
@@ -448,6 +295,12 @@ impl Investigations for InvestigationsService {
                     Vec::new(),
                 )
             })?;
+        // Confirming starts a burst: the tenant's limits apply (checked, not
+        // locked: a confirmation is rare and operator-driven).
+        self.store
+            .check_tenant_quota(&caller.tenant, self.tenants.quota(&caller.tenant))
+            .await
+            .map_err(ApiError::from)?;
         let (log, runner) = (self.log.clone(), self.runner.clone());
         let confirmed = self
             .runner
@@ -476,12 +329,359 @@ impl Investigations for InvestigationsService {
         }
     }
 
+    async fn do_create_token(
+        &self,
+        caller: &Caller,
+        req: pb::CreateTokenRequest,
+    ) -> Result<Response<pb::CreateTokenResponse>, Status> {
+        let role = inquest_core::auth::Role::parse(&req.role).ok_or_else(|| {
+            ApiError::InvalidArgument(format!(
+                "role: {:?} is not viewer, operator or admin",
+                req.role
+            ))
+        })?;
+        if !req.tenant.is_empty() && req.tenant != caller.tenant.as_str() {
+            return Err(crate::reason::status(
+                tonic::Code::PermissionDenied,
+                Reason::PermissionDenied,
+                "a token may only be created for the caller's own tenant",
+                vec![("tenant", caller.tenant.to_string())],
+            ));
+        }
+        let name = if req.name.is_empty() {
+            role.to_string()
+        } else {
+            req.name
+        };
+        if name.chars().count() > MAX_TOKEN_NAME_CHARS || name.contains('\0') {
+            return Err(ApiError::InvalidArgument(format!(
+                "name: at most {MAX_TOKEN_NAME_CHARS} characters, no NUL"
+            ))
+            .into());
+        }
+        let expires_at = match req.expires_in_seconds {
+            0 => None,
+            secs => {
+                let secs = i64::try_from(secs)
+                    .ok()
+                    .filter(|s| *s <= MAX_TOKEN_LIFETIME_SECS)
+                    .ok_or_else(|| {
+                        ApiError::InvalidArgument(format!(
+                            "expires_in_seconds: at most {MAX_TOKEN_LIFETIME_SECS}"
+                        ))
+                    })?;
+                Some(time::OffsetDateTime::now_utc() + time::Duration::seconds(secs))
+            }
+        };
+        let issued = self
+            .store
+            .create_token(&name, &caller.tenant, role, expires_at)
+            .await
+            .map_err(ApiError::from)?;
+        tracing::info!(token_id = %issued.token.id, %role, "API token issued");
+        Ok(Response::new(pb::CreateTokenResponse {
+            token: Some(convert::api_token(&issued.token)),
+            secret: issued.secret,
+        }))
+    }
+
+    /// The gRPC service to serve: requests over `limits.max_request_bytes`
+    /// and undecodable ones answer INVALID_ARGUMENT (see [`Limited`]).
+    pub fn into_server(self) -> Limited<InvestigationsServer<Self>> {
+        let max = self.api.max_request_bytes;
+        Limited::new(
+            InvestigationsServer::new(self).max_decoding_message_size(max),
+            max,
+        )
+    }
+}
+
+/// A page token is the id of the last item of the previous page; anything
+/// else is refused.
+fn page_token<T>(
+    token: &str,
+    parse: impl FnOnce(&str) -> Result<T, inquest_core::IdError>,
+) -> Result<Option<T>, ApiError> {
+    if token.is_empty() {
+        return Ok(None);
+    }
+    parse(token)
+        .map(Some)
+        .map_err(|_| ApiError::InvalidPageToken)
+}
+
+fn page_size(requested: u32, default: u32, max: u32) -> u32 {
+    match requested {
+        0 => default,
+        n => n.min(max),
+    }
+}
+
+#[tonic::async_trait]
+impl Investigations for InvestigationsService {
+    #[tracing::instrument(skip_all)]
+    async fn create_incident(
+        &self,
+        request: Request<pb::CreateIncidentRequest>,
+    ) -> Result<Response<pb::Incident>, Status> {
+        let caller = Caller::of(&request)?;
+        let outcome = self.do_create_incident(&caller, request.into_inner()).await;
+        self.audit
+            .record(
+                &caller,
+                "CreateIncident",
+                AuditIds::default(),
+                &outcome,
+                |r, ids| {
+                    ids.incident = IncidentId::parse(&r.id).ok();
+                },
+            )
+            .await;
+        outcome
+    }
+
+    #[tracing::instrument(skip_all, fields(incident_id, session_id))]
+    async fn start_session(
+        &self,
+        request: Request<pb::StartSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let ids = AuditIds {
+            incident: IncidentId::parse(&req.incident_id).ok(),
+            ..AuditIds::default()
+        };
+        let outcome = self.do_start_session(&caller, req).await;
+        self.audit
+            .record(&caller, "StartSession", ids, &outcome, |r, ids| {
+                ids.session = SessionId::parse(&r.id).ok();
+            })
+            .await;
+        outcome
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn get_session(
+        &self,
+        request: Request<pb::GetSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let caller = Caller::of(&request)?;
+        let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
+        let mut session = self.session_of(&caller, id).await?;
+        if self.runner.recover_if_orphaned(&session).await {
+            // Show the claim just made (new owner and epoch).
+            session = self.session_of(&caller, id).await?;
+        }
+        Ok(Response::new(convert::session(session)))
+    }
+    #[tracing::instrument(skip_all, fields(incident_id = %request.get_ref().incident_id))]
+    async fn get_incident(
+        &self,
+        request: Request<pb::GetIncidentRequest>,
+    ) -> Result<Response<pb::Incident>, Status> {
+        let caller = Caller::of(&request)?;
+        let id = IncidentId::parse(&request.get_ref().incident_id).map_err(ApiError::from)?;
+        let incident = self
+            .store
+            .get_incident(&caller.tenant, id)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(convert::incident(incident)))
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn list_incidents(
+        &self,
+        request: Request<pb::ListIncidentsRequest>,
+    ) -> Result<Response<pb::ListIncidentsResponse>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let before = page_token(&req.page_token, IncidentId::parse)?;
+        let limit = page_size(req.page_size, DEFAULT_INCIDENT_PAGE, MAX_INCIDENT_PAGE);
+        let page = self
+            .store
+            .list_incidents(&caller.tenant, before, limit)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListIncidentsResponse {
+            incidents: page.incidents.into_iter().map(convert::incident).collect(),
+            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(incident_id = %request.get_ref().incident_id))]
+    async fn list_sessions(
+        &self,
+        request: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let incident = if req.incident_id.is_empty() {
+            None
+        } else {
+            Some(IncidentId::parse(&req.incident_id).map_err(ApiError::from)?)
+        };
+        let statuses = req
+            .statuses
+            .iter()
+            .map(|&v| {
+                convert::status_from_wire(v).ok_or_else(|| {
+                    ApiError::InvalidArgument(format!(
+                        "statuses: {v} is not a session status to filter by \
+                         (SESSION_STATUS_UNSPECIFIED or unknown)"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<SessionStatus>, _>>()?;
+        let before = page_token(&req.page_token, SessionId::parse)?;
+        let limit = page_size(req.page_size, DEFAULT_SESSION_PAGE, MAX_SESSION_PAGE);
+        let page = self
+            .store
+            .list_sessions(&caller.tenant, incident, &statuses, before, limit)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListSessionsResponse {
+            sessions: page.sessions.into_iter().map(convert::session).collect(),
+            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn list_turns(
+        &self,
+        request: Request<pb::ListTurnsRequest>,
+    ) -> Result<Response<pb::ListTurnsResponse>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
+        let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
+        self.session_of(&caller, id).await?;
+        let limit = page_size(req.limit, DEFAULT_TURN_PAGE, MAX_TURN_PAGE) as usize;
+        // Up to `limit` turns and `max_response_bytes` encoded, whichever
+        // comes first, and always at least one turn when there is one:
+        // `turn_within` shows a turn in less than a whole response.
+        let max = self.api.max_response_bytes;
+        let budget = max - LIST_TURNS_FIXED_BYTES;
+        let (mut turns, mut used) = (Vec::new(), 0);
+        let mut cursor = after;
+        let (head, more) = loop {
+            let want = (limit - turns.len()).min(TURN_READ_CHUNK as usize) as u32;
+            let page = self
+                .store
+                .list_turns(id, cursor, want)
+                .await
+                .map_err(ApiError::from)?;
+            let mut full = false;
+            for turn in &page.turns {
+                let wire = convert::turn_within(turn, max);
+                let len = wire.encoded_len();
+                let entry = 1 + prost::encoding::encoded_len_varint(len as u64) + len;
+                if !turns.is_empty() && used + entry > budget {
+                    full = true;
+                    break;
+                }
+                used += entry;
+                cursor = AfterSeq::after(turn.seq);
+                turns.push(wire);
+            }
+            if full {
+                break (page.head, true);
+            }
+            if !page.more || page.turns.is_empty() {
+                break (page.head, false);
+            }
+            if turns.len() >= limit {
+                break (page.head, true);
+            }
+        };
+        let next_after_seq = match (more, turns.last()) {
+            (true, Some(last)) => last.seq,
+            _ => 0,
+        };
+        Ok(Response::new(pb::ListTurnsResponse {
+            turns,
+            next_after_seq,
+            head_seq: head.map(|h| h.as_i64()).unwrap_or(0),
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn send_message(
+        &self,
+        request: Request<pb::SendMessageRequest>,
+    ) -> Result<Response<pb::SendMessageResponse>, Status> {
+        let caller = Caller::of(&request)?;
+        let ids = AuditIds {
+            session: SessionId::parse(&request.get_ref().session_id).ok(),
+            ..AuditIds::default()
+        };
+        let outcome = self.do_send_message(&caller, request).await;
+        self.audit
+            .record(&caller, "SendMessage", ids, &outcome, |_, _| {})
+            .await;
+        outcome
+    }
+
+    type WatchSessionStream = WatchStream;
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id, after_seq = request.get_ref().after_seq))]
+    async fn watch_session(
+        &self,
+        request: Request<pb::WatchSessionRequest>,
+    ) -> Result<Response<Self::WatchSessionStream>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
+        let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
+        self.session_of(&caller, id).await?;
+        let (stream, row) = self.watches.start(id, after).await?;
+        // Watching an orphan claims it, so the watcher sees it recovered.
+        self.runner.recover_if_orphaned(&row).await;
+        Ok(Response::new(stream))
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn cancel_session(
+        &self,
+        request: Request<pb::CancelSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let caller = Caller::of(&request)?;
+        let ids = AuditIds {
+            session: SessionId::parse(&request.get_ref().session_id).ok(),
+            ..AuditIds::default()
+        };
+        let outcome = self.do_cancel_session(&caller, request).await;
+        self.audit
+            .record(&caller, "CancelSession", ids, &outcome, |_, _| {})
+            .await;
+        outcome
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn continue_session(
+        &self,
+        request: Request<pb::ContinueSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let caller = Caller::of(&request)?;
+        let ids = AuditIds {
+            session: SessionId::parse(&request.get_ref().session_id).ok(),
+            ..AuditIds::default()
+        };
+        let outcome = self.do_continue_session(&caller, request).await;
+        self.audit
+            .record(&caller, "ContinueSession", ids, &outcome, |_, _| {})
+            .await;
+        outcome
+    }
+
     #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
     async fn get_recovery_plan(
         &self,
         request: Request<pb::GetRecoveryPlanRequest>,
     ) -> Result<Response<pb::RecoveryPlan>, Status> {
+        let caller = Caller::of(&request)?;
         let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
+        self.session_of(&caller, id).await?;
         let (_, turns) = resume::load(&self.store, id)
             .await
             .map_err(ApiError::from)?;
@@ -495,16 +695,129 @@ impl Investigations for InvestigationsService {
         &self,
         request: Request<pb::GetReportRequest>,
     ) -> Result<Response<pb::Report>, Status> {
+        let caller = Caller::of(&request)?;
         let req = request.into_inner();
         let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
         let burst = (req.burst != 0).then_some(req.burst);
-        // An unknown session is NOT_FOUND for the session, not the report.
-        self.store.get_session(id).await.map_err(ApiError::from)?;
+        // An unknown (or another tenant's) session is NOT_FOUND for the
+        // session, not the report.
+        self.session_of(&caller, id).await?;
         let report = self
             .store
             .get_report(id, burst)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(convert::report(report)))
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn create_token(
+        &self,
+        request: Request<pb::CreateTokenRequest>,
+    ) -> Result<Response<pb::CreateTokenResponse>, Status> {
+        let caller = Caller::of(&request)?;
+        let outcome = self.do_create_token(&caller, request.into_inner()).await;
+        self.audit
+            .record(
+                &caller,
+                "CreateToken",
+                AuditIds::default(),
+                &outcome,
+                |r, ids| {
+                    ids.token = r
+                        .token
+                        .as_ref()
+                        .and_then(|t| uuid::Uuid::parse_str(&t.id).ok());
+                },
+            )
+            .await;
+        outcome
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn list_tokens(
+        &self,
+        request: Request<pb::ListTokensRequest>,
+    ) -> Result<Response<pb::ListTokensResponse>, Status> {
+        let caller = Caller::of(&request)?;
+        let limit = page_size(request.get_ref().limit, DEFAULT_TOKEN_PAGE, MAX_TOKEN_PAGE);
+        let tokens = self
+            .store
+            .list_tenant_tokens(&caller.tenant, i64::from(limit))
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListTokensResponse {
+            tokens: tokens.iter().map(convert::api_token).collect(),
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(token_id = %request.get_ref().token_id))]
+    async fn revoke_token(
+        &self,
+        request: Request<pb::RevokeTokenRequest>,
+    ) -> Result<Response<pb::ApiToken>, Status> {
+        let caller = Caller::of(&request)?;
+        let id = uuid::Uuid::parse_str(&request.get_ref().token_id).ok();
+        let outcome = match id {
+            None => Err(ApiError::InvalidArgument(format!(
+                "token_id: {:?} is not a token id (a UUID, from ListTokens)",
+                request.get_ref().token_id
+            ))
+            .into()),
+            Some(id) => match self.store.revoke_tenant_token(&caller.tenant, id).await {
+                Ok(Some(token)) => {
+                    tracing::info!(token_id = %id, "API token revoked");
+                    Ok(Response::new(convert::api_token(&token)))
+                }
+                Ok(None) => Err(crate::reason::status(
+                    tonic::Code::NotFound,
+                    Reason::TokenNotFound,
+                    format!("token {id} not found"),
+                    vec![("token_id", id.to_string())],
+                )),
+                Err(e) => Err(ApiError::from(e).into()),
+            },
+        };
+        let ids = AuditIds {
+            token: id,
+            ..AuditIds::default()
+        };
+        self.audit
+            .record(&caller, "RevokeToken", ids, &outcome, |_, _| {})
+            .await;
+        outcome
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn list_audit_events(
+        &self,
+        request: Request<pb::ListAuditEventsRequest>,
+    ) -> Result<Response<pb::ListAuditEventsResponse>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let session = if req.session_id.is_empty() {
+            None
+        } else {
+            Some(SessionId::parse(&req.session_id).map_err(ApiError::from)?)
+        };
+        let before = if req.page_token.is_empty() {
+            None
+        } else {
+            Some(
+                req.page_token
+                    .parse::<i64>()
+                    .map_err(|_| ApiError::InvalidPageToken)?,
+            )
+        };
+        let limit = page_size(req.page_size, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE);
+        let page = self
+            .store
+            .list_audit(&caller.tenant, session, before, limit)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListAuditEventsResponse {
+            events: page.events.iter().map(convert::audit_event).collect(),
+            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
+        }))
     }
 }

@@ -70,6 +70,8 @@ pub struct Application {
     key_cleanup_interval: Duration,
     /// The agent (none without providers) and its MCP connections.
     agent: BuiltAgent,
+    /// `[tenants]`: per-tenant limits on new bursts.
+    tenants: crate::tenants::TenantsSection,
 }
 
 impl Application {
@@ -125,6 +127,7 @@ impl Application {
             key_retention: config.limits.idempotency_key_retention,
             key_cleanup_interval: config.limits.idempotency_cleanup_interval(),
             agent,
+            tenants: config.tenants.clone(),
         })
     }
 
@@ -253,8 +256,9 @@ impl Application {
             lease_ttl = ?self.lease.ttl,
             "replica ready"
         );
-        let investigations =
-            InvestigationsService::new(watches, self.limits, self.api, runner).into_server();
+        let investigations = InvestigationsService::new(watches, self.limits, self.api, runner)
+            .with_tenants(self.tenants)
+            .into_server();
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
         let router = tonic::transport::Server::builder()

@@ -248,6 +248,37 @@ fn store_status(e: StoreError) -> Status {
             ),
             Vec::new(),
         ),
+        // The tenant's own limits: retrying later may succeed (a burst
+        // ends, the day turns), so RESOURCE_EXHAUSTED with RetryInfo.
+        StoreError::QuotaExceeded(q) => {
+            let (reason, metadata, retry) = match q {
+                inquest_core::QuotaExceeded::RunningBursts { limit } => (
+                    Reason::TenantBurstLimit,
+                    vec![
+                        (key::LIMIT, "tenants.max_running_bursts".to_owned()),
+                        (key::VALUE, limit.to_string()),
+                    ],
+                    std::time::Duration::from_secs(5),
+                ),
+                inquest_core::QuotaExceeded::TokenBudget { budget, spent } => (
+                    Reason::TokenBudgetExhausted,
+                    vec![
+                        (key::LIMIT, "tenants.daily_token_budget".to_owned()),
+                        (key::VALUE, budget.to_string()),
+                        ("spent", spent.to_string()),
+                    ],
+                    until_utc_midnight(),
+                ),
+            };
+            reason::status_with(
+                Code::ResourceExhausted,
+                reason,
+                q.to_string(),
+                metadata,
+                tonic_types::ErrorDetails::with_retry_info(Some(retry)),
+                tonic::metadata::MetadataMap::new(),
+            )
+        }
         StoreError::OutcomeUnknown { .. } => {
             tracing::warn!(error = %chain(&e), "write outcome unknown");
             reason::status(
@@ -281,6 +312,14 @@ fn store_status(e: StoreError) -> Status {
             internal()
         }
     }
+}
+
+/// Time left until the next 00:00 UTC, when daily budgets reset.
+fn until_utc_midnight() -> std::time::Duration {
+    let now = time::OffsetDateTime::now_utc();
+    let since =
+        u64::from(now.hour()) * 3600 + u64::from(now.minute()) * 60 + u64::from(now.second());
+    std::time::Duration::from_secs(86_400u64.saturating_sub(since).max(1))
 }
 
 /// INTERNAL, saying nothing of the cause (log it before).

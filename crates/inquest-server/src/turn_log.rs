@@ -23,7 +23,10 @@ use std::{
 use std::time::Duration;
 
 use inquest_broadcast::{Event, ToolCallStart, TurnBroadcaster};
-use inquest_core::{IdempotencyKey, IncidentId, Role, SessionId, SessionStatus, Turn, UserMessage};
+use inquest_core::{
+    IdempotencyKey, IncidentId, Role, SessionId, SessionStatus, Tenant, TenantQuota, Turn,
+    UserMessage,
+};
 use inquest_store::{
     CallerEvent, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,
     notify::Notification,
@@ -231,11 +234,16 @@ impl TurnLog {
     /// Opens a session with its first user turn and publishes the turn.
     pub async fn start_session(
         &self,
+        tenant: &Tenant,
+        quota: TenantQuota,
         incident: IncidentId,
         message: UserMessage,
         key: Option<IdempotencyKey>,
     ) -> Result<StartedSession, StoreError> {
-        let started = self.store.start_session(incident, message, key).await?;
+        let started = self
+            .store
+            .start_session(tenant, quota, incident, message, key)
+            .await?;
         if started.created {
             self.publish_committed(started.first_turn.clone());
         }
@@ -247,11 +255,16 @@ impl TurnLog {
     /// a watch started after this returns follows the new burst.
     pub async fn send_message(
         &self,
+        tenant: &Tenant,
+        quota: TenantQuota,
         session: SessionId,
         message: UserMessage,
         key: Option<IdempotencyKey>,
     ) -> Result<SendOutcome, StoreError> {
-        let outcome = self.store.send_message(session, message, key).await?;
+        let outcome = self
+            .store
+            .send_message(tenant, quota, session, message, key)
+            .await?;
         if let SendOutcome::Sent { turn, created } = &outcome {
             // A replay lifts the latch too: the first call may have been
             // cut off before it did (watchers check the store before they

@@ -68,8 +68,8 @@ impl Store {
         self.run("bench_insert_session", async |c| {
             let tx = c.transaction().await?;
             tx.execute(
-                "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count) \
-                 VALUES ($1, $2, 'idle', $3, $3)",
+                "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant) \
+                 SELECT $1, $2, 'idle', $3, $3, tenant FROM incidents WHERE id = $2",
                 &[session.as_uuid(), incident.as_uuid(), &turns],
             )
             .await?;

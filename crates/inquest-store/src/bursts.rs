@@ -7,8 +7,8 @@
 //! the session state machine ([`inquest_core::Event`]), never from literals.
 
 use inquest_core::{
-    Event, ExitReason, IdempotencyKey, NewTurn, RequestFingerprint, SessionId, SessionStatus, Turn,
-    UserMessage,
+    Event, ExitReason, IdempotencyKey, NewTurn, RequestFingerprint, SessionId, SessionStatus,
+    Tenant, TenantQuota, Turn, UserMessage,
 };
 
 use crate::{
@@ -60,19 +60,30 @@ impl Store {
     /// the key with another message is [`StoreError::IdempotencyConflict`],
     /// and nothing is stored.
     ///
+    /// Only `tenant`'s session: another tenant's is NotFound, as an unknown
+    /// one. A message that would open a burst over `quota` is
+    /// [`StoreError::QuotaExceeded`], and nothing is stored.
+    ///
     /// Runs detached with the turn-write timeout, like every turn write.
     pub async fn send_message(
         &self,
+        tenant: &Tenant,
+        quota: TenantQuota,
         session: SessionId,
         message: UserMessage,
         key: Option<IdempotencyKey>,
     ) -> Result<SendOutcome, StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
+        let tenant = tenant.clone();
         self.detached(async move {
             store
                 .run_with_timeout("send_message", limit, async |c| {
-                    send_message_tx(c, &store.replica, session, message, key.as_ref()).await
+                    let scope = Scope {
+                        tenant: &tenant,
+                        quota: &quota,
+                    };
+                    send_message_tx(c, &store.replica, scope, session, message, key.as_ref()).await
                 })
                 .await
         })
@@ -175,9 +186,16 @@ impl Store {
     }
 }
 
+/// The caller's tenant and its limits.
+struct Scope<'a> {
+    tenant: &'a Tenant,
+    quota: &'a TenantQuota,
+}
+
 async fn send_message_tx(
     client: &mut deadpool_postgres::Client,
     origin: &ReplicaId,
+    caller: Scope<'_>,
     session: SessionId,
     message: UserMessage,
     key: Option<&IdempotencyKey>,
@@ -185,6 +203,17 @@ async fn send_message_tx(
     let scope = format!("send_message:{session}");
     let request = RequestFingerprint::send_message(&message);
     let tx = client.transaction().await?;
+    // The tenant first: a key must not replay another tenant's turn.
+    if tx
+        .query_opt(
+            "SELECT 1 FROM sessions WHERE id = $1 AND tenant = $2",
+            &[session.as_uuid(), &caller.tenant.as_str()],
+        )
+        .await?
+        .is_none()
+    {
+        return Err(not_found_session(session));
+    }
     if let Some(key) = key
         && let Some(turn) = turn_for_key(&tx, &scope, key, &request).await?
     {
@@ -246,6 +275,9 @@ async fn send_message_tx(
             _ => SendOutcome::Busy { status },
         });
     }
+    // The status change above is this transaction's own: the count skips
+    // this session. A refusal drops the transaction, undoing the change.
+    crate::tenants::admit(&tx, caller.tenant, caller.quota, Some(session)).await?;
     let turn = insert_turn(&tx, origin, session, None, None, &NewTurn::User(message)).await?;
     if let Some(key) = key {
         let claimed = tx

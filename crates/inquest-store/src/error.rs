@@ -40,6 +40,10 @@ pub enum StoreError {
     /// message, or incident): nothing was written.
     #[error("idempotency key {key:?} was used for a different request")]
     IdempotencyConflict { key: String },
+    /// The tenant may not open another burst now (`[tenants]` limits):
+    /// nothing was written.
+    #[error("{0}")]
+    QuotaExceeded(inquest_core::QuotaExceeded),
     #[error("internal store error: {0}")]
     Internal(String),
 }
@@ -71,6 +75,7 @@ impl StoreError {
             StoreError::ShuttingDown => "shutting_down",
             StoreError::LeaseLost { .. } => "lease_lost",
             StoreError::IdempotencyConflict { .. } => "idempotency_conflict",
+            StoreError::QuotaExceeded(_) => "quota_exceeded",
             StoreError::Internal(_) => "internal",
         }
     }

@@ -1,4 +1,4 @@
-use inquest_core::{IncidentId, IncidentText};
+use inquest_core::{IncidentId, IncidentText, Tenant};
 use time::OffsetDateTime;
 
 use tokio_postgres::Row;
@@ -33,7 +33,12 @@ fn incident_from_row(row: &Row) -> Result<Incident, StoreError> {
 }
 
 impl Store {
-    pub async fn create_incident(&self, input: &IncidentText) -> Result<Incident, StoreError> {
+    /// Creates an incident of `tenant`.
+    pub async fn create_incident(
+        &self,
+        tenant: &Tenant,
+        input: &IncidentText,
+    ) -> Result<Incident, StoreError> {
         let id = IncidentId::new();
         // Title and description may hold U+0000: stored escaped (crate::text).
         let escaped = text::has_nul(input.title()) || text::has_nul(input.description());
@@ -42,9 +47,15 @@ impl Store {
         let row = self
             .run("create_incident", async |c| {
                 Ok(c.query_one(
-                    "INSERT INTO incidents (id, title, description, escaped) \
-                     VALUES ($1, $2, $3, $4) RETURNING created_at",
-                    &[id.as_uuid(), &&*title, &&*description, &escaped],
+                    "INSERT INTO incidents (id, title, description, escaped, tenant) \
+                     VALUES ($1, $2, $3, $4, $5) RETURNING created_at",
+                    &[
+                        id.as_uuid(),
+                        &&*title,
+                        &&*description,
+                        &escaped,
+                        &tenant.as_str(),
+                    ],
                 )
                 .await?)
             })
@@ -57,12 +68,19 @@ impl Store {
         })
     }
 
-    pub async fn get_incident(&self, id: IncidentId) -> Result<Incident, StoreError> {
+    /// The incident `id` of `tenant`: another tenant's is NotFound, exactly
+    /// as an unknown id.
+    pub async fn get_incident(
+        &self,
+        tenant: &Tenant,
+        id: IncidentId,
+    ) -> Result<Incident, StoreError> {
         let row = self
             .run("get_incident", async |c| {
                 Ok(c.query_opt(
-                    "SELECT title, description, created_at, escaped FROM incidents WHERE id = $1",
-                    &[id.as_uuid()],
+                    "SELECT title, description, created_at, escaped FROM incidents \
+                     WHERE id = $1 AND tenant = $2",
+                    &[id.as_uuid(), &tenant.as_str()],
                 )
                 .await?)
             })
@@ -80,11 +98,12 @@ impl Store {
         })
     }
 
-    /// Incidents newest first (ids are UUIDv7), `limit` at a time, starting
-    /// after the incident `before` (exclusive) when given. One read of the
-    /// primary key, at most `limit + 1` rows.
+    /// `tenant`'s incidents newest first (ids are UUIDv7), `limit` at a
+    /// time, starting after the incident `before` (exclusive) when given.
+    /// One read of `incidents_by_tenant` (V16), at most `limit + 1` rows.
     pub async fn list_incidents(
         &self,
+        tenant: &Tenant,
         before: Option<IncidentId>,
         limit: u32,
     ) -> Result<IncidentPage, StoreError> {
@@ -94,8 +113,8 @@ impl Store {
             .run("list_incidents", async |c| {
                 Ok(c.query(
                     "SELECT id, title, description, created_at, escaped FROM incidents \
-                     WHERE id < $1 ORDER BY id DESC LIMIT $2",
-                    &[&before, &fetch],
+                     WHERE tenant = $3 AND id < $1 ORDER BY id DESC LIMIT $2",
+                    &[&before, &fetch, &tenant.as_str()],
                 )
                 .await?)
             })

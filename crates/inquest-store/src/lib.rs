@@ -9,6 +9,7 @@
 //! [`embedded`] runs a private PostgreSQL cluster for the zero-config
 //! default and for test runs.
 
+mod audit;
 mod bench;
 mod bursts;
 pub mod embedded;
@@ -22,6 +23,7 @@ pub mod notify;
 mod reports;
 mod rows;
 mod sessions;
+mod tenants;
 mod text;
 pub mod tls;
 mod tokens;
@@ -33,6 +35,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+pub use audit::{AuditEntry, AuditEvent, AuditPage};
 pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;
 pub use idempotency::EXPIRE_BATCH;

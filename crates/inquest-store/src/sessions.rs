@@ -1,6 +1,6 @@
 use inquest_core::{
-    IdempotencyKey, IncidentId, NewTurn, RequestFingerprint, Seq, SessionId, SessionStatus, Turn,
-    UserMessage,
+    IdempotencyKey, IncidentId, NewTurn, RequestFingerprint, Seq, SessionId, SessionStatus, Tenant,
+    TenantQuota, Turn, UserMessage,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -119,8 +119,11 @@ pub(crate) fn not_found_session(id: SessionId) -> StoreError {
 }
 
 impl Store {
-    /// Creates a session with its opening user turn (seq 1), in one
-    /// transaction. With an idempotency key, a retry of the same request
+    /// Creates a session of `tenant`'s incident with its opening user turn
+    /// (seq 1), in one transaction. Another tenant's incident is NotFound,
+    /// as an unknown one; a session over `quota` is
+    /// [`StoreError::QuotaExceeded`] (a replay by idempotency key is not:
+    /// it opens no burst). With an idempotency key, a retry of the same request
     /// (incident and message) returns the session the first call created
     /// and stores nothing new; the key with another request is
     /// [`StoreError::IdempotencyConflict`], and nothing is stored.
@@ -128,16 +131,19 @@ impl Store {
     /// Runs detached with the turn-write timeout, like every turn write.
     pub async fn start_session(
         &self,
+        tenant: &Tenant,
+        quota: TenantQuota,
         incident: IncidentId,
         message: UserMessage,
         key: Option<IdempotencyKey>,
     ) -> Result<StartedSession, StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
+        let tenant = tenant.clone();
         self.detached(async move {
             store
                 .run_with_timeout("start_session", limit, async |c| {
-                    start_session_tx(c, incident, &message, key.as_ref()).await
+                    start_session_tx(c, &tenant, &quota, incident, &message, key.as_ref()).await
                 })
                 .await
         })
@@ -195,8 +201,27 @@ impl Store {
         session_from_row(&row)
     }
 
-    /// Sessions newest first (ids are UUIDv7), of `incident` or of every
-    /// incident, only those whose status is in `statuses` (empty: any),
+    /// The session `id` if it belongs to `tenant`: another tenant's is
+    /// NotFound, exactly as an unknown id. Every call a client makes about
+    /// a session reads it through this first; a session's tenant never
+    /// changes, so what this admits stays admitted.
+    pub async fn get_tenant_session(
+        &self,
+        tenant: &Tenant,
+        id: SessionId,
+    ) -> Result<SessionRow, StoreError> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1 AND tenant = $2");
+        let row = self
+            .run("get_session", async |c| {
+                Ok(c.query_opt(&sql, &[id.as_uuid(), &tenant.as_str()]).await?)
+            })
+            .await?
+            .ok_or_else(|| not_found_session(id))?;
+        session_from_row(&row)
+    }
+
+    /// `tenant`'s sessions newest first (ids are UUIDv7), of `incident` or
+    /// of every incident, only those whose status is in `statuses` (empty: any),
     /// `limit` at a time, starting after the session `before` (exclusive)
     /// when given. An unknown incident is [`StoreError::NotFound`].
     ///
@@ -208,6 +233,7 @@ impl Store {
     /// scan. Statuses are bound as parameters, never SQL literals.
     pub async fn list_sessions(
         &self,
+        tenant: &Tenant,
         incident: Option<IncidentId>,
         statuses: &[SessionStatus],
         before: Option<SessionId>,
@@ -216,42 +242,47 @@ impl Store {
         let mut wanted: Vec<&'static str> = statuses.iter().map(|s| s.as_str()).collect();
         wanted.sort_unstable();
         wanted.dedup();
-        // $1 the keyset bound, $2 the row count; then the incident ($3)
-        // when given, then the status set, each only when used.
+        // $1 the keyset bound, $2 the row count, $3 the tenant; then the
+        // incident ($4) when given, then the status set, each only when
+        // used.
         let by_incident = if incident.is_some() {
-            "incident_id = $3 AND "
+            "incident_id = $4 AND "
         } else {
             ""
         };
-        let statuses_param = if incident.is_some() { "$4" } else { "$3" };
+        let statuses_param = if incident.is_some() { "$5" } else { "$4" };
         let sql = if wanted.is_empty() {
             format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions \
-                 WHERE {by_incident}id < $1 ORDER BY id DESC LIMIT $2"
+                 WHERE tenant = $3 AND {by_incident}id < $1 ORDER BY id DESC LIMIT $2"
             )
         } else {
             format!(
                 "SELECT page.* FROM unnest({statuses_param}::text[]) AS wanted(status) \
                  CROSS JOIN LATERAL (SELECT {SESSION_COLUMNS} FROM sessions \
-                   WHERE {by_incident}sessions.status = wanted.status AND id < $1 \
-                   ORDER BY id DESC LIMIT $2) AS page \
+                   WHERE tenant = $3 AND {by_incident}sessions.status = wanted.status \
+                   AND id < $1 ORDER BY id DESC LIMIT $2) AS page \
                  ORDER BY page.id DESC LIMIT $2"
             )
         };
         let fetch = i64::from(limit) + 1;
         let before = before.map_or(uuid::Uuid::max(), |b| *b.as_uuid());
         let incident_uuid = incident.map(|i| *i.as_uuid());
+        let tenant = tenant.as_str();
         let (exists, rows) = self
             .run("list_sessions", async |c| {
                 let exists = match &incident_uuid {
                     Some(id) => c
-                        .query_opt("SELECT 1 FROM incidents WHERE id = $1", &[id])
+                        .query_opt(
+                            "SELECT 1 FROM incidents WHERE id = $1 AND tenant = $2",
+                            &[id, &tenant],
+                        )
                         .await?
                         .is_some(),
                     None => true,
                 };
                 let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-                    vec![&before, &fetch];
+                    vec![&before, &fetch, &tenant];
                 if let Some(id) = &incident_uuid {
                     params.push(id);
                 }
@@ -284,6 +315,8 @@ impl Store {
 
 async fn start_session_tx(
     client: &mut deadpool_postgres::Client,
+    tenant: &Tenant,
+    quota: &TenantQuota,
     incident: IncidentId,
     message: &UserMessage,
     key: Option<&IdempotencyKey>,
@@ -291,16 +324,12 @@ async fn start_session_tx(
     let scope = format!("start_session:{incident}");
     let request = RequestFingerprint::start_session(incident, message);
     let tx = client.transaction().await?;
-    if let Some(key) = key
-        && let Some(found) = existing_for_key(&tx, &scope, key, &request).await?
-    {
-        tx.commit().await?;
-        return Ok(found);
-    }
+    // The tenant first: an idempotency key must not replay another
+    // tenant's session.
     if tx
         .query_opt(
-            "SELECT 1 FROM incidents WHERE id = $1",
-            &[incident.as_uuid()],
+            "SELECT 1 FROM incidents WHERE id = $1 AND tenant = $2",
+            &[incident.as_uuid(), &tenant.as_str()],
         )
         .await?
         .is_none()
@@ -310,15 +339,25 @@ async fn start_session_tx(
             id: incident.to_string(),
         });
     }
+    if let Some(key) = key
+        && let Some(found) = existing_for_key(&tx, &scope, key, &request).await?
+    {
+        tx.commit().await?;
+        return Ok(found);
+    }
+    crate::tenants::admit(&tx, tenant, quota, None).await?;
     let id = SessionId::new();
     let turn = NewTurn::User(message.clone());
     let session_sql = format!(
-        "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count) \
-         VALUES ($1, $2, 'pending', 1, 1) RETURNING {SESSION_COLUMNS}"
+        "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant) \
+         VALUES ($1, $2, 'pending', 1, 1, $3) RETURNING {SESSION_COLUMNS}"
     );
     let session = session_from_row(
-        &tx.query_one(&session_sql, &[id.as_uuid(), incident.as_uuid()])
-            .await?,
+        &tx.query_one(
+            &session_sql,
+            &[id.as_uuid(), incident.as_uuid(), &tenant.as_str()],
+        )
+        .await?,
     )?;
     let turn_sql = format!(
         "INSERT INTO turns (session_id, seq, role, content, escaped) \

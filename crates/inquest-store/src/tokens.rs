@@ -1,7 +1,10 @@
 //! API tokens (migration V15): issued, listed, verified by id, revoked.
 //! The secret is never stored, only its SHA-256 (`inquest_core::auth`).
 
-use inquest_core::auth::{PresentedToken, Role};
+use inquest_core::{
+    Tenant,
+    auth::{PresentedToken, Role},
+};
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -57,7 +60,7 @@ impl Store {
     pub async fn create_token(
         &self,
         name: &str,
-        tenant: &str,
+        tenant: &Tenant,
         role: Role,
         expires_at: Option<OffsetDateTime>,
     ) -> Result<IssuedToken, StoreError> {
@@ -75,7 +78,14 @@ impl Store {
             .run("create_token", async |c| {
                 Ok(c.query_one(
                     &sql,
-                    &[&id, &name, &tenant, &role.as_str(), &hash, &expires_at],
+                    &[
+                        &id,
+                        &name,
+                        &tenant.as_str(),
+                        &role.as_str(),
+                        &hash,
+                        &expires_at,
+                    ],
                 )
                 .await?)
             })
@@ -121,5 +131,40 @@ impl Store {
             })
             .await?;
         Ok(n == 1)
+    }
+
+    /// `tenant`'s tokens, newest first, at most `limit`.
+    pub async fn list_tenant_tokens(
+        &self,
+        tenant: &Tenant,
+        limit: i64,
+    ) -> Result<Vec<ApiToken>, StoreError> {
+        let sql =
+            format!("SELECT {COLUMNS} FROM api_tokens WHERE tenant = $1 ORDER BY id DESC LIMIT $2");
+        let rows = self
+            .run("list_tokens", async |c| {
+                Ok(c.query(&sql, &[&tenant.as_str(), &limit]).await?)
+            })
+            .await?;
+        rows.iter().map(token_from_row).collect()
+    }
+
+    /// Revokes `tenant`'s token `id`: the token as it now stands, `None`
+    /// when `tenant` has no such token (another tenant's included).
+    pub async fn revoke_tenant_token(
+        &self,
+        tenant: &Tenant,
+        id: Uuid,
+    ) -> Result<Option<ApiToken>, StoreError> {
+        let sql = format!(
+            "UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) \
+             WHERE id = $1 AND tenant = $2 RETURNING {COLUMNS}"
+        );
+        let row = self
+            .run("revoke_token", async |c| {
+                Ok(c.query_opt(&sql, &[&id, &tenant.as_str()]).await?)
+            })
+            .await?;
+        row.as_ref().map(token_from_row).transpose()
     }
 }

@@ -41,7 +41,10 @@ pub struct TurnPage {
 /// (which therefore carries the flag, `x`). `$15` is a recovery notice's
 /// plan (`recovery_plan`, migration V11; NULL for other turns), inlined as
 /// `rp` like the tool calls; `$16`–`$18` are the cache counts and the cost
-/// (migration V13), inlined as `cr`, `cw`, `cu`.
+/// (migration V13), inlined as `cr`, `cw`, `cu`. A turn that spent tokens
+/// adds them to its session's row of today in `token_usage` (migration
+/// V16), what the tenant's daily token budget reads; that row is only ever
+/// written under the session row's lock this statement already holds.
 ///
 /// Only `seq` and `created_at` come back: the rest of the row is what the
 /// caller sent, so it is not shipped back and decoded again.
@@ -55,8 +58,14 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
                  cost_unknown_turns = cost_unknown_turns \
                      + CASE WHEN $2 = 'assistant' AND $18::bigint IS NULL THEN 1 ELSE 0 END \
              WHERE id = $1 AND ($11::bigint IS NULL OR lease_epoch = $11) \
-             RETURNING head_seq, \
+             RETURNING head_seq, tenant, \
                  cardinality(array_remove(watch_replicas, $12::text)) > 0 AS watched), \
+         used AS ( \
+             INSERT INTO token_usage (tenant, day, session_id, tokens) \
+             SELECT bumped.tenant, (now() AT TIME ZONE 'UTC')::date, $1, $9 + $10 FROM bumped \
+             WHERE $9 + $10 > 0 \
+             ON CONFLICT (tenant, day, session_id) \
+             DO UPDATE SET tokens = token_usage.tokens + EXCLUDED.tokens), \
          ins AS ( \
              INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
                                 tool_name, is_error, input_tokens, output_tokens, write_id, \

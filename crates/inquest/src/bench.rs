@@ -431,11 +431,10 @@ async fn append(
     let content = "x".repeat(payload);
     let limits = Limits::default();
     let incident = store
-        .create_incident(&IncidentText::parse(
-            "bench".into(),
-            String::new(),
-            &limits,
-        )?)
+        .create_incident(
+            &inquest_core::Tenant::default_tenant(),
+            &IncidentText::parse("bench".into(), String::new(), &limits)?,
+        )
         .await?;
 
     println!(
@@ -451,6 +450,8 @@ async fn append(
         for _ in 0..writers {
             let started = store
                 .start_session(
+                    &inquest_core::Tenant::default_tenant(),
+                    inquest_core::TenantQuota::UNLIMITED,
                     incident.id,
                     UserMessage::parse("bench".into(), &limits)?,
                     None,

@@ -156,14 +156,15 @@ async fn one_flavor(
     };
     let limits = Limits::default();
     let incident = store
-        .create_incident(&IncidentText::parse(
-            "bench cache".into(),
-            String::new(),
-            &limits,
-        )?)
+        .create_incident(
+            &inquest_core::Tenant::default_tenant(),
+            &IncidentText::parse("bench cache".into(), String::new(), &limits)?,
+        )
         .await?;
     let session = log
         .start_session(
+            &inquest_core::Tenant::default_tenant(),
+            inquest_core::TenantQuota::UNLIMITED,
             incident.id,
             UserMessage::parse("Checkout is slow since 10:00. Why?".into(), &limits)?,
             None,
@@ -175,6 +176,8 @@ async fn one_flavor(
     burst(&agent, log, store, session).await?;
     let sent = log
         .send_message(
+            &inquest_core::Tenant::default_tenant(),
+            inquest_core::TenantQuota::UNLIMITED,
             session,
             UserMessage::parse("Look further into the log.".into(), &limits)?,
             None,

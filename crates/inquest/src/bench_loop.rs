@@ -181,11 +181,10 @@ pub async fn run(bench: LoopBench) -> anyhow::Result<()> {
     ));
     let limits = Limits::default();
     let incident = store
-        .create_incident(&IncidentText::parse(
-            "bench loop".into(),
-            String::new(),
-            &limits,
-        )?)
+        .create_incident(
+            &inquest_core::Tenant::default_tenant(),
+            &IncidentText::parse("bench loop".into(), String::new(), &limits)?,
+        )
         .await?;
 
     println!(
@@ -271,6 +270,8 @@ async fn loop_phase(
             loop {
                 let session = store
                     .start_session(
+                        &inquest_core::Tenant::default_tenant(),
+                        inquest_core::TenantQuota::UNLIMITED,
                         incident,
                         UserMessage::parse("bench".into(), &Limits::default())?,
                         None,

@@ -212,11 +212,10 @@ async fn send_message_resume(bench: &ResumeBench) -> anyhow::Result<()> {
     let server = tokio::spawn(app.run(shutdown.clone()));
     let store = Store::connect(&config.store_config(&bench.url))?;
     let incident = store
-        .create_incident(&IncidentText::parse(
-            "bench resume".into(),
-            String::new(),
-            &Limits::default(),
-        )?)
+        .create_incident(
+            &inquest_core::Tenant::default_tenant(),
+            &IncidentText::parse("bench resume".into(), String::new(), &Limits::default())?,
+        )
         .await?;
     let n = (bench.session_turns / 2 * 2).max(2);
     let mut runs = vec![(format!("session of {n} stored turns"), n, false)];

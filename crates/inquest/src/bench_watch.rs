@@ -62,14 +62,15 @@ pub(crate) async fn running_session(log: &TurnLog) -> anyhow::Result<(SessionId,
     let limits = Limits::default();
     let incident = log
         .store()
-        .create_incident(&IncidentText::parse(
-            "bench".into(),
-            String::new(),
-            &limits,
-        )?)
+        .create_incident(
+            &inquest_core::Tenant::default_tenant(),
+            &IncidentText::parse("bench".into(), String::new(), &limits)?,
+        )
         .await?;
     let started = log
         .start_session(
+            &inquest_core::Tenant::default_tenant(),
+            inquest_core::TenantQuota::UNLIMITED,
             incident.id,
             UserMessage::parse("bench".into(), &limits)?,
             None,

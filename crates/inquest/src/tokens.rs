@@ -3,7 +3,7 @@
 //! any token exists. The secret is printed once and never stored.
 
 use clap::Subcommand;
-use inquest_core::auth::Role;
+use inquest_core::{Tenant, auth::Role};
 use inquest_store::{ApiToken, Store};
 use time::OffsetDateTime;
 
@@ -11,9 +11,9 @@ use time::OffsetDateTime;
 pub enum TokenCommand {
     /// Issue a token and print its secret (once).
     Create {
-        /// The tenant the token acts for.
-        #[arg(long)]
-        tenant: String,
+        /// The tenant the token acts for (a-z, 0-9, '-', '_'; at most 64).
+        #[arg(long, value_parser = parse_tenant)]
+        tenant: Tenant,
         /// viewer, operator or admin.
         #[arg(long, value_parser = parse_role)]
         role: Role,
@@ -32,6 +32,10 @@ pub enum TokenCommand {
     /// Revoke a token by its id (from `token list`); every replica refuses
     /// it within a few seconds.
     Revoke { id: uuid::Uuid },
+}
+
+fn parse_tenant(text: &str) -> Result<Tenant, String> {
+    Tenant::parse(text).map_err(|e| format!("{text:?}: {e}"))
 }
 
 fn parse_role(text: &str) -> Result<Role, String> {
@@ -80,10 +84,6 @@ pub async fn run(store: Store, command: TokenCommand) -> anyhow::Result<()> {
             name,
             expires,
         } => {
-            anyhow::ensure!(
-                !tenant.trim().is_empty() && tenant.len() <= 200,
-                "--tenant must be 1 to 200 bytes"
-            );
             let name = name.unwrap_or_else(|| role.to_string());
             anyhow::ensure!(
                 !name.trim().is_empty() && name.len() <= 200,
@@ -94,6 +94,7 @@ pub async fn run(store: Store, command: TokenCommand) -> anyhow::Result<()> {
             eprintln!("{}", line(&issued.token));
             eprintln!("the secret below is shown once; store it now");
             println!("{}", issued.secret);
+            audit(&store, &issued.token, "CreateToken").await;
         }
         TokenCommand::List { limit } => {
             for t in store.list_tokens(limit.clamp(1, 10_000)).await? {
@@ -103,9 +104,38 @@ pub async fn run(store: Store, command: TokenCommand) -> anyhow::Result<()> {
         TokenCommand::Revoke { id } => {
             anyhow::ensure!(store.revoke_token(id).await?, "no token {id}");
             println!("revoked {id}");
+            if let Some(t) = store.find_token(id).await? {
+                audit(&store, &t, "RevokeToken").await;
+            }
         }
     }
     Ok(())
+}
+
+/// Records a token change made from the command line in the token's
+/// tenant's audit trail: the actor is whoever held the database URL, named
+/// by the local user. A failed record is reported, not fatal: the change
+/// itself is made.
+async fn audit(store: &Store, token: &ApiToken, method: &str) {
+    let Ok(tenant) = Tenant::parse(&token.tenant) else {
+        return;
+    };
+    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+    let entry = inquest_store::AuditEntry {
+        tenant,
+        subject: format!("cli:{user}"),
+        actor_name: "inquest token".into(),
+        role: "database".into(),
+        method: method.into(),
+        incident_id: None,
+        session_id: None,
+        token_id: Some(token.id),
+        code: "OK".into(),
+        message: String::new(),
+    };
+    if let Err(e) = store.record_audit(entry).await {
+        eprintln!("warning: the audit trail did not record this: {e}");
+    }
 }
 
 #[cfg(test)]

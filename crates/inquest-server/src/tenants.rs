@@ -1,0 +1,92 @@
+//! `[tenants]`: the limits each tenant's new bursts are checked against.
+//!
+//! ```toml
+//! [tenants]
+//! max_running_bursts = 20         # bursts pending or running at once
+//! daily_token_budget = 5000000    # input + output tokens per UTC day
+//!
+//! [tenants.overrides.acme]        # one tenant's own limits
+//! max_running_bursts = 5
+//! daily_token_budget = 200000
+//! ```
+//!
+//! Absent keys are no limit; an override replaces the defaults key by key
+//! (an override without `daily_token_budget` keeps the default budget).
+//! StartSession, SendMessage and ContinueSession over a limit answer
+//! RESOURCE_EXHAUSTED (`TENANT_BURST_LIMIT`, `TOKEN_BUDGET_EXHAUSTED`) and
+//! write nothing; a burst already running finishes.
+
+use std::collections::BTreeMap;
+
+use inquest_core::{Tenant, TenantQuota};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsEntry {
+    pub max_running_bursts: Option<u32>,
+    pub daily_token_budget: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TenantsSection {
+    pub max_running_bursts: Option<u32>,
+    pub daily_token_budget: Option<u64>,
+    /// Per-tenant limits, by tenant name.
+    pub overrides: BTreeMap<String, LimitsEntry>,
+}
+
+impl TenantsSection {
+    pub fn validate(&self) -> Result<(), String> {
+        for name in self.overrides.keys() {
+            Tenant::parse(name).map_err(|e| format!("tenants.overrides.{name:?}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The limits of `tenant`'s new bursts.
+    pub fn quota(&self, tenant: &Tenant) -> TenantQuota {
+        let own = self
+            .overrides
+            .get(tenant.as_str())
+            .copied()
+            .unwrap_or_default();
+        TenantQuota {
+            max_running_bursts: own.max_running_bursts.or(self.max_running_bursts),
+            daily_token_budget: own.daily_token_budget.or(self.daily_token_budget),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_replace_defaults_key_by_key() {
+        let section: TenantsSection = toml::from_str(
+            "max_running_bursts = 20\ndaily_token_budget = 1000\n\
+             [overrides.acme]\nmax_running_bursts = 5\n",
+        )
+        .unwrap();
+        section.validate().unwrap();
+        let acme = section.quota(&Tenant::parse("acme").unwrap());
+        assert_eq!(acme.max_running_bursts, Some(5));
+        assert_eq!(acme.daily_token_budget, Some(1000));
+        let other = section.quota(&Tenant::default_tenant());
+        assert_eq!(other.max_running_bursts, Some(20));
+        assert_eq!(
+            TenantsSection::default().quota(&Tenant::default_tenant()),
+            TenantQuota::UNLIMITED
+        );
+    }
+
+    #[test]
+    fn an_override_must_name_a_tenant() {
+        let section: TenantsSection =
+            toml::from_str("[overrides.\"Not A Tenant\"]\nmax_running_bursts = 1\n").unwrap();
+        assert!(section.validate().is_err());
+        assert!(toml::from_str::<TenantsSection>("max_bursts = 1").is_err());
+    }
+}
