@@ -87,7 +87,7 @@ fn deployment_runs_three_replicas_rolling_one_at_a_time() {
 }
 
 /// The gRPC port is one number everywhere: the ConfigMap's `listen`, the
-/// container port, every probe, the Service's target and the Dockerfile's
+/// container port, the Service's target and the Dockerfile's
 /// EXPOSE.
 #[test]
 fn the_grpc_port_agrees_everywhere() {
@@ -108,30 +108,50 @@ fn the_grpc_port_agrees_everywhere() {
         config.listen
     );
 
+    // The gRPC port serves TLS, which the kubelet's grpc probe cannot
+    // speak: the probes are HTTP on the admin listener, at the paths it
+    // serves, on the container port the ConfigMap's [admin] listen names.
+    let admin_port = config.admin.listen.port();
+    assert!(
+        config.admin.enabled && config.admin.listen.ip().is_unspecified(),
+        "the probes need the admin listener on all interfaces"
+    );
+    assert!(
+        config.tls.is_some(),
+        "the ConfigMap serves gRPC without TLS"
+    );
     for probe in ["startupProbe", "readinessProbe", "livenessProbe"] {
         let p = &c[probe];
         if probe == "startupProbe" && p.is_badvalue() {
             continue;
         }
         assert!(!p.is_badvalue(), "the container has no {probe}");
-        let grpc = &p["grpc"];
+        let http = &p["httpGet"];
         assert!(
-            !grpc.is_badvalue(),
-            "{probe} should be a native grpc probe (grpc.health.v1.Health): {p:?}"
+            !http.is_badvalue(),
+            "{probe} should be an httpGet probe on the admin listener: {p:?}"
         );
+        let probe_port = match &http["port"] {
+            Yaml::String(name) => {
+                let named = vec_at(&c["ports"], "container ports")
+                    .iter()
+                    .find(|p| p["name"].as_str() == Some(name.as_str()))
+                    .unwrap_or_else(|| panic!("{probe} port {name:?} names no container port"));
+                port(&named["containerPort"], "containerPort")
+            }
+            other => port(other, &format!("{probe}.httpGet.port")),
+        };
         assert_eq!(
-            port(&grpc["port"], &format!("{probe}.grpc.port")),
-            port_number,
-            "{probe} checks another port than the container's grpc port"
+            probe_port, admin_port,
+            "{probe} checks another port than the admin listener's"
         );
-        let service = &grpc["service"];
-        if !service.is_badvalue() {
-            let name = str_at(service, &format!("{probe}.grpc.service"));
-            assert!(
-                ["", "inquest.v1.Investigations"].contains(&name),
-                "{probe} asks for health service {name:?}, which the server does not report"
-            );
-        }
+        let path = str_at(&http["path"], &format!("{probe}.httpGet.path"));
+        let want = if probe == "livenessProbe" {
+            "/healthz"
+        } else {
+            "/readyz"
+        };
+        assert_eq!(path, want, "{probe} path");
     }
 
     let s = kube("service.yaml");
