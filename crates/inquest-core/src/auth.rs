@@ -162,6 +162,57 @@ impl Principal {
 /// when authentication is off.
 pub const DEFAULT_TENANT: &str = "default";
 
+/// A tenant's name: 1 to 64 of `a-z`, `0-9`, `-` and `_`. Whatever names a
+/// tenant (an API token's `--tenant`, a JWT's tenant claim) goes through
+/// [`TenantName::parse`], so a tenant is spelled one way everywhere.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TenantName(String);
+
+/// Why a text is not a tenant name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidTenant {
+    #[error("a tenant name must not be empty")]
+    Empty,
+    #[error("a tenant name is at most {max} characters", max = TenantName::MAX_LEN)]
+    TooLong,
+    #[error("a tenant name may hold only a-z, 0-9, '-' and '_'")]
+    BadCharacter,
+}
+
+impl TenantName {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn parse(text: &str) -> Result<Self, InvalidTenant> {
+        if text.is_empty() {
+            return Err(InvalidTenant::Empty);
+        }
+        if text.len() > Self::MAX_LEN {
+            return Err(InvalidTenant::TooLong);
+        }
+        if !text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        {
+            return Err(InvalidTenant::BadCharacter);
+        }
+        Ok(Self(text.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Display for TenantName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +243,25 @@ mod tests {
             &format!("inq_{}_{}é", "0".repeat(32), "0".repeat(62)),
         ] {
             assert_eq!(PresentedToken::parse(text), Err(MalformedToken), "{text}");
+        }
+    }
+
+    #[test]
+    fn tenant_names() {
+        for ok in [DEFAULT_TENANT, "a", "team-7_prod", &"x".repeat(64)] {
+            assert_eq!(TenantName::parse(ok).unwrap().as_str(), ok);
+        }
+        assert_eq!(TenantName::parse(""), Err(InvalidTenant::Empty));
+        assert_eq!(
+            TenantName::parse(&"x".repeat(65)),
+            Err(InvalidTenant::TooLong)
+        );
+        for bad in ["Acme", "a b", "a/b", "é", "a.b", "a\0"] {
+            assert_eq!(
+                TenantName::parse(bad),
+                Err(InvalidTenant::BadCharacter),
+                "{bad:?}"
+            );
         }
     }
 
