@@ -486,7 +486,7 @@ mod tests {
         assert_eq!((jws.alg, jws.kid.as_str()), (Alg::Es256, "k1"));
         assert_eq!(jws.signature(), b"sig");
         let dot = t.rfind('.').unwrap();
-        assert_eq!(jws.signing_input(), t[..dot].as_bytes());
+        assert_eq!(jws.signing_input(), &t.as_bytes()[..dot]);
         assert_eq!(jws.claims()["sub"], "user-1");
     }
 

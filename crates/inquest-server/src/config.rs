@@ -342,6 +342,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_agent()?;
         self.limits.validate()?;
+        self.auth.validate().map_err(ConfigError::Invalid)?;
         for (name, n) in [
             ("store.max_connections", self.store.max_connections),
             ("store.burst_connections", self.store.burst_connections),
