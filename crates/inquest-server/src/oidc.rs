@@ -519,6 +519,20 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_config_with_auth_oidc_validates() {
+        let mut config: crate::config::Config = toml::from_str(
+            "[auth]\nmode = \"required\"\n\n[auth.oidc]\nissuer = \"https://idp\"\n\
+             audience = \"inquest\"\njwks_url = \"https://idp/jwks\"\n",
+        )
+        .unwrap();
+        assert!(config.auth.oidc.is_some());
+        config.validate().unwrap();
+        config.auth.mode = crate::auth::AuthMode::None;
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("mode = \"required\""), "{err}");
+    }
+
+    #[test]
     fn the_section_parses_from_toml_with_defaults() {
         let s: OidcSection = toml::from_str(
             "issuer = \"https://idp\"\naudience = \"inquest\"\njwks_file = \"k.json\"\n",
