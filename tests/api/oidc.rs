@@ -727,3 +727,17 @@ async fn unusable_oidc_config_stops_startup_with_a_clear_error() {
         assert!(err.contains(says), "{err:?} does not say {says:?}");
     }
 }
+
+#[tokio::test]
+async fn a_jwt_without_auth_oidc_is_unauthenticated() {
+    let app = spawn_app_with(|c| c.auth.mode = AuthMode::Required).await;
+    let token = Key::ec("k").token(&claims("admin"));
+    let refused = create_incident(&app, &token).await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    assert!(
+        refused.message().contains("[auth.oidc] is not set"),
+        "{}",
+        refused.message()
+    );
+    assert_eq!(app.count("incidents").await, 0);
+}

@@ -518,6 +518,58 @@ mod tests {
         assert!(skewed.validate().unwrap_err().contains("leeway"));
     }
 
+    /// The principal a verified JWT gives: what the tenant scoping and the
+    /// audit read.
+    #[tokio::test]
+    async fn a_verified_jwt_names_its_subject_tenant_and_role() {
+        use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+        use ring::signature::{self as sig, KeyPair as _};
+        let rng = ring::rand::SystemRandom::new();
+        let alg = &sig::ECDSA_P256_SHA256_FIXED_SIGNING;
+        let pkcs8 = sig::EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
+        let pair = sig::EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng).unwrap();
+        let point = pair.public_key().as_ref();
+        let jwks = serde_json::json!({"keys": [{
+            "kty": "EC", "crv": "P-256", "kid": "k1",
+            "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+            "y": URL_SAFE_NO_PAD.encode(&point[33..]),
+        }]});
+        let dir = std::env::temp_dir().join(format!("inquest-oidc-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("jwks.json");
+        std::fs::write(&path, jwks.to_string()).unwrap();
+        let mut section = OidcSection::new("https://idp", "inquest", JwksSource::File(path));
+        section.tenant_claim = "org".into();
+        section.role_claim = "groups".into();
+        let oidc = Oidc::start(&section).await.unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let enc = |v: serde_json::Value| URL_SAFE_NO_PAD.encode(v.to_string());
+        let exp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 60;
+        let input = format!(
+            "{}.{}",
+            enc(serde_json::json!({"alg": "ES256", "kid": "k1"})),
+            enc(serde_json::json!({
+                "iss": "https://idp", "aud": "inquest", "sub": "u-42", "exp": exp,
+                "name": "Ada", "org": "team-a", "groups": ["viewer", "operator"],
+            }))
+        );
+        let signature = pair.sign(&rng, input.as_bytes()).unwrap();
+        let token = format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref()));
+        assert_eq!(
+            oidc.principal(&token).await.unwrap(),
+            Principal {
+                subject: "u-42".into(),
+                name: "Ada".into(),
+                tenant: "team-a".into(),
+                role: inquest_core::auth::Role::Operator,
+            }
+        );
+    }
+
     #[test]
     fn a_whole_config_with_auth_oidc_validates() {
         let mut config: crate::config::Config = toml::from_str(
