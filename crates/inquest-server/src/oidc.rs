@@ -570,6 +570,65 @@ mod tests {
         );
     }
 
+    /// Log lines written while the guard lives (this thread only).
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn failed_refreshes_keep_the_keys_and_log_once_until_one_succeeds() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let _guard = tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::INFO)
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .finish(),
+        );
+        let dir = std::env::temp_dir().join(format!("inquest-oidc-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("jwks.json");
+        let jwks = r#"{"keys": [{"kty": "EC", "crv": "P-256", "kid": "k1",
+            "x": "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE",
+            "y": "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI"}]}"#;
+        std::fs::write(&path, jwks).unwrap();
+        let oidc = Oidc::start(&OidcSection::new(
+            "https://idp",
+            "inquest",
+            JwksSource::File(path.clone()),
+        ))
+        .await
+        .unwrap();
+        std::fs::write(&path, "{\"keys\": []}").unwrap();
+        for _ in 0..3 {
+            assert!(!oidc.refresh().await);
+            assert_eq!(
+                oidc.current().kids(),
+                ["k1"],
+                "a failed load keeps the keys"
+            );
+        }
+        std::fs::write(&path, jwks).unwrap();
+        assert!(oidc.refresh().await);
+        std::fs::remove_file(&path).unwrap();
+        assert!(!oidc.refresh().await);
+        let _ = std::fs::remove_dir_all(&dir);
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let count = |s: &str| log.matches(s).count();
+        assert_eq!(count("cannot refresh the OIDC JWKS"), 2, "{log}");
+        assert_eq!(count("loaded the OIDC JWKS again"), 1, "{log}");
+    }
+
     #[test]
     fn a_whole_config_with_auth_oidc_validates() {
         let mut config: crate::config::Config = toml::from_str(
