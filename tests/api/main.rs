@@ -27,6 +27,7 @@ mod listing;
 mod messages;
 mod metrics;
 mod notice_migration;
+mod oidc;
 mod resume;
 mod sessions;
 mod tenants;

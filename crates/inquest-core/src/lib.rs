@@ -15,6 +15,7 @@ pub mod fixture;
 pub mod idempotency;
 pub mod ids;
 pub mod input;
+pub mod jwt;
 pub mod redact;
 pub mod resume;
 pub mod seq;

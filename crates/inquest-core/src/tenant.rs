@@ -49,6 +49,10 @@ impl Tenant {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
 }
 
 impl fmt::Display for Tenant {

@@ -11,6 +11,11 @@
 //! the service, so nothing is written. Health and reflection are separate
 //! services and stay open.
 //!
+//! With `[auth.oidc]` a bearer value may also be a JWT from an OpenID
+//! Connect provider (`crate::oidc`): a value starting `inq_` is an API
+//! token, one with two dots a JWT, anything else malformed. Both kinds give
+//! the same [`Principal`] and go through the same role check.
+//!
 //! A verified token is cached for [`VERIFY_CACHE_TTL`], so a revocation
 //! (a row update any replica can make) takes effect on every replica within
 //! that time without a database read per call. The caller's [`Principal`]
@@ -52,6 +57,9 @@ pub struct AuthSection {
     /// non-loopback listener.
     #[serde(skip)]
     pub insecure_no_auth: bool,
+    /// `[auth.oidc]`: also accept JWTs from an OpenID Connect provider
+    /// (needs `mode = "required"`).
+    pub oidc: Option<crate::oidc::OidcSection>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -65,11 +73,28 @@ pub enum AuthMode {
 impl AuthSection {
     /// Whether serving on `listen` with this section is allowed.
     pub fn check(&self, listen: std::net::SocketAddr) -> Result<(), String> {
+        self.validate()?;
         if self.mode == AuthMode::None && !listen.ip().is_loopback() && !self.insecure_no_auth {
             return Err(format!(
                 "refusing to serve {listen} without authentication: set [auth] mode = \"required\" \
                  (and create a token with `inquest token create`), or pass --insecure-no-auth"
             ));
+        }
+        Ok(())
+    }
+
+    /// The checks that need no listener: `[auth.oidc]` only with
+    /// `mode = "required"` (with `none` it would be silently ignored and
+    /// every caller let in), and its own keys.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(oidc) = &self.oidc {
+            if self.mode != AuthMode::Required {
+                return Err(
+                    "[auth.oidc] is set but [auth] mode is \"none\": set mode = \"required\""
+                        .into(),
+                );
+            }
+            oidc.validate()?;
         }
         Ok(())
     }
@@ -80,6 +105,8 @@ impl AuthSection {
 pub struct Verifier {
     store: Store,
     cache: Arc<Mutex<HashMap<uuid::Uuid, (ApiToken, Instant)>>>,
+    /// `[auth.oidc]`: the JWT verifier (none: only API tokens).
+    oidc: Option<crate::oidc::Oidc>,
 }
 
 /// Why a call was refused.
@@ -95,7 +122,18 @@ impl Verifier {
         Self {
             store,
             cache: Arc::default(),
+            oidc: None,
         }
+    }
+
+    /// Also accepts JWTs `oidc` verifies.
+    pub fn with_oidc(mut self, oidc: crate::oidc::Oidc) -> Self {
+        self.oidc = Some(oidc);
+        self
+    }
+
+    pub fn oidc(&self) -> Option<&crate::oidc::Oidc> {
+        self.oidc.as_ref()
     }
 
     /// The caller that `authorization` names.
@@ -109,7 +147,27 @@ impl Verifier {
             .ok_or(Refusal::Unauthenticated(
                 "authorization is not \"Bearer <token>\"",
             ))?;
-        let presented = PresentedToken::parse(token.trim())
+        let token = token.trim();
+        if token.starts_with("inq_") {
+            return self.api_token(token).await;
+        }
+        if token.bytes().filter(|b| *b == b'.').count() == 2 {
+            let Some(oidc) = &self.oidc else {
+                return Err(Refusal::Unauthenticated(
+                    "a JWT, but this server accepts only API tokens ([auth.oidc] is not set)",
+                ));
+            };
+            return oidc.principal(token).await.map_err(|e| {
+                tracing::debug!(reason = e.message(), "refused a JWT");
+                Refusal::Unauthenticated(e.message())
+            });
+        }
+        Err(Refusal::Unauthenticated("malformed token"))
+    }
+
+    /// The caller an `inq_` API token names.
+    async fn api_token(&self, token: &str) -> Result<Principal, Refusal> {
+        let presented = PresentedToken::parse(token)
             .map_err(|_| Refusal::Unauthenticated("malformed token"))?;
         let stored = self.lookup(presented.id).await?;
         let stored = stored.ok_or(Refusal::Unauthenticated(

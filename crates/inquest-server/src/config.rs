@@ -346,6 +346,7 @@ impl Config {
         self.validate_agent()?;
         self.tenants.validate().map_err(ConfigError::Invalid)?;
         self.limits.validate()?;
+        self.auth.validate().map_err(ConfigError::Invalid)?;
         for (name, n) in [
             ("store.max_connections", self.store.max_connections),
             ("store.burst_connections", self.store.burst_connections),

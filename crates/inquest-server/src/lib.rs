@@ -15,6 +15,7 @@ pub mod config;
 pub mod convert;
 mod duration_text;
 pub mod health;
+pub mod oidc;
 pub mod reason;
 pub mod resume;
 pub mod runner;

@@ -95,8 +95,16 @@ impl Application {
         if config.auth.mode == crate::auth::AuthMode::None && !bound.ip().is_loopback() {
             tracing::warn!(listen = %bound, "--insecure-no-auth: anyone who can reach this port can read every incident and run sessions");
         }
-        let auth = (config.auth.mode == crate::auth::AuthMode::Required)
-            .then(|| crate::auth::Verifier::new(store.clone()));
+        let auth = match config.auth.mode {
+            crate::auth::AuthMode::None => None,
+            crate::auth::AuthMode::Required => {
+                let verifier = crate::auth::Verifier::new(store.clone());
+                Some(match &config.auth.oidc {
+                    Some(oidc) => verifier.with_oidc(crate::oidc::Oidc::start(oidc).await?),
+                    None => verifier,
+                })
+            }
+        };
         let admin = bind_admin(&config.admin).await;
         let log = TurnLog::new(
             store.clone(),
@@ -244,6 +252,9 @@ impl Application {
         // in the request's trace, not the startup pass's in a new one.
         runner.start_pending().await;
         tasks.spawn(runner.clone().run_reaper());
+        if let Some(oidc) = self.auth.as_ref().and_then(crate::auth::Verifier::oidc) {
+            oidc.spawn_refresher(&tasks, shutdown.clone());
+        }
         spawn_idempotency_cleanup(
             &self.store,
             &tasks,
