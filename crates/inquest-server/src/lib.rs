@@ -11,6 +11,7 @@ pub mod api_limits;
 pub mod auth;
 pub mod burst_log;
 pub mod config;
+pub mod console;
 pub mod convert;
 mod duration_text;
 pub mod health;
