@@ -86,7 +86,10 @@ pub async fn fallback(request: Request<Body>) -> Response<Body> {
              connect-src 'self'; frame-ancestors 'none'",
         ),
     );
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     response
 }
 

@@ -11,7 +11,6 @@ use std::{
 };
 
 use anyhow::Context;
-use tonic::service::LayerExt as _;
 use inquest_broadcast::TurnBroadcaster;
 use inquest_core::Limits;
 use inquest_store::{
@@ -23,6 +22,7 @@ use inquest_store::{
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tonic::service::LayerExt as _;
 
 use crate::{
     agent_config::{BuiltAgent, build_agent},
@@ -267,12 +267,11 @@ impl Application {
         let routes = tonic::service::Routes::new(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(tonic_web::GrpcWebLayer::new().named_layer(
-                crate::admin::Measured::new(crate::auth::Authenticated::new(
-                    investigations,
-                    self.auth,
+            .add_service(
+                tonic_web::GrpcWebLayer::new().named_layer(crate::admin::Measured::new(
+                    crate::auth::Authenticated::new(investigations, self.auth),
                 )),
-            ))
+            )
             .into_axum_router()
             .fallback(crate::console::fallback);
         let router = tonic::transport::Server::builder()

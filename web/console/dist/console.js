@@ -644,6 +644,7 @@
     return ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "";
   }
   function money(usd, complete) {
+    if (!complete && usd === 0) return "unknown (no price configured)";
     const text = `$${usd.toFixed(usd < 0.01 && usd > 0 ? 6 : 4)}`;
     return complete ? text : `${text} (some calls unpriced)`;
   }
@@ -896,6 +897,7 @@
             this.reconnects += 1;
             this.setWatchState("reconnecting");
             await sleep(backoff);
+            while (hooks.holdReconnect && !this.stopped) await sleep(20);
             backoff = Math.min(backoff * 2, 2e3);
           }
         }
@@ -1000,6 +1002,7 @@
     }
   };
   var current = null;
+  var hooks = { holdReconnect: false };
   function setupSessionActions() {
     const guard = (f) => () => {
       clearError();
@@ -1032,6 +1035,9 @@
   }
   window.inquestConsole = {
     dropWatch: () => current?.dropWatch() ?? false,
+    holdReconnect: (hold) => {
+      hooks.holdReconnect = hold;
+    },
     seqs: () => current?.timeline.seqs() ?? [],
     reconnects: () => current?.reconnects ?? 0
   };

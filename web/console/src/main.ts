@@ -66,6 +66,7 @@ function when(ms: number): string {
 }
 
 function money(usd: number, complete: boolean): string {
+  if (!complete && usd === 0) return "unknown (no price configured)";
   const text = `$${usd.toFixed(usd < 0.01 && usd > 0 ? 6 : 4)}`;
   return complete ? text : `${text} (some calls unpriced)`;
 }
@@ -365,6 +366,7 @@ class SessionPage {
           this.reconnects += 1;
           this.setWatchState("reconnecting");
           await sleep(backoff);
+          while (hooks.holdReconnect && !this.stopped) await sleep(20);
           backoff = Math.min(backoff * 2, 2000);
         }
       }
@@ -483,6 +485,9 @@ class SessionPage {
 
 let current: SessionPage | null = null;
 
+/** Set by the browser tests through `window.inquestConsole`. */
+const hooks = { holdReconnect: false };
+
 function setupSessionActions(): void {
   const guard = (f: () => Promise<void>) => () => {
     clearError();
@@ -522,8 +527,14 @@ function route(): void {
 
 declare global {
   interface Window {
+    /**
+     * For the browser tests (harmless otherwise): cut the live stream as a
+     * dropped connection would, hold the reconnect until released, read
+     * the seqs shown and the reconnect count.
+     */
     inquestConsole: {
       dropWatch(): boolean;
+      holdReconnect(hold: boolean): void;
       seqs(): number[];
       reconnects(): number;
     };
@@ -532,6 +543,9 @@ declare global {
 
 window.inquestConsole = {
   dropWatch: () => current?.dropWatch() ?? false,
+  holdReconnect: (hold: boolean) => {
+    hooks.holdReconnect = hold;
+  },
   seqs: () => current?.timeline.seqs() ?? [],
   reconnects: () => current?.reconnects ?? 0,
 };
