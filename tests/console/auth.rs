@@ -86,4 +86,16 @@ async fn with_auth_required_the_page_asks_for_a_token_and_works_with_it() {
     assert_eq!(app.count("incidents").await, 1);
     assert_eq!(app.count("sessions").await, 1);
     browser.step("works").await;
+
+    // Cancel, with the same token (an operator may cancel).
+    browser.click("#cancel-button").await;
+    wait_for_status(&browser, "cancelled").await;
+    let status: String = inquest_tests::connect(&app.db_url)
+        .await
+        .query_one("SELECT status FROM sessions", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "cancelled");
+    browser.step("cancelled").await;
 }

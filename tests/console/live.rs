@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::{
     support::{
         console_url, dom_roles, dom_seqs, one_to, spinner_visible, stored_seqs, text_of,
-        wait_for_call, wait_for_report, wait_for_turns,
+        wait_for_call, wait_for_report, wait_for_status, wait_for_turns,
     },
     webdriver::Browser,
 };
@@ -155,7 +155,9 @@ async fn an_investigation_started_from_the_page_runs_live_to_its_report() {
         pb::SessionStatus::Running,
         "still running"
     );
-    assert_eq!(text_of(&browser, "session-status").await, "running");
+    // The page read the session when it opened (maybe still pending) and
+    // reads it again as turns arrive.
+    wait_for_status(&browser, "running").await;
     browser.step("tool-running").await;
 
     // Its result lands: the spinner settles, the rest arrives live.

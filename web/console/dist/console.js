@@ -786,6 +786,11 @@
       __publicField(this, "watching", false);
       __publicField(this, "reconnects", 0);
       __publicField(this, "session", null);
+      /** Session reads issued and the latest one shown: an older answer that
+       * arrives late never overwrites a newer one. */
+      __publicField(this, "reads", 0);
+      __publicField(this, "shown", 0);
+      __publicField(this, "refreshTimer", null);
     }
     async open() {
       show($("incidents-view"), false);
@@ -814,9 +819,18 @@
       el.dataset.reconnects = String(this.reconnects);
       el.textContent = state === "live" ? "live" : state === "reconnecting" ? `reconnecting (after seq ${this.timeline.lastSeq})` : state === "ended" ? "not running" : state;
     }
-    async refresh() {
-      const s = decodeSession(await call("GetSession", encode.sessionId(this.id)));
+    async readSession(method) {
+      const n = ++this.reads;
+      const s = decodeSession(await call(method, encode.sessionId(this.id)));
+      if (n < this.shown) return null;
+      this.shown = n;
       this.applySession(s);
+      return s;
+    }
+    async refresh() {
+      await this.readSession("GetSession");
+      const s = this.session;
+      if (!s) return;
       if (!ACTIVE.includes(s.status) && s.headSeq > 0) await this.loadReport();
     }
     applySession(s) {
@@ -905,11 +919,24 @@
         this.watching = false;
       }
     }
+    /** Counters and status follow the turns, at most a few reads a second. */
+    scheduleRefresh() {
+      if (this.refreshTimer !== null || this.stopped) return;
+      this.refreshTimer = setTimeout(() => {
+        this.refreshTimer = null;
+        if (this.stopped) return;
+        this.readSession("GetSession").catch(() => {
+        });
+      }, 250);
+    }
     onEvent(event) {
       switch (event.kind) {
         case "turn": {
           const outcome = this.timeline.applyTurn(event.turn);
-          if (outcome.added) this.renderTurn(event.turn);
+          if (outcome.added) {
+            this.renderTurn(event.turn);
+            this.scheduleRefresh();
+          }
           for (const c of outcome.changed) this.renderCall(c);
           this.renderStreaming();
           break;
@@ -989,11 +1016,11 @@
       }
     }
     async confirm() {
-      this.applySession(decodeSession(await call("ContinueSession", encode.sessionId(this.id))));
+      await this.readSession("ContinueSession");
       void this.watch();
     }
     async cancel() {
-      this.applySession(decodeSession(await call("CancelSession", encode.sessionId(this.id))));
+      await this.readSession("CancelSession");
     }
     async followUp(text) {
       decodeSendMessage(await call("SendMessage", encode.sendMessage(this.id, text, newKey())));

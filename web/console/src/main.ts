@@ -267,9 +267,24 @@ class SessionPage {
             : state;
   }
 
-  async refresh(): Promise<void> {
-    const s = decodeSession(await call("GetSession", encode.sessionId(this.id)));
+  /** Session reads issued and the latest one shown: an older answer that
+   * arrives late never overwrites a newer one. */
+  private reads = 0;
+  private shown = 0;
+
+  private async readSession(method: string): Promise<Session | null> {
+    const n = ++this.reads;
+    const s = decodeSession(await call(method, encode.sessionId(this.id)));
+    if (n < this.shown) return null;
+    this.shown = n;
     this.applySession(s);
+    return s;
+  }
+
+  async refresh(): Promise<void> {
+    await this.readSession("GetSession");
+    const s = this.session;
+    if (!s) return;
     if (!ACTIVE.includes(s.status) && s.headSeq > 0) await this.loadReport();
   }
 
@@ -375,11 +390,28 @@ class SessionPage {
     }
   }
 
+  private refreshTimer: ReturnType<typeof setTimeout> | null = null;
+
+  /** Counters and status follow the turns, at most a few reads a second. */
+  private scheduleRefresh(): void {
+    if (this.refreshTimer !== null || this.stopped) return;
+    this.refreshTimer = setTimeout(() => {
+      this.refreshTimer = null;
+      if (this.stopped) return;
+      this.readSession("GetSession").catch(() => {
+          // The stream's own refresh at its end reports errors.
+        });
+    }, 250);
+  }
+
   private onEvent(event: ReturnType<typeof decodeWatchEvent>): void {
     switch (event.kind) {
       case "turn": {
         const outcome = this.timeline.applyTurn(event.turn);
-        if (outcome.added) this.renderTurn(event.turn);
+        if (outcome.added) {
+          this.renderTurn(event.turn);
+          this.scheduleRefresh();
+        }
         for (const c of outcome.changed) this.renderCall(c);
         this.renderStreaming();
         break;
@@ -468,12 +500,12 @@ class SessionPage {
   }
 
   async confirm(): Promise<void> {
-    this.applySession(decodeSession(await call("ContinueSession", encode.sessionId(this.id))));
+    await this.readSession("ContinueSession");
     void this.watch();
   }
 
   async cancel(): Promise<void> {
-    this.applySession(decodeSession(await call("CancelSession", encode.sessionId(this.id))));
+    await this.readSession("CancelSession");
   }
 
   async followUp(text: string): Promise<void> {
