@@ -119,4 +119,41 @@ mod tests {
         assert!(index.contains("/console/console.js"), "{index}");
         assert!(index.contains("/console/console.css"), "{index}");
     }
+
+    /// `web/console/build.mjs` records the hash of what it built from in
+    /// `dist/SOURCES.sha256`; a source edited without `npm run build`
+    /// (or a stale `dist/`) fails here, in the suite CI runs, without node.
+    #[test]
+    fn the_built_console_matches_its_sources() {
+        use sha2::{Digest, Sha256};
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/console");
+        let mut files: Vec<String> = [
+            "build.mjs",
+            "package.json",
+            "package-lock.json",
+            "tsconfig.json",
+        ]
+        .map(str::to_owned)
+        .into();
+        for entry in std::fs::read_dir(root.join("src")).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            files.push(format!("src/{name}"));
+        }
+        // JavaScript's default sort: by UTF-16 code units, the same as
+        // bytes for these ASCII names.
+        files.sort();
+        let mut hash = Sha256::new();
+        for f in &files {
+            let bytes = std::fs::read(root.join(f)).unwrap();
+            hash.update(format!("{f}\0{}\0", bytes.len()).as_bytes());
+            hash.update(&bytes);
+        }
+        let actual: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let recorded = std::fs::read_to_string(root.join("dist/SOURCES.sha256")).unwrap();
+        assert_eq!(
+            recorded.trim(),
+            actual,
+            "web/console/dist/ is stale: run `npm ci && npm run build` in web/console and commit dist/"
+        );
+    }
 }
