@@ -840,6 +840,9 @@
       status.dataset.status = statusName(s.status);
       $("session-exit").textContent = s.exitReason ? `exit: ${s.exitReason}` : "";
       $("session-counters").textContent = `${s.turnCount} turns \xB7 ${s.toolCalls} tool calls \xB7 ${s.inputTokens} in / ${s.outputTokens} out tokens \xB7 ` + money(s.costUsd, s.costComplete);
+      if (ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION) {
+        show($("report"), false);
+      }
       show($("confirm-button"), s.status === SessionStatus.AWAITING_CONFIRMATION);
       show(
         $("cancel-button"),

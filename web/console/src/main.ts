@@ -297,6 +297,10 @@ class SessionPage {
     $("session-counters").textContent =
       `${s.turnCount} turns · ${s.toolCalls} tool calls · ${s.inputTokens} in / ${s.outputTokens} out tokens · ` +
       money(s.costUsd, s.costComplete);
+    // A new burst (a follow-up, a confirmation) makes the last report stale.
+    if (ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION) {
+      show($("report"), false);
+    }
     show($("confirm-button"), s.status === SessionStatus.AWAITING_CONFIRMATION);
     show(
       $("cancel-button"),
