@@ -12,6 +12,7 @@ pub mod audit;
 pub mod auth;
 pub mod burst_log;
 pub mod config;
+pub mod console;
 pub mod convert;
 mod duration_text;
 pub mod health;

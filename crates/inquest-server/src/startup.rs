@@ -22,6 +22,7 @@ use inquest_store::{
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tonic::service::LayerExt as _;
 
 use crate::{
     agent_config::{BuiltAgent, build_agent},
@@ -272,14 +273,26 @@ impl Application {
             .into_server();
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
-        let router = tonic::transport::Server::builder()
-            .trace_fn(crate::telemetry::rpc_span)
-            .add_service(health)
+        // The web console (`console.rs`): the investigations service also
+        // answers gRPC-Web (HTTP/1.1 or HTTP/2), translated to gRPC by
+        // `GrpcWebService` outside every other layer, so the browser's calls
+        // are measured, authenticated and size-checked exactly as a gRPC
+        // client's; its static assets are the router's fallback, outside
+        // the service and its auth. Health and reflection stay gRPC only.
+        let routes = tonic::service::Routes::new(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(crate::admin::Measured::new(
-                crate::auth::Authenticated::new(investigations, self.auth),
-            ));
+            .add_service(
+                tonic_web::GrpcWebLayer::new().named_layer(crate::admin::Measured::new(
+                    crate::auth::Authenticated::new(investigations, self.auth),
+                )),
+            )
+            .into_axum_router()
+            .fallback(crate::console::fallback);
+        let router = tonic::transport::Server::builder()
+            .accept_http1(true)
+            .trace_fn(crate::telemetry::rpc_span)
+            .add_routes(tonic::service::Routes::from(routes).prepare());
         let stopped = async move { stop_accepting.cancelled().await };
         let tls = self.tls.is_some();
         let server: std::pin::Pin<

@@ -1,9 +1,10 @@
 //! The project's two commands.
 //!
 //! - `cargo xtask demo`: installs PostgreSQL if missing, builds `inquest`,
-//!   runs the server on its embedded default, and shows an incident, a
-//!   session and its turns through the CLI.
-//! - `cargo xtask test`: installs PostgreSQL if missing, checks formatting
+//!   runs the server on its embedded default, prints the web console's URL,
+//!   and shows an incident, a session and its turns through the CLI.
+//! - `cargo xtask test`: installs PostgreSQL (and, for the console's
+//!   browser tests, Chromium and chromedriver) if missing, checks formatting
 //!   and clippy, starts one throwaway cluster for the run, runs the whole
 //!   test suite against it with `DATABASE_URL`, and removes the cluster.
 //! - `cargo xtask replicas`: three replicas on one throwaway cluster; the
@@ -110,6 +111,52 @@ fn ensure_postgres() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether `name` is an executable file on PATH.
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+}
+
+/// Installs Debian's `chromium` and `chromium-driver` when either is
+/// missing: the web console's browser tests (`tests/console`) drive
+/// headless Chromium over WebDriver and fail without it.
+fn ensure_chromium() -> anyhow::Result<()> {
+    if on_path("chromium") && on_path("chromedriver") {
+        return Ok(());
+    }
+    step(
+        "installing headless Chromium for the console tests (apt-get install chromium chromium-driver)",
+    );
+    let sudo: &[&str] = if is_root() { &[] } else { &["sudo"] };
+    for args in [
+        &["apt-get", "update", "-q"][..],
+        &[
+            "apt-get",
+            "install",
+            "-y",
+            "-q",
+            "chromium",
+            "chromium-driver",
+        ][..],
+    ] {
+        let all: Vec<&str> = sudo.iter().chain(args).copied().collect();
+        let status = Command::new(all[0])
+            .args(&all[1..])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .with_context(|| format!("running {}", all.join(" ")))?;
+        if !status.success() {
+            bail!("`{}` failed ({status})", all.join(" "));
+        }
+    }
+    if !(on_path("chromium") && on_path("chromedriver")) {
+        bail!(
+            "installed `chromium` and `chromium-driver` but chromium or chromedriver is still not on PATH"
+        );
+    }
+    Ok(())
+}
+
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(workspace_root());
@@ -177,6 +224,7 @@ fn ensure_mcp_python() -> anyhow::Result<PathBuf> {
 fn test(extra: &[String]) -> anyhow::Result<()> {
     let started = Instant::now();
     ensure_postgres()?;
+    ensure_chromium()?;
     let mcp_python = ensure_mcp_python()?;
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
@@ -293,6 +341,11 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
     }
 
     let url = format!("http://{listen}");
+    let console = format!("{url}/console/");
+    step(&format!(
+        "the web console: open {console} in a browser (`cargo xtask demo --keep` leaves the \
+         server running after the demo)"
+    ));
     step(
         "a live investigation: `inquest investigate` creates the incident, starts a session, \
          watches it and prints its report",
@@ -315,8 +368,8 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
     eprintln!("\n(the server's log: {})", log_path.display());
     if keep {
         step(&format!(
-            "server still running on {url}; Ctrl-C to stop it (follow a session with \
-             `inquest watch --follow SESSION`, its log with `tail -f {}`)",
+            "server still running on {url}; the console is at {console}; Ctrl-C to stop it \
+             (follow a session with `inquest watch --follow SESSION`, its log with `tail -f {}`)",
             log_path.display()
         ));
         let _ = server.0.wait();

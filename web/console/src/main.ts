@@ -1,0 +1,593 @@
+// The Inquest web console: incidents and their sessions, a live session
+// view, and the actions an operator takes. Plain DOM, no framework: the
+// elements the browser tests read carry stable ids and data attributes
+// (data-seq, data-role, data-call-id, data-state, data-status).
+
+import { Code, GrpcError, serverStream, unary } from "./grpcweb";
+import {
+  type Incident,
+  type Report,
+  type Session,
+  type SessionTurn,
+  SessionStatus,
+  TurnRole,
+  decodeIncident,
+  decodeList,
+  decodeReport,
+  decodeSendMessage,
+  decodeSession,
+  decodeWatchEvent,
+  encode,
+  roleName,
+  statusName,
+} from "./proto";
+import { type CallView, Timeline } from "./view";
+
+const TOKEN_KEY = "inquest.token";
+
+// ---------- small DOM helpers ----------
+
+function $(id: string): HTMLElement {
+  const el = document.getElementById(id);
+  if (!el) throw new Error(`missing #${id}`);
+  return el;
+}
+
+function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string> = {},
+  ...children: Array<Node | string>
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") el.className = v;
+    else el.setAttribute(k, v);
+  }
+  for (const c of children) el.append(typeof c === "string" ? document.createTextNode(c) : c);
+  return el;
+}
+
+function show(el: HTMLElement, visible: boolean): void {
+  el.hidden = !visible;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function newKey(): string {
+  return typeof crypto.randomUUID === "function"
+    ? crypto.randomUUID()
+    : `${Date.now()}-${Math.random().toString(16).slice(2)}`;
+}
+
+function when(ms: number): string {
+  return ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "";
+}
+
+function money(usd: number, complete: boolean): string {
+  if (!complete && usd === 0) return "unknown (no price configured)";
+  const text = `$${usd.toFixed(usd < 0.01 && usd > 0 ? 6 : 4)}`;
+  return complete ? text : `${text} (some calls unpriced)`;
+}
+
+function duration(ms: number): string {
+  if (ms < 1000) return `${ms} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+}
+
+// ---------- token and calls ----------
+
+function token(): string | null {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+/** Shows the token form; resolves once a token was entered. */
+let tokenWaiters: Array<() => void> = [];
+function askToken(why: string): Promise<void> {
+  $("token-why").textContent = why;
+  show($("token-panel"), true);
+  $("auth-state").dataset.state = "needs-token";
+  ($("token-input") as HTMLInputElement).focus();
+  return new Promise((resolve) => tokenWaiters.push(resolve));
+}
+
+function setupToken(): void {
+  $("token-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const input = $("token-input") as HTMLInputElement;
+    const value = input.value.trim();
+    if (!value) return;
+    sessionStorage.setItem(TOKEN_KEY, value);
+    input.value = "";
+    show($("token-panel"), false);
+    $("auth-state").dataset.state = "token";
+    const waiters = tokenWaiters;
+    tokenWaiters = [];
+    for (const w of waiters) w();
+  });
+  $("sign-out").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    $("auth-state").dataset.state = "none";
+    route();
+  });
+  $("auth-state").dataset.state = token() ? "token" : "none";
+}
+
+/** A unary call that asks for a token on UNAUTHENTICATED and retries. */
+async function call(method: string, request: Uint8Array): Promise<Uint8Array> {
+  for (;;) {
+    try {
+      return await unary(method, request, { token: token() });
+    } catch (e) {
+      if (e instanceof GrpcError && e.code === Code.UNAUTHENTICATED) {
+        const had = token() !== null;
+        sessionStorage.removeItem(TOKEN_KEY);
+        await askToken(had ? "That token was refused." : "This server requires an API token.");
+        continue;
+      }
+      throw e;
+    }
+  }
+}
+
+function showError(e: unknown): void {
+  const el = $("error");
+  el.textContent = e instanceof GrpcError ? `${e.message} (code ${e.code})` : String(e);
+  show(el, true);
+}
+
+function clearError(): void {
+  show($("error"), false);
+  $("error").textContent = "";
+}
+
+// ---------- incidents view ----------
+
+async function renderIncidents(): Promise<void> {
+  show($("incidents-view"), true);
+  show($("session-view"), false);
+  const list = $("incident-list");
+  list.dataset.state = "loading";
+  const page = decodeList(await call("ListIncidents", encode.listIncidents(50, "")), decodeIncident);
+  const items: HTMLElement[] = [];
+  for (const incident of page.items) items.push(await incidentItem(incident));
+  list.replaceChildren(...items);
+  if (items.length === 0) list.append(h("li", { class: "empty" }, "No incidents yet."));
+  list.dataset.state = "loaded";
+}
+
+async function incidentItem(incident: Incident): Promise<HTMLElement> {
+  const sessions = decodeList(
+    await call("ListSessions", encode.listSessions(incident.id, 50, "")),
+    decodeSession,
+  );
+  const ul = h("ul", { class: "sessions" });
+  for (const s of sessions.items) {
+    ul.append(
+      h(
+        "li",
+        { "data-session-id": s.id, "data-status": statusName(s.status) },
+        h("a", { href: `#/session/${s.id}` }, `session ${s.id.slice(0, 8)}…`),
+        " ",
+        h("span", { class: `status status-${statusName(s.status)}` }, statusName(s.status)),
+        ` · ${s.turnCount} turns · started ${when(s.createdAt)}`,
+      ),
+    );
+  }
+  return h(
+    "li",
+    { class: "incident", "data-incident-id": incident.id },
+    h("h3", {}, incident.title),
+    incident.description ? h("p", { class: "description" }, incident.description) : "",
+    ul,
+  );
+}
+
+function setupNewInvestigation(): void {
+  $("new-investigation").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    clearError();
+    const title = ($("new-title") as HTMLInputElement).value.trim();
+    const description = ($("new-description") as HTMLTextAreaElement).value.trim();
+    const message = ($("new-message") as HTMLTextAreaElement).value.trim();
+    if (!title || !message) {
+      showError("A title and a question are needed.");
+      return;
+    }
+    const button = $("new-submit") as HTMLButtonElement;
+    button.disabled = true;
+    try {
+      const incident = decodeIncident(await call("CreateIncident", encode.createIncident(title, description)));
+      const session = decodeSession(
+        await call("StartSession", encode.startSession(incident.id, message, newKey())),
+      );
+      ($("new-investigation") as HTMLFormElement).reset();
+      location.hash = `#/session/${session.id}`;
+    } catch (err) {
+      showError(err);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  $("refresh").addEventListener("click", () => void renderIncidents().catch(showError));
+}
+
+// ---------- session view ----------
+
+const ACTIVE = [SessionStatus.PENDING, SessionStatus.RUNNING] as number[];
+
+class SessionPage {
+  readonly timeline = new Timeline();
+  private controller: AbortController | null = null;
+  private stopped = false;
+  private watching = false;
+  reconnects = 0;
+  session: Session | null = null;
+
+  constructor(readonly id: string) {}
+
+  async open(): Promise<void> {
+    show($("incidents-view"), false);
+    show($("session-view"), true);
+    $("session-title").textContent = `Session ${this.id}`;
+    $("turns").replaceChildren();
+    show($("report"), false);
+    this.renderStreaming();
+    this.setWatchState("connecting");
+    await this.refresh();
+    void this.watch();
+  }
+
+  close(): void {
+    this.stopped = true;
+    this.controller?.abort();
+  }
+
+  /** Test hook: cut the live stream as a dropped connection would. */
+  dropWatch(): boolean {
+    if (!this.controller) return false;
+    this.controller.abort();
+    return true;
+  }
+
+  private setWatchState(state: string): void {
+    const el = $("watch-state");
+    el.dataset.state = state;
+    el.dataset.reconnects = String(this.reconnects);
+    el.textContent =
+      state === "live"
+        ? "live"
+        : state === "reconnecting"
+          ? `reconnecting (after seq ${this.timeline.lastSeq})`
+          : state === "ended"
+            ? "not running"
+            : state;
+  }
+
+  /** Session reads issued and the latest one shown: an older answer that
+   * arrives late never overwrites a newer one. */
+  private reads = 0;
+  private shown = 0;
+
+  private async readSession(method: string): Promise<Session | null> {
+    const n = ++this.reads;
+    const s = decodeSession(await call(method, encode.sessionId(this.id)));
+    if (n < this.shown) return null;
+    this.shown = n;
+    this.applySession(s);
+    return s;
+  }
+
+  async refresh(): Promise<void> {
+    await this.readSession("GetSession");
+    const s = this.session;
+    if (!s) return;
+    if (!ACTIVE.includes(s.status) && s.headSeq > 0) await this.loadReport();
+  }
+
+  private applySession(s: Session): void {
+    this.session = s;
+    const status = $("session-status");
+    status.textContent = statusName(s.status);
+    status.dataset.status = statusName(s.status);
+    $("session-exit").textContent = s.exitReason ? `exit: ${s.exitReason}` : "";
+    $("session-counters").textContent =
+      `${s.turnCount} turns · ${s.toolCalls} tool calls · ${s.inputTokens} in / ${s.outputTokens} out tokens · ` +
+      money(s.costUsd, s.costComplete);
+    // A new burst (a follow-up, a confirmation) makes the last report stale.
+    if (ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION) {
+      show($("report"), false);
+    }
+    show($("confirm-button"), s.status === SessionStatus.AWAITING_CONFIRMATION);
+    show(
+      $("cancel-button"),
+      ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION,
+    );
+    const plan = s.lastRecoveryPlan;
+    const confirmWhy = $("confirm-why");
+    confirmWhy.textContent =
+      s.status === SessionStatus.AWAITING_CONFIRMATION && plan
+        ? `Held for confirmation: ${plan.interruptedCalls.map((c) => `${c.name} (${c.callId}, ${c.sideEffect})`).join(", ") || plan.kind}`
+        : "";
+    show(confirmWhy, confirmWhy.textContent !== "");
+    ($("follow-up-send") as HTMLButtonElement).disabled = s.status === SessionStatus.CANCELLED;
+  }
+
+  private async loadReport(): Promise<void> {
+    let report: Report;
+    try {
+      report = decodeReport(await call("GetReport", encode.getReport(this.id, 0)));
+    } catch (e) {
+      if (e instanceof GrpcError && e.code === Code.NOT_FOUND) return;
+      throw e;
+    }
+    $("report-summary").textContent = report.summary;
+    $("report-exit").textContent = report.exitReason;
+    $("report-burst").textContent = String(report.burst);
+    $("report-tokens").textContent = `${report.inputTokens} in / ${report.outputTokens} out`;
+    $("report-cost").textContent = money(report.costUsd, report.costComplete);
+    $("report-active-time").textContent = duration(report.activeTimeMs);
+    $("report-tool-calls").textContent = String(report.toolCalls);
+    $("report").dataset.burst = String(report.burst);
+    show($("report"), true);
+  }
+
+  /** Follows the session from the last seq shown, reconnecting on drops. */
+  async watch(): Promise<void> {
+    if (this.watching) return;
+    this.watching = true;
+    let backoff = 100;
+    try {
+      while (!this.stopped) {
+        const controller = new AbortController();
+        this.controller = controller;
+        this.setWatchState("live");
+        try {
+          await serverStream(
+            "WatchSession",
+            encode.watchSession(this.id, this.timeline.lastSeq),
+            { token: token(), signal: controller.signal },
+            (m) => {
+              backoff = 100;
+              this.onEvent(decodeWatchEvent(m));
+            },
+          );
+          this.controller = null;
+          // Ended OK: the burst ended and every turn to its head was sent.
+          await this.refresh();
+          if (this.session && ACTIVE.includes(this.session.status)) continue;
+          this.setWatchState("ended");
+          return;
+        } catch (e) {
+          this.controller = null;
+          if (this.stopped) return;
+          const code = e instanceof GrpcError ? e.code : Code.UNKNOWN;
+          if (code === Code.UNAUTHENTICATED) {
+            sessionStorage.removeItem(TOKEN_KEY);
+            await askToken("This server requires an API token.");
+            continue;
+          }
+          if (
+            code === Code.NOT_FOUND ||
+            code === Code.INVALID_ARGUMENT ||
+            code === Code.PERMISSION_DENIED ||
+            code === Code.OUT_OF_RANGE
+          ) {
+            showError(e);
+            this.setWatchState("ended");
+            return;
+          }
+          // Dropped, lagged (ABORTED), shutting down (UNAVAILABLE), too
+          // many streams: reconnect from the last seq shown.
+          this.reconnects += 1;
+          this.setWatchState("reconnecting");
+          await sleep(backoff);
+          while (hooks.holdReconnect && !this.stopped) await sleep(20);
+          backoff = Math.min(backoff * 2, 2000);
+        }
+      }
+    } finally {
+      this.watching = false;
+    }
+  }
+
+  private refreshTimer: ReturnType<typeof setTimeout> | null = null;
+
+  /** Counters and status follow the turns, at most a few reads a second. */
+  private scheduleRefresh(): void {
+    if (this.refreshTimer !== null || this.stopped) return;
+    this.refreshTimer = setTimeout(() => {
+      this.refreshTimer = null;
+      if (this.stopped) return;
+      this.readSession("GetSession").catch(() => {
+          // The stream's own refresh at its end reports errors.
+        });
+    }, 250);
+  }
+
+  private onEvent(event: ReturnType<typeof decodeWatchEvent>): void {
+    switch (event.kind) {
+      case "turn": {
+        const outcome = this.timeline.applyTurn(event.turn);
+        if (outcome.added) {
+          this.renderTurn(event.turn);
+          this.scheduleRefresh();
+        }
+        for (const c of outcome.changed) this.renderCall(c);
+        this.renderStreaming();
+        break;
+      }
+      case "tool_call_start": {
+        const changed = this.timeline.applyStart(event.start);
+        if (changed) this.renderCall(changed);
+        break;
+      }
+      case "text_delta":
+        if (this.timeline.applyDelta(event.delta)) this.renderStreaming();
+        break;
+      case "heartbeat":
+      case "lagged":
+      case "unknown":
+        break;
+    }
+    $("turns").dataset.lastSeq = String(this.timeline.lastSeq);
+  }
+
+  private renderTurn(turn: SessionTurn): void {
+    const role = roleName(turn.role);
+    const li = h("li", {
+      class: `turn turn-${role}`,
+      "data-seq": String(turn.seq),
+      "data-role": role,
+    });
+    const label =
+      turn.role === TurnRole.TOOL
+        ? `tool result · ${turn.toolName} (${turn.toolCallId})${turn.isError ? " · error" : ""}`
+        : turn.role === TurnRole.NOTICE && turn.recoveryPlan
+          ? `recovery notice · ${turn.recoveryPlan.kind}`
+          : role;
+    li.append(h("div", { class: "turn-head" }, h("span", { class: "seq" }, `#${turn.seq}`), ` ${label} `, h("time", {}, when(turn.createdAt))));
+    if (turn.role === TurnRole.NOTICE) {
+      li.setAttribute("role", "note");
+      if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
+    }
+    if (turn.content) li.append(h("pre", { class: "content" }, turn.content));
+    if (turn.toolCalls.length > 0) {
+      const calls = h("ul", { class: "tool-calls" });
+      for (const c of turn.toolCalls) {
+        const view = this.timeline.calls.get(c.id);
+        calls.append(
+          h(
+            "li",
+            { class: "tool-call", "data-call-id": c.id, "data-state": view?.state ?? "requested" },
+            h("span", { class: "spinner", "aria-hidden": "true" }),
+            h("code", {}, c.name),
+            " ",
+            h("span", { class: "call-args" }, c.argumentsJson),
+            " ",
+            h("span", { class: "call-state", role: "status" }, view?.state ?? "requested"),
+          ),
+        );
+      }
+      li.append(calls);
+    }
+    if (turn.role === TurnRole.ASSISTANT && (turn.inputTokens || turn.outputTokens)) {
+      li.append(h("div", { class: "usage" }, `${turn.inputTokens} in / ${turn.outputTokens} out tokens`));
+    }
+    $("turns").append(li);
+    li.scrollIntoView({ block: "nearest" });
+  }
+
+  private renderCall(view: CallView): void {
+    for (const el of document.querySelectorAll<HTMLElement>(`.tool-call[data-call-id="${CSS.escape(view.id)}"]`)) {
+      el.dataset.state = view.state;
+      const state = el.querySelector(".call-state");
+      if (state) state.textContent = view.state === "failed" ? "failed (interrupted)" : view.state;
+    }
+  }
+
+  private renderStreaming(): void {
+    const el = $("streaming");
+    const s = this.timeline.streaming;
+    show(el, s !== null);
+    if (s) {
+      el.dataset.turnSeq = String(s.turnSeq);
+      el.dataset.attempt = String(s.attempt);
+      $("streaming-text").textContent = this.timeline.streamingText();
+    } else {
+      delete el.dataset.turnSeq;
+      $("streaming-text").textContent = "";
+    }
+  }
+
+  async confirm(): Promise<void> {
+    await this.readSession("ContinueSession");
+    void this.watch();
+  }
+
+  async cancel(): Promise<void> {
+    await this.readSession("CancelSession");
+  }
+
+  async followUp(text: string): Promise<void> {
+    decodeSendMessage(await call("SendMessage", encode.sendMessage(this.id, text, newKey())));
+    await this.refresh();
+    void this.watch();
+  }
+}
+
+let current: SessionPage | null = null;
+
+/** Set by the browser tests through `window.inquestConsole`. */
+const hooks = { holdReconnect: false };
+
+function setupSessionActions(): void {
+  const guard = (f: () => Promise<void>) => () => {
+    clearError();
+    f().catch(showError);
+  };
+  $("confirm-button").addEventListener("click", guard(async () => current?.confirm()));
+  $("cancel-button").addEventListener("click", guard(async () => current?.cancel()));
+  $("follow-up").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const input = $("follow-up-text") as HTMLTextAreaElement;
+    const text = input.value.trim();
+    if (!text || !current) return;
+    clearError();
+    current
+      .followUp(text)
+      .then(() => {
+        input.value = "";
+      })
+      .catch(showError);
+  });
+}
+
+// ---------- routing ----------
+
+function route(): void {
+  clearError();
+  current?.close();
+  current = null;
+  const m = /^#\/session\/([0-9a-fA-F-]{36})$/.exec(location.hash);
+  if (m) {
+    current = new SessionPage(m[1]);
+    current.open().catch(showError);
+  } else {
+    renderIncidents().catch(showError);
+  }
+}
+
+declare global {
+  interface Window {
+    /**
+     * For the browser tests (harmless otherwise): cut the live stream as a
+     * dropped connection would, hold the reconnect until released, read
+     * the seqs shown and the reconnect count.
+     */
+    inquestConsole: {
+      dropWatch(): boolean;
+      holdReconnect(hold: boolean): void;
+      seqs(): number[];
+      reconnects(): number;
+    };
+  }
+}
+
+window.inquestConsole = {
+  dropWatch: () => current?.dropWatch() ?? false,
+  holdReconnect: (hold: boolean) => {
+    hooks.holdReconnect = hold;
+  },
+  seqs: () => current?.timeline.seqs() ?? [],
+  reconnects: () => current?.reconnects ?? 0,
+};
+
+setupToken();
+setupNewInvestigation();
+setupSessionActions();
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,101 @@
+// The codec against bytes the reference implementation produces: every hex
+// string here was made by Google's protobuf library for Python (5.29.4)
+// from proto/inquest/v1/investigations.proto (grpcio-tools' protoc).
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { FrameReader, parseTrailers } from "./grpcweb";
+import { DecodeError, Writer, decodeReport, decodeSession, decodeTurn, decodeWatchEvent, encode, fields } from "./proto";
+
+const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
+const bytes = (h: string) => new Uint8Array(Buffer.from(h, "hex"));
+
+test("requests encode as proto3 does (defaults omitted)", () => {
+  assert.equal(hex(encode.watchSession("s", 0)), "0a0173");
+  assert.equal(hex(encode.watchSession("s", 300)), "0a017310ac02");
+  assert.equal(hex(encode.createIncident("t", "")), "0a0174");
+  assert.equal(hex(encode.listSessions("", 50, "", [2, 7])), "103222020207");
+  assert.equal(hex(encode.startSession("i", "é", "k")), "0a01691202c3a91a016b");
+});
+
+test("varints round-trip up to 2^53 and negative int64s decode", () => {
+  for (const n of [1, 127, 128, 16384, 2 ** 31, 2 ** 53 - 1]) {
+    const [[field, f]] = fields(new Writer().uint(3, n).finish());
+    assert.equal(field, 3);
+    assert.deepEqual(f, { wire: 0, value: n });
+  }
+  // -1 as int64: ten bytes.
+  const [[, f]] = fields(bytes("10ffffffffffffffffff01"));
+  assert.equal(f.value, -1);
+});
+
+test("truncated input is refused, unknown fields are skipped", () => {
+  assert.throws(() => fields(bytes("0a05")), DecodeError);
+  assert.throws(() => fields(bytes("08ff")), DecodeError);
+  // field 99 (varint), then seq = 7
+  const t = decodeTurn(bytes("98060110" + "07"));
+  assert.equal(t.seq, 7);
+});
+
+test("a session decodes with its plan, cost and timestamps", () => {
+  // id "a", status 7, head_seq 3, created_at {seconds 1, nanos 5e6},
+  // last_recovery_plan {kind "k", repaired_call_ids ["c1"], interrupted_calls [{call_id "c2"}]},
+  // cost_usd 0.5, cost_complete true
+  const s = decodeSession(bytes("0a0161180728035207080110c096b102620d0a016b1a02633142040a0263329901000000000000e03fa00101"));
+  assert.equal(s.id, "a");
+  assert.equal(s.status, 7);
+  assert.equal(s.headSeq, 3);
+  assert.equal(s.createdAt, 1005);
+  assert.equal(s.lastRecoveryPlan?.kind, "k");
+  assert.deepEqual(s.lastRecoveryPlan?.repairedCallIds, ["c1"]);
+  assert.equal(s.lastRecoveryPlan?.interruptedCalls[0].callId, "c2");
+  assert.equal(s.costUsd, 0.5);
+  assert.equal(s.costComplete, true);
+});
+
+test("watch events of every kind decode", () => {
+  // turn { seq 2, role assistant, tool_calls [{id "c", name "n", arguments_json "{}"}] }
+  const turn = decodeWatchEvent(bytes("0a10100218022a0a0a016312016e1a027b7d"));
+  assert.equal(turn.kind, "turn");
+  if (turn.kind === "turn") {
+    assert.equal(turn.turn.seq, 2);
+    assert.deepEqual(turn.turn.toolCalls, [{ id: "c", name: "n", argumentsJson: "{}" }]);
+  }
+  const start = decodeWatchEvent(bytes("120810021a016322016e"));
+  assert.deepEqual(start, { kind: "tool_call_start", start: { sessionId: "", assistantSeq: 2, callId: "c", toolName: "n" } });
+  assert.deepEqual(decodeWatchEvent(bytes("1a0408031009")), { kind: "lagged", lastDeliveredSeq: 3, headSeq: 9 });
+  assert.deepEqual(decodeWatchEvent(bytes("22020804")), { kind: "heartbeat", headSeq: 4 });
+  // text_delta { turn_seq 5, offset 3, text "hé", attempt 2 }
+  assert.deepEqual(decodeWatchEvent(bytes("2a0b10051803220368c3a92802")), {
+    kind: "text_delta",
+    delta: { sessionId: "", turnSeq: 5, offset: 3, text: "hé", attempt: 2 },
+  });
+});
+
+test("a report decodes with tokens, cost and active time", () => {
+  const r = decodeReport(bytes("0a017310021a09636f6d706c657465642a04646f6e6530033864401460dc0b71000000000000d03f7801a80101"));
+  assert.deepEqual(r, {
+    sessionId: "s",
+    burst: 2,
+    exitReason: "completed",
+    summary: "done",
+    toolCalls: 3,
+    inputTokens: 100,
+    outputTokens: 20,
+    activeTimeMs: 1500,
+    costUsd: 0.25,
+    costComplete: true,
+    costUnknownCalls: 1,
+  });
+});
+
+test("gRPC-Web frames split anywhere give the same messages and trailers", () => {
+  const wire = bytes("00000000020801" + "0000000000" + "80000000" + "0f" + Buffer.from("grpc-status:0\r\n").toString("hex"));
+  for (let split = 1; split < wire.length; split++) {
+    const r = new FrameReader();
+    const got = [...r.push(wire.subarray(0, split)), ...r.push(wire.subarray(split))];
+    assert.deepEqual(got.map(hex), ["0801", ""]);
+    assert.equal(r.trailers?.get("grpc-status"), "0");
+    assert.equal(r.pending(), 0);
+  }
+  assert.equal(parseTrailers("grpc-status: 16\r\ngrpc-message: no%20token\r\n").get("grpc-message"), "no%20token");
+});
