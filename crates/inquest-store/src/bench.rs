@@ -1,5 +1,6 @@
-//! Support for `inquest bench`: the ceiling a turn append is compared
-//! against, a bare single-row INSERT of the same shape over the same pool.
+//! Support for `inquest-bench` (feature `bench`, which only that crate
+//! enables): the ceiling a turn append is compared against, a bare
+//! single-row INSERT of the same shape over the same pool.
 //! The scratch table lives only in the database the benchmark is pointed
 //! at and is dropped by [`Store::drop_ceiling_table`].
 

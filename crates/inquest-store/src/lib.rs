@@ -9,6 +9,7 @@
 //! [`embedded`] runs a private PostgreSQL cluster for the zero-config
 //! default and for test runs.
 
+#[cfg(feature = "bench")]
 mod bench;
 mod bursts;
 pub mod embedded;

@@ -1,4 +1,4 @@
-//! `inquest bench append`: turn appends per second and latency at several
+//! `inquest-bench append`: turn appends per second and latency at several
 //! writer counts, each writer on its own session (as in production), against
 //! the ceiling of a bare single-row INSERT of the same size over the same
 //! pool, measured in the same run. Prints the ratio.
