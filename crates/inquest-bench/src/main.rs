@@ -9,6 +9,7 @@ mod bench;
 mod bench_cache;
 mod bench_loop;
 mod bench_overload;
+mod bench_peer;
 mod bench_replicas;
 mod bench_resume;
 mod bench_watch;
