@@ -1,7 +1,13 @@
 //! Named crash points, for the crash-recovery tests.
 //!
-//! Built on TiKV's `fail` crate. Every point is inert unless the process
-//! was started with `INQUEST_FAILPOINTS` naming it (see [`configure`]); an
+//! Built on TiKV's `fail` crate, behind this crate's cargo feature
+//! `failpoints` (off by default, so a release `inquest` carries none:
+//! `fail_point!` compiles to nothing). `cargo test` turns it on through the
+//! `inquest` crate's dev-dependency on this one; `inquest/failpoints` turns
+//! it on for a plain build. Without the feature [`configure`] refuses any
+//! point, so a test that asks for a crash against a binary without them
+//! fails instead of passing without it. With it, every point is inert
+//! unless the process was started with `INQUEST_FAILPOINTS` naming it; an
 //! inert point costs one registry lookup. Besides `fail`'s own actions
 //! (`sleep(ms)`, `panic`, `pause`, ...), two `return` arguments are meant
 //! for tests driving real processes:
@@ -46,6 +52,9 @@ pub const ALL: [&str; 7] = [
 /// `name=actions;name=actions` (fail-rs action syntax).
 pub const ENV: &str = "INQUEST_FAILPOINTS";
 
+/// Whether this build carries the crash points (cargo feature `failpoints`).
+pub const COMPILED: bool = cfg!(feature = "failpoints");
+
 /// Configures the points named in `spec` (the value of [`ENV`]). Returns
 /// the names configured; an unknown name or a bad action is an error, so a
 /// typo in a test cannot silently disable a crash.
@@ -62,10 +71,32 @@ pub fn configure(spec: &str) -> Result<Vec<String>, String> {
                 ALL.join(", ")
             ));
         }
+        if !COMPILED {
+            return Err(format!(
+                "failpoint {name}: this binary was built without the `failpoints` cargo \
+                 feature, so it has no crash points (build with `--features inquest/failpoints`; \
+                 `cargo test` enables it)"
+            ));
+        }
         fail::cfg(name, actions.trim()).map_err(|e| format!("failpoint {name}: {e}"))?;
         names.push(name.to_owned());
     }
     Ok(names)
+}
+
+/// Arms the points [`ENV`] names, if it is set, and says so on stderr. A
+/// bad spec, or any spec in a build without crash points, is an error: the
+/// server stops rather than silently running without the crash a test
+/// asked for.
+pub fn arm_from_env() -> Result<(), String> {
+    let Ok(spec) = std::env::var(ENV) else {
+        return Ok(());
+    };
+    let armed = configure(&spec).map_err(|e| format!("{ENV}: {e}"))?;
+    if !armed.is_empty() {
+        eprintln!("failpoints armed: {armed:?} (this process will crash or hang on purpose)");
+    }
+    Ok(())
 }
 
 /// Evaluates point `name`: returns at once when it is inert, aborts or
@@ -87,7 +118,10 @@ pub async fn hit(name: &'static str) {
 }
 
 fn evaluate(name: &str) -> Option<String> {
+    #[cfg(feature = "failpoints")]
     fail::fail_point!(name, |arg: Option<String>| Some(arg.unwrap_or_default()));
+    #[cfg(not(feature = "failpoints"))]
+    let _ = name;
     None
 }
 
@@ -103,6 +137,20 @@ mod tests {
         assert_eq!(configure("").unwrap(), Vec::<String>::new());
     }
 
+    /// `cargo test -p inquest-agent` alone builds without the feature (the
+    /// workspace suite has it, through `inquest`'s dev-dependency).
+    #[cfg(not(feature = "failpoints"))]
+    #[test]
+    fn without_the_feature_every_point_is_refused() {
+        let err = configure("after-tool-run=return(crash)").unwrap_err();
+        assert!(
+            err.contains("without the `failpoints` cargo feature"),
+            "{err}"
+        );
+        assert_eq!(configure(" ; ").unwrap(), Vec::<String>::new());
+    }
+
+    #[cfg(feature = "failpoints")]
     #[tokio::test]
     async fn an_inert_point_returns_and_a_configured_one_fires_its_count() {
         hit(AFTER_TOOL_RUN).await;

@@ -1,5 +1,6 @@
-//! Support for `inquest bench`: the ceiling a turn append is compared
-//! against, a bare single-row INSERT of the same shape over the same pool.
+//! Support for `inquest-bench` (feature `bench`, which only that crate
+//! enables): the ceiling a turn append is compared against, a bare
+//! single-row INSERT of the same shape over the same pool.
 //! The scratch table lives only in the database the benchmark is pointed
 //! at and is dropped by [`Store::drop_ceiling_table`].
 
@@ -56,7 +57,7 @@ impl Store {
 
 impl Store {
     /// Writes a finished (`idle`) session of `turns` turns (even, >= 2)
-    /// straight into the tables, for `inquest bench resume`: a user turn,
+    /// straight into the tables, for `inquest-bench resume`: a user turn,
     /// then assistant turns that each call `read_file` answered by a tool
     /// turn, and a final assistant answer. 10 ms apart, an hour ago.
     pub async fn insert_bench_session(
@@ -98,7 +99,7 @@ impl Store {
     /// [`Store::insert_bench_session`], then a compaction turn at the head
     /// (seq `turns + 1`) keeping the last `keep` turns (even, < turns)
     /// verbatim, with the counters the turns before them carry: the
-    /// session `inquest bench resume` measures a follow-up of when a long
+    /// session `inquest-bench resume` measures a follow-up of when a long
     /// investigation was compacted (issue 13, item 6).
     pub async fn insert_bench_compacted_session(
         &self,

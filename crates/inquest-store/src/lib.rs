@@ -10,6 +10,7 @@
 //! default and for test runs.
 
 mod audit;
+#[cfg(feature = "bench")]
 mod bench;
 mod bursts;
 pub mod embedded;

@@ -1,14 +1,7 @@
-//! `inquest`: the server (`serve`, `migrate`), the client commands that talk
-//! gRPC to a running server, and the benchmarks. `main` only parses
-//! arguments, starts telemetry and dispatches.
+//! `inquest`: the server (`serve`, `migrate`) and the client commands that
+//! talk gRPC to a running server (the benchmarks are `inquest-bench`).
+//! `main` only parses arguments, starts telemetry and dispatches.
 
-mod bench;
-mod bench_cache;
-mod bench_loop;
-mod bench_overload;
-mod bench_replicas;
-mod bench_resume;
-mod bench_watch;
 mod client;
 mod investigate;
 mod tokens;
@@ -110,11 +103,6 @@ enum Command {
     Watch(watch::WatchArgs),
     /// Send a follow-up message to a session, then watch its new burst.
     Send(watch::SendArgs),
-    /// Benchmarks against a real PostgreSQL; figures go to docs/benchmarks.md.
-    Bench {
-        #[command(subcommand)]
-        command: bench::BenchCommand,
-    },
 }
 
 /// A CLI piped into `head` should stop quietly when the pipe closes, not
@@ -138,10 +126,7 @@ fn default_sigpipe() {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     #[cfg(unix)]
-    if !matches!(
-        cli.command,
-        Command::Serve { .. } | Command::Migrate { .. } | Command::Bench { .. }
-    ) {
+    if !matches!(cli.command, Command::Serve { .. } | Command::Migrate { .. }) {
         default_sigpipe();
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -163,24 +148,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Switches on the crash points `INQUEST_FAILPOINTS` names (tests only;
-/// every point is inert otherwise). A bad spec stops the server rather than
-/// silently running without the crash a test asked for.
-fn arm_failpoints() -> anyhow::Result<()> {
-    use inquest_agent::failpoints;
-    let Ok(spec) = std::env::var(failpoints::ENV) else {
-        return Ok(());
-    };
-    let armed =
-        failpoints::configure(&spec).map_err(|e| anyhow::anyhow!("{}: {e}", failpoints::ENV))?;
-    if !armed.is_empty() {
-        eprintln!(
-            "inquest: failpoints armed: {armed:?} (this process will crash or hang on purpose)"
-        );
-    }
-    Ok(())
-}
-
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve {
@@ -191,7 +158,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut config = server.load(listen)?;
             config.auth.insecure_no_auth = insecure_no_auth;
             let telemetry = Telemetry::init()?;
-            arm_failpoints()?;
+            // Crash points `INQUEST_FAILPOINTS` names (tests only; refused
+            // by a build without the `failpoints` feature).
+            inquest_agent::failpoints::arm_from_env().map_err(anyhow::Error::msg)?;
             let shutdown = CancellationToken::new();
             tokio::spawn(inquest_server::cancel_on_signal(shutdown.clone()));
             let result = inquest_server::serve(config, shutdown).await;
@@ -223,7 +192,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => investigate::report(args).await,
         Command::Watch(args) => watch::watch(args).await,
         Command::Send(args) => watch::send(args).await,
-        Command::Bench { command } => bench::run(command).await,
     }
 }
 

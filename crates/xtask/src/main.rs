@@ -300,7 +300,8 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
         .unwrap_or_else(|| "127.0.0.1:50051".into());
     ensure_postgres()?;
     let mut build = cargo();
-    build.args(["build", "--package", "inquest"]);
+    // Replica 1 hangs at a crash point: a plain build has none.
+    build.args(["build", "--package", "inquest", "--features", "failpoints"]);
     run("building inquest", build)?;
     let bin = target_dir().join("debug/inquest");
 
@@ -387,7 +388,8 @@ fn demo(args: &[String]) -> anyhow::Result<()> {
 fn replicas() -> anyhow::Result<()> {
     ensure_postgres()?;
     let mut build = cargo();
-    build.args(["build", "--package", "inquest"]);
+    // Replica 1 hangs at a crash point: a plain build has none.
+    build.args(["build", "--package", "inquest", "--features", "failpoints"]);
     run("building inquest", build)?;
     let bin = target_dir().join("debug/inquest");
 

@@ -1,4 +1,4 @@
-//! `inquest bench watch`: live-watch fan-out over real gRPC.
+//! `inquest-bench watch`: live-watch fan-out over real gRPC.
 //!
 //! Throughput/latency: an in-process server (the same `Application` as
 //! `serve`) on a loopback port; one session written as fast as the store
@@ -7,7 +7,7 @@
 //! HTTP/2 connections (100 streams per connection). Client and server share
 //! the process and its cores.
 //!
-//! Memory: a separate `inquest serve` child process, so only server memory
+//! Memory: a separate `inquest-bench serve` child process, so only server memory
 //! is counted. Its VmRSS (from `/proc/<pid>/status`) is read after the
 //! client connections are open and again once 10,000 idle watch streams
 //! are subscribed to a running session; the difference over 10,000 is the
@@ -274,7 +274,7 @@ async fn idle_memory(bench: &WatchBench) -> anyhow::Result<()> {
         .stdout(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .context("starting `inquest serve`")?;
+        .context("starting `inquest-bench serve`")?;
     let pid = child.id().context("child has no pid")?;
     let endpoint = format!("http://127.0.0.1:{port}");
     let result = async {

@@ -1,4 +1,4 @@
-//! `inquest bench cache`: how much of each model request repeats the
+//! `inquest-bench cache`: how much of each model request repeats the
 //! previous one byte for byte, which is what a provider's prompt cache can
 //! serve (issue 13 item 4).
 //!

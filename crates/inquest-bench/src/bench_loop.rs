@@ -1,4 +1,4 @@
-//! `inquest bench loop`: the agent loop's own overhead per turn.
+//! `inquest-bench loop`: the agent loop's own overhead per turn.
 //!
 //! The real [`Agent::run_burst`] persists and publishes every turn through
 //! the server's [`TurnLog`] (as the runner's sink does), with a provider

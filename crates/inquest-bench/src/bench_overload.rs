@@ -1,6 +1,6 @@
-//! `inquest bench overload`: one replica under more than it should take.
+//! `inquest-bench overload`: one replica under more than it should take.
 //!
-//! A real `inquest serve` child process (so its memory is its own) on a
+//! A real `inquest-bench serve` child process (so its memory is its own) on a
 //! scratch database, with one OpenAI-compatible provider: the fake model
 //! server in this process, behind a relay that holds every answer back by
 //! `--model-delay-ms` (a slow provider). For `--seconds`, at once:

@@ -1,4 +1,4 @@
-//! `inquest bench append`: turn appends per second and latency at several
+//! `inquest-bench append`: turn appends per second and latency at several
 //! writer counts, each writer on its own session (as in production), against
 //! the ceiling of a bare single-row INSERT of the same size over the same
 //! pool, measured in the same run. Prints the ratio.
@@ -168,6 +168,35 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 30)]
         lines_per_call: u32,
     },
+    /// Inquest's half of the LangGraph side-by-side: one synthetic
+    /// investigation through the real leased append, per-turn time, WAL and
+    /// table growth at turns 10, 100 and 1,000, then the resume load; prints
+    /// JSON (run by `benches/peers/langgraph/run.py`; see `bench_peer.rs`).
+    Peer {
+        /// PostgreSQL URL of a scratch database (it gets migrated).
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: String,
+        /// Turns in the investigation (turn 1 is the user message).
+        #[arg(long, default_value_t = 1000)]
+        turns: usize,
+        /// Turns whose window is measured.
+        #[arg(long, value_delimiter = ',', default_value = "10,100,1000")]
+        checkpoints: Vec<usize>,
+        /// Turns per window, ending at each checkpoint.
+        #[arg(long, default_value_t = 9)]
+        window: usize,
+        #[arg(long, default_value_t = 200)]
+        user_bytes: usize,
+        #[arg(long, default_value_t = 300)]
+        assistant_bytes: usize,
+        #[arg(long, default_value_t = 100)]
+        args_bytes: usize,
+        #[arg(long, default_value_t = 2048)]
+        tool_bytes: usize,
+        /// Measured resume loads (after one warm-up).
+        #[arg(long, default_value_t = 10)]
+        resume_runs: usize,
+    },
 }
 
 /// The database a benchmark runs against: `database_url`, or an embedded
@@ -331,6 +360,30 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             .await;
             release(embedded).await?;
             result
+        }
+        BenchCommand::Peer {
+            database_url,
+            turns,
+            checkpoints,
+            window,
+            user_bytes,
+            assistant_bytes,
+            args_bytes,
+            tool_bytes,
+            resume_runs,
+        } => {
+            crate::bench_peer::run(crate::bench_peer::PeerBench {
+                url: database_url,
+                turns,
+                checkpoints,
+                window,
+                user_bytes,
+                assistant_bytes,
+                args_bytes,
+                tool_bytes,
+                resume_runs,
+            })
+            .await
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `inquest bench resume`: what resuming a session costs.
+//! `inquest-bench resume`: what resuming a session costs.
 //!
 //! 1. `rebuild_messages` over 1k, 10k and 100k stored turns, in process
 //!    (pure; per-turn time shows whether it is linear), with `plan_resume`

@@ -1,4 +1,4 @@
-//! `inquest bench replicas`: what running several replicas costs and buys.
+//! `inquest-bench replicas`: what running several replicas costs and buys.
 //!
 //! 1. Cross-replica watch latency: two replicas (in this process, each with
 //!    its own pool, replica id and LISTEN connection) on one database; a
@@ -39,6 +39,11 @@ pub struct ReplicasBench {
 }
 
 pub async fn run(bench: ReplicasBench) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        inquest_agent::failpoints::COMPILED,
+        "`replicas` kills a replica at a crash point, which this build lacks: run it as \
+         `cargo run --release -p inquest-bench --features failpoints -- replicas ...`"
+    );
     latency(&bench).await?;
     recovery(&bench).await?;
     throughput(&bench).await
@@ -192,8 +197,8 @@ async fn latency(bench: &ReplicasBench) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A child `inquest serve` with its stderr scanned for lines.
-/// `inquest serve` as a child process of this one.
+/// A child `inquest-bench serve` (the same server as `inquest serve`),
+/// its stderr scanned for lines.
 pub(crate) struct Replica {
     child: Child,
     pub(crate) endpoint: String,
