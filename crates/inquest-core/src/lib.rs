@@ -19,6 +19,7 @@ pub mod redact;
 pub mod resume;
 pub mod seq;
 pub mod session;
+pub mod streamed;
 pub mod tools;
 pub mod turn;
 
@@ -35,6 +36,7 @@ pub use resume::{
 };
 pub use seq::{AfterSeq, CursorError, Seq};
 pub use session::{Ending, Event, Refused, SessionStatus};
+pub use streamed::StreamedText;
 pub use tools::{
     SideEffect, ToolCatalog, ToolClassOverrides, ToolClasses, ToolInfo, ToolServers,
     tool_idempotency_key,
