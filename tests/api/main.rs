@@ -29,6 +29,7 @@ mod metrics;
 mod notice_migration;
 mod resume;
 mod sessions;
+mod text_delta;
 mod tls;
 mod turns;
 mod watch;
