@@ -428,6 +428,16 @@ impl Subscription {
         self.session
     }
 
+    /// The next event if one is queued right now, without waiting. `None`
+    /// when nothing is queued or the stream is ending: [`Subscription::recv`]
+    /// then says which (it yields `Lagged` and the end as usual).
+    pub fn try_next_event(&mut self) -> Option<Event> {
+        if self.ended {
+            return None;
+        }
+        self.rx.try_recv().ok()
+    }
+
     /// Whether the session was already latched as finished when this
     /// subscription was made (the stream is empty).
     pub fn is_closed_at_start(&self) -> bool {

@@ -411,8 +411,14 @@ impl Watcher {
         }
         let heartbeat = self.watches.heartbeat;
         let mut quiet = std::pin::pin!(tokio::time::sleep(heartbeat));
+        // An event taken from the queue while merging deltas, to handle next.
+        let mut held: Option<Event> = None;
         loop {
             let item = tokio::select! {
+                biased;
+                item = std::future::ready(held.take()), if held.is_some() => {
+                    item.map(SubscriptionItem::Event)
+                }
                 item = self.subscription.recv() => item,
                 () = &mut quiet => {
                     // A quiet stream also asks the store whether the burst
@@ -456,7 +462,9 @@ impl Watcher {
                         .await?;
                 }
                 Some(SubscriptionItem::Event(Event::TextDelta(delta))) => {
-                    self.send_delta(&delta).await?;
+                    let (merged, next) = self.merge_queued(delta);
+                    held = next;
+                    self.send_delta(&merged).await?;
                 }
             }
             quiet
@@ -592,6 +600,36 @@ impl Watcher {
         Ok(())
     }
 
+    /// `delta` joined with the deltas queued right behind it that continue
+    /// it (same turn and attempt, next offset), up to [`MAX_MERGED_DELTA`]
+    /// bytes: a watcher that fell behind catches up in a few messages
+    /// instead of one per piece. The first queued event that does not
+    /// continue it comes back, to be handled next.
+    fn merge_queued(&mut self, delta: TextDelta) -> (TextDelta, Option<Event>) {
+        let mut merged: Option<String> = None;
+        let end = |d: &TextDelta, extra: usize| d.offset + (d.text.len() + extra) as u64;
+        loop {
+            let extra = merged.as_ref().map_or(0, String::len);
+            if delta.text.len() + extra >= MAX_MERGED_DELTA {
+                break;
+            }
+            match self.subscription.try_next_event() {
+                Some(Event::TextDelta(next))
+                    if next.turn_seq == delta.turn_seq
+                        && next.attempt == delta.attempt
+                        && next.offset == end(&delta, extra) =>
+                {
+                    merged.get_or_insert_with(String::new).push_str(&next.text);
+                }
+                Some(other) => {
+                    return (with_more(delta, merged), Some(other));
+                }
+                None => break,
+            }
+        }
+        (with_more(delta, merged), None)
+    }
+
     /// Sends the part of `delta` this stream has not shown, if it
     /// continues what it showed ([`Watcher::admit_delta`]).
     async fn send_delta(&mut self, delta: &TextDelta) -> Step {
@@ -641,6 +679,20 @@ impl Watcher {
             .send(Ok(convert::watch_event(event)))
             .await
             .map_err(|_| End::ClientGone)
+    }
+}
+
+/// The most text one merged delta carries (see `Watcher::merge_queued`).
+const MAX_MERGED_DELTA: usize = 16 * 1024;
+
+/// `delta` with `more` appended to its text.
+fn with_more(delta: TextDelta, more: Option<String>) -> TextDelta {
+    match more {
+        None => delta,
+        Some(more) => TextDelta {
+            text: format!("{}{more}", delta.text).into(),
+            ..delta
+        },
     }
 }
 

@@ -8,6 +8,7 @@ mod bench_loop;
 mod bench_overload;
 mod bench_replicas;
 mod bench_resume;
+mod bench_stream;
 mod bench_watch;
 mod client;
 mod investigate;

@@ -268,6 +268,8 @@ pub struct FakeProvider {
     flavor: Flavor,
     addr: std::net::SocketAddr,
     shared: Arc<Mutex<Shared>>,
+    /// `false` while answers are held ([`FakeProvider::hold_answers`]).
+    open: tokio::sync::watch::Sender<bool>,
     /// The accept loop; aborted on drop (see the module docs).
     task: tokio::task::JoinHandle<()>,
 }
@@ -279,11 +281,13 @@ impl FakeProvider {
             piece_bytes: DEFAULT_PIECE_BYTES,
             ..Shared::default()
         }));
-        let (addr, task) = server::spawn(flavor, Arc::clone(&shared)).await?;
+        let (open, gate) = tokio::sync::watch::channel(true);
+        let (addr, task) = server::spawn(flavor, Arc::clone(&shared), gate).await?;
         Ok(Self {
             flavor,
             addr,
             shared,
+            open,
             task,
         })
     }
@@ -348,6 +352,20 @@ impl FakeProvider {
         let mut shared = self.lock();
         shared.stream_delay = delay;
         shared.piece_bytes = piece_bytes.max(1);
+        self
+    }
+
+    /// From now on every valid request is recorded at once but answered
+    /// only after [`FakeProvider::release_answers`]: a model call that is
+    /// in flight for as long as the caller needs.
+    pub fn hold_answers(&self) -> &Self {
+        self.open.send_replace(false);
+        self
+    }
+
+    /// Answers every held request, and the later ones at once.
+    pub fn release_answers(&self) -> &Self {
+        self.open.send_replace(true);
         self
     }
 

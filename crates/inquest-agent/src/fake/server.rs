@@ -31,6 +31,7 @@ use super::{
 pub(super) async fn spawn(
     flavor: Flavor,
     shared: Arc<Mutex<Shared>>,
+    open: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -45,9 +46,10 @@ pub(super) async fn spawn(
                         continue;
                     };
                     let shared = Arc::clone(&shared);
+                    let open = open.clone();
                     connections.spawn(async move {
                         let service = service_fn(move |request| {
-                            handle(flavor, Arc::clone(&shared), request)
+                            handle(flavor, Arc::clone(&shared), open.clone(), request)
                         });
                         // A client that goes away mid-request is normal here.
                         let _ = http1::Builder::new()
@@ -65,6 +67,7 @@ pub(super) async fn spawn(
 async fn handle(
     flavor: Flavor,
     shared: Arc<Mutex<Shared>>,
+    mut open: tokio::sync::watch::Receiver<bool>,
     request: Request<Incoming>,
 ) -> Result<Response<FakeBody>, Infallible> {
     let (parts, body) = request.into_parts();
@@ -166,6 +169,8 @@ async fn handle(
     if let Err((status, message)) = checked {
         return Ok(error(flavor, status, &message));
     }
+    // Held answers wait here (the fake lives as long as the sender).
+    let _ = open.wait_for(|open| *open).await;
     let model = recorded.body["model"].as_str().unwrap_or("fake");
     if let Some(window) = over {
         return Ok(too_long(flavor, window, tokens));
