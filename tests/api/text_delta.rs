@@ -267,3 +267,73 @@ async fn a_stream_broken_on_every_attempt_fails_over_to_the_next_provider() {
     assert_eq!(stored[1].content, FINAL);
     app.stop().await.unwrap();
 }
+
+/// A watcher that reads nothing while a long answer streams: the burst
+/// finishes regardless, deltas past what its queue may hold are dropped
+/// (never lagging it), and once it reads it gets the text up to the first
+/// gap and then the committed turn, with no `Lagged`.
+#[tokio::test]
+async fn a_watcher_that_reads_nothing_never_slows_the_burst_and_still_gets_the_turn() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    // 5,000 words of 4 bytes, one a piece, as fast as it goes: far more
+    // deltas than the watcher's small queue (8 events), its outbox and its
+    // 1 KiB HTTP/2 window hold.
+    let long: String = (0..5_000).map(|i| format!("{:03} ", i % 1000)).collect();
+    fake.set_streaming(Duration::ZERO, 4);
+    fake.reply(FakeReply::text(&long))
+        .reply(FakeReply::text("summary"));
+    let gate = Gate::in_front_of(&fake).await;
+    let app = spawn_app_with(|c| {
+        c.providers = vec![provider_at(Flavor::OpenAi, "fast", gate.base_url(&fake))];
+        c.watch.channel_capacity = 8;
+        evidence_tools(c);
+    })
+    .await;
+    let mut client = app.client().await;
+    let id = start(&mut client, ASK).await;
+    let channel = tonic::transport::Channel::from_shared(app.endpoint())
+        .unwrap()
+        .initial_stream_window_size(1024)
+        .initial_connection_window_size(1024)
+        .connect()
+        .await
+        .unwrap();
+    let mut slow_client = pb::investigations_client::InvestigationsClient::new(channel);
+    let mut slow = watch(&mut slow_client, &id, 0).await.unwrap();
+    let first = next(&mut slow).await.unwrap();
+    assert!(matches!(&first, Some(Event::Turn(t)) if t.seq == 1));
+    eventually("the model call", || fake.request_count() >= 1).await;
+    gate.open();
+
+    // The burst ends while the watcher has read nothing more.
+    let (report, _) = finished(&mut client, &id, 1).await;
+    assert_eq!(report.exit_reason, "completed");
+    assert!(
+        app.broadcaster().dropped_text_deltas() > 0,
+        "deltas were dropped for the watcher that did not read"
+    );
+
+    let (mut events, ending) = collect(slow).await;
+    ending.expect("the slow watcher's stream ends cleanly, not lagged");
+    events.insert(0, first.unwrap());
+    assert!(events.iter().all(|e| !matches!(e, Event::Lagged(_))));
+    let last = events.last().expect("events");
+    assert!(
+        matches!(last, Event::Turn(t) if t.seq == 2 && t.content == long),
+        "the committed turn arrives last, whole"
+    );
+    // What text it got runs on from 0 with no overlap, and stops at a gap.
+    let mut shown = 0u64;
+    for e in &events {
+        if let Event::TextDelta(d) = e {
+            assert_eq!(d.offset, shown, "contiguous up to the first gap");
+            shown += d.text.len() as u64;
+        }
+    }
+    assert!(shown > 0, "some text streamed before the gap");
+    assert!(
+        shown < long.len() as u64,
+        "the rest was dropped, not queued"
+    );
+    app.stop().await.unwrap();
+}
