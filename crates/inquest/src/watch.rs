@@ -297,7 +297,8 @@ impl View {
     }
 
     fn spinning(&self) -> bool {
-        !self.json && self.tty && !self.running.is_empty()
+        // Never over a streamed line: the spinner would erase it.
+        !self.json && self.tty && !self.running.is_empty() && self.streamed.is_none()
     }
 
     async fn tick(&mut self) {
