@@ -31,6 +31,7 @@ mod oidc;
 mod resume;
 mod sessions;
 mod tenants;
+mod text_delta;
 mod tls;
 mod turns;
 mod watch;

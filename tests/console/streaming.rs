@@ -1,7 +1,7 @@
 //! Streamed text grows on the page before its turn commits, and the
-//! committed turn replaces it (issue 16 item 1 + 2). Needs the server to
-//! emit `WatchEvent.text_delta`, which the i-stream branch adds: until it
-//! is merged this test is ignored (it would fail, not pass, without it).
+//! committed turn replaces it (issue 16 item 1 + 2). The fake streams the
+//! answer in small pieces with a pause between them, so the page renders
+//! it more than once before the turn commits.
 
 use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use serde_json::json;
@@ -12,7 +12,6 @@ use crate::{
 };
 
 #[tokio::test]
-#[ignore = "needs streamed text from i-stream"]
 async fn streamed_text_grows_on_the_page_until_its_turn_commits() {
     let answer: String = (0..400)
         .map(|i| format!("word{i} "))
@@ -20,6 +19,7 @@ async fn streamed_text_grows_on_the_page_until_its_turn_commits() {
         .trim_end()
         .to_owned();
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.set_streaming(std::time::Duration::from_millis(10), 24);
     fake.reply(FakeReply::text(&answer).usage(10, 400))
         .reply(FakeReply::text("summary"));
     let entry = inquest_tests::resume::fake_provider(&fake, "fake");

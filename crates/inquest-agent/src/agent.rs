@@ -318,6 +318,9 @@ impl Agent {
         let tools = tools_bytes(specs);
         // "Too long" answers in a row; each is followed by a compaction.
         let mut too_long = 0u32;
+        // Model calls already made for the assistant turn being written:
+        // streamed text of the next call counts its attempts after these.
+        let mut attempts_before = 0u32;
         loop {
             if let Some(reason) = stop.reason() {
                 return reason;
@@ -339,14 +342,37 @@ impl Agent {
                 tools: specs,
                 max_tokens: self.config.max_tokens,
             };
+            let session = state.session_id;
+            // Text past the cap would be cut from the stored turn: it is
+            // not streamed either.
+            // (attempt, bytes streamed in it); a std mutex, never held
+            // across an await.
+            let streamed = std::sync::Mutex::new((0u32, 0usize));
+            let text_cap = self.limits.max_model_text_bytes;
+            let on_text = |attempt: u32, piece: &str| {
+                let mut so_far = streamed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if so_far.0 != attempt {
+                    *so_far = (attempt, 0);
+                }
+                so_far.1 += piece.len();
+                if so_far.1 <= text_cap {
+                    sink.text_delta(session, attempts_before + attempt, piece);
+                }
+            };
             let answered = tokio::select! {
                 biased;
                 reason = stop.stopped() => return reason,
-                answered = self.chain.complete(&mut state.provider, &request) => answered,
+                answered = self.chain.complete_streaming(&mut state.provider, &request, &on_text) => answered,
             };
             let answered = match answered {
-                Ok(a) => a,
+                Ok(a) => {
+                    attempts_before += a.attempts;
+                    a
+                }
                 Err(e) => {
+                    attempts_before += e.failures.iter().map(|f| f.attempts).sum::<u32>();
                     if let Some((index, limit, requested)) = e.context_too_long()
                         && too_long < MAX_TOO_LONG_IN_A_ROW
                     {
@@ -382,6 +408,8 @@ impl Agent {
                 continue;
             }
             burst.empty_replies = 0;
+            sink.text_complete(state.session_id, attempts_before);
+            attempts_before = 0;
             let Shaped {
                 text,
                 calls,

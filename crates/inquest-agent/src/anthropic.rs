@@ -26,8 +26,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use crate::{
-    ApiKey, Completion, CompletionRequest, ConfigError, Provider, ProviderError, ProviderFuture,
-    StopReason, http,
+    ApiKey, Completion, CompletionRequest, ConfigError, OnText, Provider, ProviderError,
+    ProviderFuture, StopReason, http, sse::SseEvent,
 };
 
 /// The API version this adapter speaks.
@@ -90,20 +90,163 @@ impl AnthropicProvider {
 
 impl Provider for AnthropicProvider {
     fn complete<'a>(&'a self, request: &'a CompletionRequest<'a>) -> ProviderFuture<'a> {
+        self.complete_streaming(request, &crate::provider::ignore_text)
+    }
+
+    /// Asks for a stream (`"stream": true`) and reads its events
+    /// ([`StreamedAnswer`]); the text deltas go to `on_text` as they come.
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a CompletionRequest<'a>,
+        on_text: OnText<'a>,
+    ) -> ProviderFuture<'a> {
         Box::pin(async move {
-            let body = request_body(&self.model, request);
+            let mut body = request_body(&self.model, request);
+            if let Some(fields) = body.as_object_mut() {
+                fields.insert("stream".into(), Value::Bool(true));
+            }
             let headers = self.headers()?;
-            let answer = http::post_json(
+            let mut answer = StreamedAnswer::default();
+            let streamed = http::post_sse(
                 &self.client,
                 &self.url,
                 headers,
                 &body,
                 self.timeout,
                 self.max_response_bytes,
+                |event| answer.event(&event, on_text),
             )
             .await?;
-            parse_response(&answer)
+            match streamed {
+                http::Streamed::Done => parse_response(&answer.into_response()),
+                http::Streamed::Json(answer) => {
+                    let completion = parse_response(&answer)?;
+                    if !completion.text.is_empty() {
+                        on_text(&completion.text);
+                    }
+                    Ok(completion)
+                }
+            }
         })
+    }
+}
+
+/// A streamed Messages API answer being put together, event by event
+/// (`message_start`, `content_block_start`, `content_block_delta` with
+/// `text_delta` or `input_json_delta`, `content_block_stop`,
+/// `message_delta` with the stop reason and usage, `message_stop`; `ping`
+/// is ignored, `error` fails the call). Once complete it is the very
+/// response body a non-streamed call gets ([`StreamedAnswer::into_response`]),
+/// read by the same [`parse_response`], so text, tool calls, usage and the
+/// stop reason come out the same either way.
+#[derive(Debug, Default)]
+pub struct StreamedAnswer {
+    /// `message_start.message` (usage, id, model), updated by `message_delta`.
+    message: Map<String, Value>,
+    /// Content blocks by index: the start's block, and the tool input's
+    /// JSON text so far.
+    blocks: std::collections::BTreeMap<u64, (Value, String)>,
+    /// Whether text was handed out, and from which block last (the
+    /// non-streamed text joins non-empty blocks with a blank line).
+    text_block: Option<u64>,
+}
+
+impl StreamedAnswer {
+    /// Takes one event; `Ok(true)` at `message_stop`.
+    pub fn event(&mut self, event: &SseEvent, on_text: OnText<'_>) -> Result<bool, ProviderError> {
+        if event.event == "error" {
+            return Err(http::stream_error(&event.data));
+        }
+        let data: Value = serde_json::from_str(&event.data).map_err(|e| {
+            ProviderError::BadResponse(format!("event {:?} is not JSON: {e}", event.event))
+        })?;
+        let kind = data["type"].as_str().unwrap_or(event.event.as_str());
+        match kind {
+            "message_start" => {
+                if let Some(message) = data["message"].as_object() {
+                    self.message = message.clone();
+                }
+            }
+            "content_block_start" => {
+                let index = data["index"].as_u64().unwrap_or(0);
+                self.blocks
+                    .insert(index, (data["content_block"].clone(), String::new()));
+            }
+            "content_block_delta" => {
+                let index = data["index"].as_u64().unwrap_or(0);
+                let delta = &data["delta"];
+                let Some((block, json)) = self.blocks.get_mut(&index) else {
+                    return Err(ProviderError::BadResponse(format!(
+                        "delta for content block {index}, which never started"
+                    )));
+                };
+                match delta["type"].as_str() {
+                    Some("text_delta") => {
+                        let text = delta["text"].as_str().unwrap_or_default();
+                        if text.is_empty() {
+                            return Ok(false);
+                        }
+                        if let Some(fields) = block.as_object_mut() {
+                            let so_far = fields
+                                .entry("text")
+                                .or_insert_with(|| Value::String(String::new()));
+                            if let Value::String(so_far) = so_far {
+                                so_far.push_str(text);
+                            }
+                        }
+                        match self.text_block {
+                            Some(previous) if previous != index => on_text("\n\n"),
+                            _ => {}
+                        }
+                        self.text_block = Some(index);
+                        on_text(text);
+                    }
+                    Some("input_json_delta") => {
+                        json.push_str(delta["partial_json"].as_str().unwrap_or_default());
+                    }
+                    // Thinking, signatures, citations: not part of the reply.
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = data["delta"].get("stop_reason") {
+                    self.message.insert("stop_reason".into(), reason.clone());
+                }
+                if let Some(delta) = data["usage"].as_object() {
+                    let usage = self
+                        .message
+                        .entry("usage")
+                        .or_insert_with(|| Value::Object(Map::new()));
+                    if let Value::Object(usage) = usage {
+                        for (k, v) in delta {
+                            if !v.is_null() {
+                                usage.insert(k.clone(), v.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            "message_stop" => return Ok(true),
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    /// The response body a non-streamed call would have got.
+    pub fn into_response(mut self) -> Value {
+        let content: Vec<Value> = std::mem::take(&mut self.blocks)
+            .into_values()
+            .map(|(mut block, json)| {
+                if block["type"] == "tool_use" && !json.trim().is_empty() {
+                    // Text that is not JSON is kept as sent (a string
+                    // `input`, which `parse_response` keeps raw).
+                    block["input"] = serde_json::from_str(&json).unwrap_or(Value::String(json));
+                }
+                block
+            })
+            .collect();
+        self.message.insert("content".into(), Value::Array(content));
+        Value::Object(self.message)
     }
 }
 

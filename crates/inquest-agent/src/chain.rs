@@ -370,10 +370,25 @@ impl ProviderChain {
         cursor: &mut ChainCursor,
         request: &CompletionRequest<'_>,
     ) -> Result<Answered, ChainError> {
+        self.complete_streaming(cursor, request, &|_, _| {}).await
+    }
+
+    /// [`ProviderChain::complete`], handing the answer's text to `on_text`
+    /// as it streams, with the number of the attempt it belongs to (from
+    /// 1, over every retry and failover of this call). A retry or a
+    /// failover starts the answer again under the next number; the text of
+    /// an attempt that failed is void. The pieces of the attempt that
+    /// answered join to its completion's text.
+    pub async fn complete_streaming(
+        &self,
+        cursor: &mut ChainCursor,
+        request: &CompletionRequest<'_>,
+        on_text: &(dyn Fn(u32, &str) + Send + Sync),
+    ) -> Result<Answered, ChainError> {
         let mut failures = Vec::new();
         let mut attempts_total = 0;
         while let Some(entry) = self.entries.get(cursor.position) {
-            match call_with_retries(entry, request).await {
+            match call_with_retries(entry, request, attempts_total, on_text).await {
                 Ok((mut completion, attempts)) => {
                     completion.usage.cost = entry.price.map(|p| p.cost(&completion.usage));
                     return Ok(Answered {
@@ -417,6 +432,8 @@ impl ProviderChain {
 async fn call_with_retries(
     entry: &Entry,
     request: &CompletionRequest<'_>,
+    attempts_before: u32,
+    on_text: &(dyn Fn(u32, &str) + Send + Sync),
 ) -> Result<(Completion, u32), (ProviderError, u32)> {
     let mut attempt = 0;
     loop {
@@ -430,9 +447,11 @@ async fn call_with_retries(
             outcome = tracing::field::Empty,
         );
         let started = std::time::Instant::now();
+        let number = attempts_before + attempt;
+        let text = |piece: &str| on_text(number, piece);
         let outcome = entry
             .provider
-            .complete(request)
+            .complete_streaming(request, &text)
             .instrument(span.clone())
             .await;
         span.record(

@@ -1,13 +1,16 @@
 //! HTTP plumbing shared by the Anthropic and OpenAI adapters: building a
-//! client, posting JSON, and turning transport failures and error bodies
+//! client, posting a request and reading its event stream, and turning transport failures and error bodies
 //! into [`ProviderError`]s.
 
 use std::{error::Error as _, sync::Once, time::Duration};
 
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
-use crate::ProviderError;
+use crate::{
+    ProviderError,
+    sse::{SseEvent, SseParser},
+};
 
 /// Longest error-body excerpt kept in an error message.
 const MAX_ERROR_TEXT: usize = 500;
@@ -41,28 +44,101 @@ pub(crate) fn install_crypto_provider() {
 /// Default of `limits.max_provider_response_bytes`: 8 MiB.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
-/// POSTs `body` as JSON and returns the JSON answer of a 2xx response.
+/// What [`post_sse`] got.
+pub(crate) enum Streamed {
+    /// The stream reached its terminal event.
+    Done,
+    /// The server answered with something other than `text/event-stream`
+    /// (it ignored `"stream": true`, as a few compatible servers do): the
+    /// body, read as a non-streamed answer.
+    Json(Value),
+}
+
+/// POSTs `body` (which asks for a stream) and feeds the server-sent events
+/// of a 2xx answer to `on_event` as they arrive, until it returns
+/// `Ok(true)` (the terminal event) or an error.
 ///
 /// The body is read chunk by chunk and never past `max_body` bytes: a
 /// success body that is longer is [`ProviderError::TooLarge`] (as soon as
-/// a `content-length` says so, or the bytes read pass the cap); an error
-/// body is only shown in part anyway, so it is cut there and the status
-/// decides.
-pub(crate) async fn post_json(
+/// a `content-length` says so, or the bytes read pass the cap; for a
+/// stream, the whole stream); an error body is only shown in part anyway,
+/// so it is cut there and the status decides. The client's
+/// `timeout` covers the whole exchange, so a stream that stalls between
+/// chunks ends as [`ProviderError::Timeout`]. A stream that ends before its
+/// terminal event is [`ProviderError::Connection`] (retryable, like an
+/// answer cut off).
+pub(crate) async fn post_sse(
     client: &reqwest::Client,
     url: &str,
     headers: HeaderMap,
     body: &Value,
     timeout: Duration,
     max_body: usize,
-) -> Result<Value, ProviderError> {
-    let mut response = client
+    mut on_event: impl FnMut(SseEvent) -> Result<bool, ProviderError> + Send,
+) -> Result<Streamed, ProviderError> {
+    let mut response = send(client, url, headers, body, timeout).await?;
+    let events = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+    if !events || !response.status().is_success() {
+        let bytes = read_capped(response, timeout, max_body).await?;
+        return serde_json::from_slice(&bytes)
+            .map(Streamed::Json)
+            .map_err(|e| ProviderError::BadResponse(format!("body is not JSON: {e}")));
+    }
+    if response
+        .content_length()
+        .is_some_and(|n| usize::try_from(n).map_or(true, |n| n > max_body))
+    {
+        return Err(ProviderError::TooLarge { limit: max_body });
+    }
+    let mut parser = SseParser::new();
+    let mut read = 0usize;
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| transport_error(&e, timeout))?
+    {
+        read += chunk.len();
+        if read > max_body {
+            return Err(ProviderError::TooLarge { limit: max_body });
+        }
+        for event in parser.push(&chunk) {
+            if on_event(event)? {
+                return Ok(Streamed::Done);
+            }
+        }
+    }
+    Err(ProviderError::Connection(
+        "the event stream ended before its terminal event".into(),
+    ))
+}
+
+async fn send(
+    client: &reqwest::Client,
+    url: &str,
+    headers: HeaderMap,
+    body: &Value,
+    timeout: Duration,
+) -> Result<reqwest::Response, ProviderError> {
+    client
         .post(url)
         .headers(headers)
         .json(body)
         .send()
         .await
-        .map_err(|e| transport_error(&e, timeout))?;
+        .map_err(|e| transport_error(&e, timeout))
+}
+
+/// The body of a response, at most `max_body` bytes, or the error its
+/// status means.
+async fn read_capped(
+    mut response: reqwest::Response,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<Vec<u8>, ProviderError> {
     let status = response.status();
     let retry_after = retry_after(response.headers());
     let too_large = ProviderError::TooLarge { limit: max_body };
@@ -99,8 +175,32 @@ pub(crate) async fn post_json(
             retry_after,
         });
     }
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ProviderError::BadResponse(format!("body is not JSON: {e}")))
+    Ok(bytes)
+}
+
+/// The error an event stream's own `error` event (Anthropic:
+/// `{"type":"error","error":{"type":"overloaded_error","message":…}}`;
+/// an OpenAI-compatible chunk `{"error":{…}}`) stands for: the status the
+/// same error has when it comes as an answer, so it is retried or failed
+/// over exactly like one.
+pub(crate) fn stream_error(data: &str) -> ProviderError {
+    let (kind, message) = error_details(data.as_bytes());
+    let status = match kind.as_deref() {
+        Some("invalid_request_error") => 400,
+        Some("authentication_error") => 401,
+        Some("permission_error") => 403,
+        Some("not_found_error") => 404,
+        Some("request_too_large") => 413,
+        Some("rate_limit_error") => 429,
+        Some("overloaded_error") => 529,
+        _ => 500,
+    };
+    ProviderError::Status {
+        status,
+        kind,
+        message,
+        retry_after: None,
+    }
 }
 
 fn transport_error(error: &reqwest::Error, timeout: Duration) -> ProviderError {

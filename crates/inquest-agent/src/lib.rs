@@ -32,6 +32,7 @@ pub mod provider;
 pub mod report;
 pub mod script;
 pub mod sink;
+pub mod sse;
 pub mod state;
 pub mod toolset;
 
@@ -52,7 +53,8 @@ pub use limit::ToolLimits;
 pub use mcp::{McpError, McpSection, McpTools};
 pub use openai::OpenAiProvider;
 pub use provider::{
-    Completion, CompletionRequest, Provider, ProviderError, ProviderFuture, StopReason, ToolSpec,
+    Completion, CompletionRequest, OnText, Provider, ProviderError, ProviderFuture, StopReason,
+    ToolSpec,
 };
 pub use report::{BurstReport, Skill};
 pub use script::{ScriptError, ScriptProvider};

@@ -25,8 +25,8 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Map, Value, json};
 
 use crate::{
-    ApiKey, Completion, CompletionRequest, ConfigError, Provider, ProviderError, ProviderFuture,
-    StopReason, http,
+    ApiKey, Completion, CompletionRequest, ConfigError, OnText, Provider, ProviderError,
+    ProviderFuture, StopReason, http, sse::SseEvent,
 };
 
 /// Used when no `base_url` is configured.
@@ -86,20 +86,147 @@ impl OpenAiProvider {
 
 impl Provider for OpenAiProvider {
     fn complete<'a>(&'a self, request: &'a CompletionRequest<'a>) -> ProviderFuture<'a> {
+        self.complete_streaming(request, &crate::provider::ignore_text)
+    }
+
+    /// Asks for a stream (`"stream": true` with `stream_options:
+    /// {"include_usage": true}`, so the last chunk carries the usage) and
+    /// reads its chunks ([`StreamedAnswer`]); content deltas go to
+    /// `on_text` as they come.
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a CompletionRequest<'a>,
+        on_text: OnText<'a>,
+    ) -> ProviderFuture<'a> {
         Box::pin(async move {
-            let body = request_body(&self.model, request);
+            let mut body = request_body(&self.model, request);
+            if let Some(fields) = body.as_object_mut() {
+                fields.insert("stream".into(), Value::Bool(true));
+                fields.insert("stream_options".into(), json!({"include_usage": true}));
+            }
             let headers = self.headers()?;
-            let answer = http::post_json(
+            let mut answer = StreamedAnswer::default();
+            let streamed = http::post_sse(
                 &self.client,
                 &self.url,
                 headers,
                 &body,
                 self.timeout,
                 self.max_response_bytes,
+                |event| answer.event(&event, on_text),
             )
             .await?;
-            parse_response(&answer)
+            match streamed {
+                http::Streamed::Done => parse_response(&answer.into_response()),
+                http::Streamed::Json(answer) => {
+                    let completion = parse_response(&answer)?;
+                    if !completion.text.is_empty() {
+                        on_text(&completion.text);
+                    }
+                    Ok(completion)
+                }
+            }
         })
+    }
+}
+
+/// A streamed Chat Completions answer being put together, chunk by chunk
+/// (`data: {...}` with `choices[0].delta.content` and
+/// `choices[0].delta.tool_calls` pieces by `index`, `finish_reason`, a
+/// final chunk with `usage`, then `data: [DONE]`; a chunk with `error`
+/// fails the call). Once complete it is the very response body a
+/// non-streamed call gets ([`StreamedAnswer::into_response`]), read by the
+/// same [`parse_response`].
+#[derive(Debug, Default)]
+pub struct StreamedAnswer {
+    /// `None` until some content came (a reply with none has `null`).
+    content: Option<String>,
+    /// Tool calls by their `index`: id, name and arguments so far.
+    calls: std::collections::BTreeMap<u64, StreamedCall>,
+    finish_reason: Value,
+    usage: Value,
+}
+
+#[derive(Debug, Default)]
+struct StreamedCall {
+    id: Option<String>,
+    name: String,
+    /// Arguments text so far, or the object a server sent whole.
+    arguments: Option<Value>,
+}
+
+impl StreamedAnswer {
+    /// Takes one event; `Ok(true)` at `[DONE]`.
+    pub fn event(&mut self, event: &SseEvent, on_text: OnText<'_>) -> Result<bool, ProviderError> {
+        if event.data.trim() == "[DONE]" {
+            return Ok(true);
+        }
+        if event.event == "error" {
+            return Err(http::stream_error(&event.data));
+        }
+        let chunk: Value = serde_json::from_str(&event.data)
+            .map_err(|e| ProviderError::BadResponse(format!("stream chunk is not JSON: {e}")))?;
+        if !chunk["error"].is_null() {
+            return Err(http::stream_error(&event.data));
+        }
+        if chunk["usage"].is_object() {
+            self.usage = chunk["usage"].clone();
+        }
+        let Some(choice) = chunk["choices"].get(0) else {
+            return Ok(false);
+        };
+        if !choice["finish_reason"].is_null() {
+            self.finish_reason = choice["finish_reason"].clone();
+        }
+        let delta = &choice["delta"];
+        if let Some(text) = delta["content"].as_str() {
+            let content = self.content.get_or_insert_with(String::new);
+            if !text.is_empty() {
+                content.push_str(text);
+                on_text(text);
+            }
+        }
+        if let Some(calls) = delta["tool_calls"].as_array() {
+            for (position, piece) in calls.iter().enumerate() {
+                let index = piece["index"].as_u64().unwrap_or(position as u64);
+                let call = self.calls.entry(index).or_default();
+                if let Some(id) = piece["id"].as_str().filter(|id| !id.is_empty()) {
+                    call.id = Some(id.to_owned());
+                }
+                let function = &piece["function"];
+                if let Some(name) = function["name"].as_str() {
+                    call.name.push_str(name);
+                }
+                match (&mut call.arguments, &function["arguments"]) {
+                    (_, Value::Null) => {}
+                    (Some(Value::String(so_far)), Value::String(more)) => so_far.push_str(more),
+                    (slot, more) => *slot = Some(more.clone()),
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// The response body a non-streamed call would have got.
+    pub fn into_response(self) -> Value {
+        let mut message = json!({"role": "assistant", "content": self.content});
+        if !self.calls.is_empty() {
+            let calls: Vec<Value> = self
+                .calls
+                .into_values()
+                .map(|c| {
+                    let mut call = json!({"type": "function", "function": {
+                        "name": c.name, "arguments": c.arguments.unwrap_or(Value::Null)}});
+                    if let Some(id) = c.id {
+                        call["id"] = json!(id);
+                    }
+                    call
+                })
+                .collect();
+            message["tool_calls"] = Value::Array(calls);
+        }
+        json!({"choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
+               "usage": self.usage})
     }
 }
 

@@ -27,7 +27,29 @@ pub trait Provider: Send + Sync {
     /// caller's business ([`crate::ProviderChain`]); an adapter makes
     /// exactly one attempt.
     fn complete<'a>(&'a self, request: &'a CompletionRequest<'a>) -> ProviderFuture<'a>;
+
+    /// [`Provider::complete`], handing the answer's text to `on_text` piece
+    /// by piece as the provider streams it. The pieces of a call that
+    /// succeeds join to exactly its [`Completion::text`]; a call that fails
+    /// may have handed out part of an answer that is then void. The default
+    /// streams nothing (a provider that answers all at once).
+    fn complete_streaming<'a>(
+        &'a self,
+        request: &'a CompletionRequest<'a>,
+        on_text: OnText<'a>,
+    ) -> ProviderFuture<'a> {
+        let _ = on_text;
+        self.complete(request)
+    }
 }
+
+/// Where a streamed answer's text goes, piece by piece (see
+/// [`Provider::complete_streaming`]). Called on the provider's task: it
+/// must return at once.
+pub type OnText<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+/// An [`OnText`] that drops the text.
+pub fn ignore_text(_: &str) {}
 
 /// A tool the model may call.
 #[derive(Debug, Clone, PartialEq)]

@@ -49,6 +49,23 @@ pub trait TurnSink: Send + Sync {
         assistant_seq: Seq,
         call: &'a ToolCall,
     ) -> BoxFuture<'a, Result<(), SinkError>>;
+
+    /// A piece of the text of the assistant turn being written, as the
+    /// model streams it, for live watchers. Not persisted; never fails;
+    /// must return at once (it is called from the provider's read loop).
+    /// `attempt` counts from 1 for each assistant turn: a higher one starts
+    /// the text again (a retry, a failover or a call made again after a
+    /// compaction), and the earlier attempt's text is void. The sink knows
+    /// which seq the turn will take (it is the session's only writer).
+    fn text_delta(&self, session: SessionId, attempt: u32, text: &str) {
+        let _ = (session, attempt, text);
+    }
+
+    /// The answer of `attempt` is complete and its turn is about to be
+    /// appended: text the sink held back may be shown now.
+    fn text_complete(&self, session: SessionId, attempt: u32) {
+        let _ = (session, attempt);
+    }
 }
 
 /// What a tool call produced. Errors are results (`is_error`), not crashes.

@@ -149,6 +149,23 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         iterations: usize,
     },
+    /// Streamed model text: provider chunk -> watcher delta latency at 1,
+    /// 10 and 100 gRPC watchers (see `bench_stream.rs`).
+    Stream {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Watcher counts to measure.
+        #[arg(long, value_delimiter = ',', default_value = "1,10,100")]
+        watchers: Vec<usize>,
+        /// Chunks the fake streams per phase.
+        #[arg(long, default_value_t = 500)]
+        chunks: usize,
+        /// Pause between chunks, in milliseconds.
+        #[arg(long, default_value_t = 5)]
+        delay_ms: u64,
+    },
     /// Prompt caching: the share of each model request that repeats the
     /// previous one byte for byte, over a real investigation (real loop,
     /// real `read_file` tool, fake provider behind each real adapter) with a
@@ -320,6 +337,23 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 seconds,
                 model_delay: Duration::from_millis(model_delay_ms),
                 max_running_bursts,
+            })
+            .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Stream {
+            database_url,
+            watchers,
+            chunks,
+            delay_ms,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_stream::run(crate::bench_stream::StreamBench {
+                url,
+                watchers,
+                chunks,
+                delay: Duration::from_millis(delay_ms),
             })
             .await;
             release(embedded).await?;

@@ -12,6 +12,7 @@ mod bench_overload;
 mod bench_peer;
 mod bench_replicas;
 mod bench_resume;
+mod bench_stream;
 mod bench_watch;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};

@@ -12,6 +12,9 @@
 //! - Publishing never blocks or awaits. A full channel drops the event for
 //!   that subscriber only and ends its stream with `Lagged` once the events
 //!   already queued have been read: never a silent gap.
+//! - Text deltas ([`Event::TextDelta`]) are best effort: dropped, never
+//!   lagging, for a subscriber whose channel is filling up, so they never
+//!   crowd out the committed turn that supersedes them.
 //! - [`TurnBroadcaster::close`] ends every stream of a session (after its
 //!   queued events) and latches the session as finished, so a late
 //!   subscriber gets an ended stream instead of one that never ends.
@@ -52,12 +55,29 @@ pub struct ToolCallStart {
     pub started_at: OffsetDateTime,
 }
 
+/// A piece of the text of the assistant turn being written, as the model
+/// streams it. Not persisted: the committed turn `turn_seq`, published
+/// later on the same channel, supersedes every delta for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextDelta {
+    pub session_id: SessionId,
+    /// The seq the assistant turn will take.
+    pub turn_seq: Seq,
+    /// From 1; a higher attempt starts the text again.
+    pub attempt: u32,
+    /// UTF-8 byte offset of `text` in the attempt's text.
+    pub offset: u64,
+    pub text: Arc<str>,
+}
+
 /// One live event of a session: exactly one payload.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A turn that is already committed to the database.
     Turn(Arc<Turn>),
     ToolCallStart(ToolCallStart),
+    /// Best effort, unlike the others: see [`TurnBroadcaster::publish`].
+    TextDelta(TextDelta),
 }
 
 impl Event {
@@ -65,6 +85,7 @@ impl Event {
         match self {
             Event::Turn(turn) => turn.session_id,
             Event::ToolCallStart(start) => start.session_id,
+            Event::TextDelta(delta) => delta.session_id,
         }
     }
 }
@@ -101,6 +122,8 @@ struct Inner {
     /// (one count per event per subscriber). An atomic so readers (metrics)
     /// need not take the lock; it only ever grows (wraps after 2^64).
     dropped: AtomicU64,
+    /// Text deltas not sent to a subscriber whose channel was too full.
+    dropped_deltas: AtomicU64,
 }
 
 struct State {
@@ -178,6 +201,7 @@ impl TurnBroadcaster {
                     next_key: 0,
                 }),
                 dropped: AtomicU64::new(0),
+                dropped_deltas: AtomicU64::new(0),
             }),
         }
     }
@@ -209,6 +233,14 @@ impl TurnBroadcaster {
     /// Sends `event` to every subscriber of `session`. Never blocks: a
     /// subscriber whose channel is full misses this event, is marked lagged
     /// and gets no further events.
+    ///
+    /// A [`Event::TextDelta`] is best effort: it goes only to a subscriber
+    /// whose channel has more than a quarter of its capacity free, and is
+    /// otherwise dropped for that subscriber without lagging it (counted
+    /// in [`TurnBroadcaster::dropped_text_deltas`]). So deltas never fill
+    /// a slow watcher's channel to the point where the committed turn that
+    /// follows them could not be queued; a watcher that missed a delta
+    /// sees a gap in its offsets and waits for the turn.
     pub fn publish(&self, session: SessionId, event: Event) {
         debug_assert_eq!(
             event.session_id(),
@@ -219,6 +251,24 @@ impl TurnBroadcaster {
         let Some(subscribers) = state.sessions.get_mut(&session) else {
             return;
         };
+        if matches!(event, Event::TextDelta(_)) {
+            let reserve = (self.inner.capacity / 4).max(1);
+            let mut skipped = 0;
+            for slot in subscribers.values_mut() {
+                let sent = slot.tx.as_ref().is_some_and(|tx| {
+                    tx.capacity() > reserve && tx.try_send(event.clone()).is_ok()
+                });
+                if !sent {
+                    skipped += 1;
+                }
+            }
+            if skipped > 0 {
+                self.inner
+                    .dropped_deltas
+                    .fetch_add(skipped, Ordering::Relaxed);
+            }
+            return;
+        }
         let mut dropped = 0;
         for (key, slot) in subscribers.iter_mut() {
             let Some(tx) = &slot.tx else {
@@ -317,6 +367,13 @@ impl TurnBroadcaster {
     pub fn dropped_events(&self) -> u64 {
         self.inner.dropped.load(Ordering::Relaxed)
     }
+
+    /// Text deltas not sent to some subscriber because its channel was
+    /// too full (one count per delta per subscriber); see
+    /// [`TurnBroadcaster::publish`].
+    pub fn dropped_text_deltas(&self) -> u64 {
+        self.inner.dropped_deltas.load(Ordering::Relaxed)
+    }
 }
 
 impl Inner {
@@ -369,6 +426,16 @@ impl Subscription {
 
     pub fn session_id(&self) -> SessionId {
         self.session
+    }
+
+    /// The next event if one is queued right now, without waiting. `None`
+    /// when nothing is queued or the stream is ending: [`Subscription::recv`]
+    /// then says which (it yields `Lagged` and the end as usual).
+    pub fn try_next_event(&mut self) -> Option<Event> {
+        if self.ended {
+            return None;
+        }
+        self.rx.try_recv().ok()
     }
 
     /// Whether the session was already latched as finished when this

@@ -351,3 +351,36 @@ async fn concurrent_publishers_and_subscribers() {
     assert_eq!(b.subscriber_count(s), 0);
     assert_eq!(session_entries(&b), 0);
 }
+
+fn delta(session: SessionId, offset: u64, text: &str) -> Event {
+    Event::TextDelta(TextDelta {
+        session_id: session,
+        turn_seq: seq(2),
+        attempt: 1,
+        offset,
+        text: text.into(),
+    })
+}
+
+#[tokio::test]
+async fn text_deltas_to_a_full_channel_are_dropped_without_lagging_and_the_turn_still_arrives() {
+    let b = TurnBroadcaster::new(8);
+    let s = SessionId::new();
+    let mut slow = b.subscribe(s);
+    for i in 0..20 {
+        b.publish(s, delta(s, i, "x"));
+    }
+    // Deltas stop at the reserve (a quarter of the channel stays free) ...
+    assert_eq!(b.dropped_text_deltas(), 14);
+    // ... so the committed turn is queued, and nothing is lagged.
+    b.publish(s, turn(s, 2));
+    assert!(!slow.is_lagged());
+    let mut got = Vec::new();
+    b.close(s);
+    while let Some(item) = slow.next().await {
+        got.push(item);
+    }
+    assert_eq!(got.len(), 7);
+    assert!(matches!(got[5], SubscriptionItem::Event(Event::TextDelta(ref d)) if d.offset == 5));
+    assert_eq!(got[6], SubscriptionItem::Event(turn(s, 2)));
+}

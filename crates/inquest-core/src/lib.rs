@@ -20,6 +20,7 @@ pub mod redact;
 pub mod resume;
 pub mod seq;
 pub mod session;
+pub mod streamed;
 pub mod tenant;
 pub mod tools;
 pub mod turn;
@@ -37,6 +38,7 @@ pub use resume::{
 };
 pub use seq::{AfterSeq, CursorError, Seq};
 pub use session::{Ending, Event, Refused, SessionStatus};
+pub use streamed::StreamedText;
 pub use tenant::{InvalidTenant, QuotaExceeded, Tenant, TenantQuota};
 pub use tools::{
     SideEffect, ToolCatalog, ToolClassOverrides, ToolClasses, ToolInfo, ToolServers,

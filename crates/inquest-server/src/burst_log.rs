@@ -16,7 +16,10 @@
 
 use std::{
     future::Future,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicI64, Ordering},
+    },
     time::Duration,
 };
 
@@ -86,6 +89,11 @@ pub struct BurstLog {
     pub(crate) log: TurnLog,
     pub(crate) lease: Lease,
     pub(crate) clock: LeaseClock,
+    /// The session's head seq as this burst knows it (0: not known yet):
+    /// set from the row the resume read and moved by every append. Under
+    /// the lease this burst is the session's only writer, so the next
+    /// turn takes head + 1 (the seq streamed text is announced under).
+    pub(crate) head: Arc<AtomicI64>,
 }
 
 /// How one fenced write ended after its retries.
@@ -112,6 +120,21 @@ impl BurstLog {
 
     pub fn log(&self) -> &TurnLog {
         &self.log
+    }
+
+    /// Records the session's head seq read under this lease.
+    pub fn note_head(&self, head: Option<Seq>) {
+        if let Some(head) = head {
+            self.head.fetch_max(head.as_i64(), Ordering::Relaxed);
+        }
+    }
+
+    /// The seq the next turn of this burst will take, if the head is known.
+    fn next_seq(&self) -> Option<Seq> {
+        match self.head.load(Ordering::Relaxed) {
+            0 => None,
+            head => Seq::from_stored(head.saturating_add(1)),
+        }
     }
 
     /// Sends `op` until it succeeds, is refused for good, or the lease
@@ -173,6 +196,7 @@ impl BurstLog {
         let (outcome, result) = match stored {
             Attempts::Done(stored) => {
                 span.record("seq", stored.seq.as_i64());
+                self.head.fetch_max(stored.seq.as_i64(), Ordering::Relaxed);
                 failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
                 ("ok", Ok(self.log.publish_committed(stored)))
             }
@@ -296,6 +320,23 @@ impl TurnSink for BurstLog {
             }
             Ok(())
         })
+    }
+
+    /// Published to this replica's watchers under the seq the turn will
+    /// take (see [`TurnLog::text_delta`]); nothing goes to other replicas.
+    fn text_delta(&self, session: SessionId, attempt: u32, text: &str) {
+        debug_assert_eq!(session, self.session());
+        if let Some(turn_seq) = self.next_seq() {
+            self.log
+                .text_delta(session, self.lease.epoch(), turn_seq, attempt, text);
+        }
+    }
+
+    fn text_complete(&self, session: SessionId, attempt: u32) {
+        if let Some(turn_seq) = self.next_seq() {
+            self.log
+                .text_complete(session, self.lease.epoch(), turn_seq, attempt);
+        }
     }
 }
 /// `turn` with every secret hidden (`inquest_core::redact`): a tool's

@@ -322,6 +322,18 @@ pub fn tool_call_start(s: &inquest_broadcast::ToolCallStart) -> pb::ToolCallStar
     }
 }
 
+/// A streamed piece of text; `text` is the part of the delta to send,
+/// starting at byte `offset` of the attempt's text.
+pub fn text_delta(d: &inquest_broadcast::TextDelta, offset: u64, text: &str) -> pb::TextDelta {
+    pb::TextDelta {
+        session_id: d.session_id.to_string(),
+        turn_seq: d.turn_seq.as_i64(),
+        offset,
+        text: text.to_owned(),
+        attempt: d.attempt,
+    }
+}
+
 /// Wraps one payload as a watch event.
 pub fn watch_event(event: pb::watch_event::Event) -> pb::WatchEvent {
     pb::WatchEvent { event: Some(event) }

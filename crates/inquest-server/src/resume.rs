@@ -97,6 +97,7 @@ pub(crate) async fn prepare(
             return Prepared::Failed(TurnLogError::NotPersisted(e));
         }
     };
+    burst.note_head(row.head_seq);
     // A pending session whose last exit was `awaiting_confirmation` can only
     // have been released by `ContinueSession` (SendMessage does not reopen
     // it): run it as confirmed, whoever claimed it (the confirming

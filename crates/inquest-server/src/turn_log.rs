@@ -10,10 +10,11 @@
 //! `NOTIFY` and [`TurnLog::apply_remote`]. A failed write publishes nothing
 //! and comes back as [`TurnLogError::NotPersisted`].
 //!
-//! It also keeps the two pieces of per-session memory the live view needs
-//! and the database does not: which tool calls are running right now (so a
-//! late watcher can be told), and the cancellation token of each running
-//! burst (so `CancelSession` can stop it).
+//! It also keeps the per-session memory the live view needs and the
+//! database does not: which tool calls are running right now and the text
+//! of the assistant turn being streamed (so a late watcher can be told),
+//! and the cancellation token of each running burst (so `CancelSession`
+//! can stop it).
 
 use std::{
     collections::HashMap,
@@ -22,10 +23,10 @@ use std::{
 
 use std::time::Duration;
 
-use inquest_broadcast::{Event, ToolCallStart, TurnBroadcaster};
+use inquest_broadcast::{Event, TextDelta, ToolCallStart, TurnBroadcaster};
 use inquest_core::{
-    IdempotencyKey, IncidentId, Role, SessionId, SessionStatus, Tenant, TenantQuota, Turn,
-    UserMessage,
+    IdempotencyKey, IncidentId, Role, Seq, SessionId, SessionStatus, StreamedText, Tenant,
+    TenantQuota, Turn, UserMessage,
 };
 use inquest_store::{
     CallerEvent, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,
@@ -114,10 +115,23 @@ pub struct TurnLog {
 struct LiveState {
     /// Tool calls started and without a result yet, in start order.
     running_calls: HashMap<SessionId, Vec<ToolCallStart>>,
+    /// The text of the assistant turn each session's burst here is
+    /// streaming: released so far (what a late watcher is sent first) and
+    /// held back. Replaced when a new turn or attempt starts; removed when
+    /// a turn at or past its seq is published or the burst ends.
+    streaming: HashMap<SessionId, Streaming>,
     /// Cancellation of each claimed burst, by session and lease epoch;
     /// fired by `CancelSession`. Keyed by the epoch too, so a stale burst
     /// that ends late never drops the token of the burst that replaced it.
     bursts: HashMap<(SessionId, i64), CancellationToken>,
+}
+
+/// One session's streamed text; see [`LiveState::streaming`].
+struct Streaming {
+    epoch: i64,
+    turn_seq: Seq,
+    attempt: u32,
+    text: StreamedText,
 }
 
 impl TurnLog {
@@ -168,6 +182,16 @@ impl TurnLog {
             (None, Role::Notice) => turn.repaired_call_ids(),
             (None, _) => Vec::new(),
         };
+        {
+            let mut state = self.lock();
+            if state
+                .streaming
+                .get(&turn.session_id)
+                .is_some_and(|s| s.turn_seq <= turn.seq)
+            {
+                state.streaming.remove(&turn.session_id);
+            }
+        }
         if !settled.is_empty() {
             let mut state = self.lock();
             if let Some(calls) = state.running_calls.get_mut(&turn.session_id) {
@@ -201,6 +225,80 @@ impl TurnLog {
         {
             tracing::warn!(session = %start.session_id, call_id = %start.call_id, error = %chain(&e), "cannot announce a tool call to other replicas");
         }
+    }
+
+    /// A piece of the raw text the burst at `epoch` streams for the turn
+    /// that will take `turn_seq`: the whole words it completes are
+    /// redacted and published to this replica's watchers
+    /// ([`StreamedText`]), at their byte offset in the attempt's text. A
+    /// new turn or attempt starts the text again. Never waits.
+    pub fn text_delta(
+        &self,
+        session: SessionId,
+        epoch: i64,
+        turn_seq: Seq,
+        attempt: u32,
+        raw: &str,
+    ) {
+        self.release_text(session, epoch, turn_seq, attempt, |t| t.push(raw));
+    }
+
+    /// The attempt's answer is complete: publishes what was held back.
+    pub fn text_complete(&self, session: SessionId, epoch: i64, turn_seq: Seq, attempt: u32) {
+        self.release_text(session, epoch, turn_seq, attempt, StreamedText::finish);
+    }
+
+    fn release_text(
+        &self,
+        session: SessionId,
+        epoch: i64,
+        turn_seq: Seq,
+        attempt: u32,
+        release: impl FnOnce(&mut StreamedText) -> Option<String>,
+    ) {
+        let delta = {
+            let mut state = self.lock();
+            let current = state.streaming.entry(session).or_insert_with(|| Streaming {
+                epoch,
+                turn_seq,
+                attempt,
+                text: StreamedText::new(),
+            });
+            if (current.epoch, current.turn_seq, current.attempt) != (epoch, turn_seq, attempt) {
+                *current = Streaming {
+                    epoch,
+                    turn_seq,
+                    attempt,
+                    text: StreamedText::new(),
+                };
+            }
+            let offset = current.text.shown().len() as u64;
+            release(&mut current.text).map(|run| TextDelta {
+                session_id: session,
+                turn_seq,
+                attempt,
+                offset,
+                text: run.into(),
+            })
+        };
+        if let Some(delta) = delta {
+            self.broadcaster.publish(session, Event::TextDelta(delta));
+        }
+    }
+
+    /// The text streamed so far for `session`'s turn being written here,
+    /// as one delta at offset 0, if there is any.
+    pub fn streamed_text(&self, session: SessionId) -> Option<TextDelta> {
+        let state = self.lock();
+        let current = state.streaming.get(&session)?;
+        let shown = current.text.shown();
+        (!shown.is_empty()).then(|| TextDelta {
+            session_id: session,
+            turn_seq: current.turn_seq,
+            attempt: current.attempt,
+            offset: 0,
+            text: shown.into(),
+        })
     }
 
     /// Makes every watcher on this replica reconnect from its last seq
@@ -317,6 +415,7 @@ impl TurnLog {
                 log: self.clone(),
                 lease,
                 clock,
+                head: Arc::default(),
             },
             token,
         )
@@ -432,6 +531,7 @@ impl TurnLog {
     fn forget_session(&self, session: SessionId) -> Vec<CancellationToken> {
         let mut state = self.lock();
         state.running_calls.remove(&session);
+        state.streaming.remove(&session);
         let keys: Vec<_> = state
             .bursts
             .keys()
@@ -449,6 +549,13 @@ impl TurnLog {
     pub(crate) fn forget_burst(&self, session: SessionId, epoch: i64) {
         let mut state = self.lock();
         state.bursts.remove(&(session, epoch));
+        if state
+            .streaming
+            .get(&session)
+            .is_some_and(|s| s.epoch <= epoch)
+        {
+            state.streaming.remove(&session);
+        }
         if !state.bursts.keys().any(|(s, _)| *s == session) {
             state.running_calls.remove(&session);
         }

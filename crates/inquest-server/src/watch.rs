@@ -10,13 +10,21 @@
 //! 4. if the session is not pending/running, end (OK);
 //! 5. announce the snapshot's calls whose result was not among the stored
 //!    turns sent;
-//! 6. forward live events: turns at or below the last sent seq are skipped,
+//! 6. send the text streamed so far of the assistant turn being written
+//!    here, if any, as one delta at offset 0 (`TurnLog::streamed_text`);
+//! 7. forward live events: turns at or below the last sent seq are skipped,
 //!    a turn past a gap is preceded by the missing turns read from the
-//!    database, a tool start already announced is skipped.
+//!    database, a tool start already announced is skipped, and a text
+//!    delta is sent only where it continues the text this stream showed
+//!    (`Watcher::admit_delta`: the part already sent is cut off, one for a
+//!    turn already sent, an older attempt, or past a gap is skipped).
 //!
 //! A turn committed during step 3 was either read in step 3 or published
 //! after step 1, so it arrives, once. A tool start published after step 1
-//! arrives live; one published before is in the snapshot of step 2.
+//! arrives live; one published before is in the snapshot of step 2. A
+//! text delta published after step 1 is queued; one released before step
+//! 6 is in its snapshot; the offsets say which part of a queued one is new,
+//! so the text arrives once, in order, and never after its turn.
 //!
 //! A refused watch (NOT_FOUND, OUT_OF_RANGE, RESOURCE_EXHAUSTED) writes
 //! nothing: every check comes before the registration.
@@ -46,7 +54,7 @@ use std::{
     time::Duration,
 };
 
-use inquest_broadcast::{Event, Subscription, SubscriptionItem, ToolCallStart};
+use inquest_broadcast::{Event, Subscription, SubscriptionItem, TextDelta, ToolCallStart};
 use inquest_core::{AfterSeq, Role, SessionId, Turn};
 use inquest_proto::v1::{self as pb, watch_event::Event as WireEvent};
 use inquest_store::{SessionRow, StoreError};
@@ -261,6 +269,7 @@ impl Watches {
             announced: HashSet::new(),
             answered: RecentIds::new(self.channel_capacity),
             open_calls: running.then(Vec::new),
+            shown_text: None,
             _slot: slot,
         };
         self.tasks.spawn(watcher.run());
@@ -308,6 +317,8 @@ struct Watcher {
     /// replica that registered as a watcher after the writer announced that
     /// call never heard of it, so its snapshot lacks it: this fills the gap.
     open_calls: Option<Vec<ToolCallStart>>,
+    /// The streamed text this stream showed: (turn seq, attempt, bytes).
+    shown_text: Option<(inquest_core::Seq, u32, u64)>,
     /// This stream's place under the caps, freed when the task ends.
     _slot: WatchSlot,
 }
@@ -395,10 +406,19 @@ impl Watcher {
             self.send(WireEvent::ToolCallStart(convert::tool_call_start(&start)))
                 .await?;
         }
+        if let Some(so_far) = self.watches.log.streamed_text(self.session) {
+            self.send_delta(&so_far).await?;
+        }
         let heartbeat = self.watches.heartbeat;
         let mut quiet = std::pin::pin!(tokio::time::sleep(heartbeat));
+        // An event taken from the queue while merging deltas, to handle next.
+        let mut held: Option<Event> = None;
         loop {
             let item = tokio::select! {
+                biased;
+                item = std::future::ready(held.take()), if held.is_some() => {
+                    item.map(SubscriptionItem::Event)
+                }
                 item = self.subscription.recv() => item,
                 () = &mut quiet => {
                     // A quiet stream also asks the store whether the burst
@@ -440,6 +460,11 @@ impl Watcher {
                     }
                     self.send(WireEvent::ToolCallStart(convert::tool_call_start(&start)))
                         .await?;
+                }
+                Some(SubscriptionItem::Event(Event::TextDelta(delta))) => {
+                    let (merged, next) = self.merge_queued(delta);
+                    held = next;
+                    self.send_delta(&merged).await?;
                 }
             }
             quiet
@@ -575,11 +600,99 @@ impl Watcher {
         Ok(())
     }
 
+    /// `delta` joined with the deltas queued right behind it that continue
+    /// it (same turn and attempt, next offset), up to [`MAX_MERGED_DELTA`]
+    /// bytes: a watcher that fell behind catches up in a few messages
+    /// instead of one per piece. The first queued event that does not
+    /// continue it comes back, to be handled next.
+    fn merge_queued(&mut self, delta: TextDelta) -> (TextDelta, Option<Event>) {
+        let mut merged: Option<String> = None;
+        let end = |d: &TextDelta, extra: usize| d.offset + (d.text.len() + extra) as u64;
+        loop {
+            let extra = merged.as_ref().map_or(0, String::len);
+            if delta.text.len() + extra >= MAX_MERGED_DELTA {
+                break;
+            }
+            match self.subscription.try_next_event() {
+                Some(Event::TextDelta(next))
+                    if next.turn_seq == delta.turn_seq
+                        && next.attempt == delta.attempt
+                        && next.offset == end(&delta, extra) =>
+                {
+                    merged.get_or_insert_with(String::new).push_str(&next.text);
+                }
+                Some(other) => {
+                    return (with_more(delta, merged), Some(other));
+                }
+                None => break,
+            }
+        }
+        (with_more(delta, merged), None)
+    }
+
+    /// Sends the part of `delta` this stream has not shown, if it
+    /// continues what it showed ([`Watcher::admit_delta`]).
+    async fn send_delta(&mut self, delta: &TextDelta) -> Step {
+        let Some((offset, skip)) = self.admit_delta(delta) else {
+            return Ok(());
+        };
+        let text = &delta.text[skip..];
+        // A snapshot too large for one message is left out: the turn
+        // follows, and what streams after it shows as a gap, skipped.
+        if text.len() + 1024 > self.watches.limits.max_response_bytes {
+            return Ok(());
+        }
+        self.send(WireEvent::TextDelta(convert::text_delta(
+            delta, offset, text,
+        )))
+        .await?;
+        self.shown_text = Some((delta.turn_seq, delta.attempt, offset + text.len() as u64));
+        Ok(())
+    }
+
+    /// Where the new part of `delta` starts (its offset in the attempt's
+    /// text, and the bytes of `delta.text` to skip), or `None` when
+    /// nothing of it may be sent: its turn was sent already, an older
+    /// attempt, nothing new, or a gap before it (a delta this stream
+    /// missed; the turn will supersede the text). A new turn or attempt is
+    /// taken only from its start (offset 0).
+    fn admit_delta(&self, delta: &TextDelta) -> Option<(u64, usize)> {
+        if !self.last.admits(delta.turn_seq) {
+            return None;
+        }
+        let end = delta.offset + delta.text.len() as u64;
+        match self.shown_text {
+            Some((seq, attempt, shown)) if seq == delta.turn_seq && attempt == delta.attempt => {
+                if end <= shown || delta.offset > shown {
+                    return None;
+                }
+                let skip = usize::try_from(shown - delta.offset).ok()?;
+                delta.text.is_char_boundary(skip).then_some((shown, skip))
+            }
+            Some((seq, attempt, _)) if seq == delta.turn_seq && delta.attempt < attempt => None,
+            _ => (delta.offset == 0 && end > 0).then_some((0, 0)),
+        }
+    }
+
     async fn send(&self, event: WireEvent) -> Step {
         self.tx
             .send(Ok(convert::watch_event(event)))
             .await
             .map_err(|_| End::ClientGone)
+    }
+}
+
+/// The most text one merged delta carries (see `Watcher::merge_queued`).
+const MAX_MERGED_DELTA: usize = 16 * 1024;
+
+/// `delta` with `more` appended to its text.
+fn with_more(delta: TextDelta, more: Option<String>) -> TextDelta {
+    match more {
+        None => delta,
+        Some(more) => TextDelta {
+            text: format!("{}{more}", delta.text).into(),
+            ..delta
+        },
     }
 }
 

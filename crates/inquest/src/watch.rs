@@ -252,6 +252,35 @@ struct View {
     /// Whether the last thing printed is a spinner line to overwrite.
     spinner_shown: bool,
     tokens: (i64, i64),
+    /// The assistant text being printed as it streams (terminal only).
+    streamed: Option<Streamed>,
+}
+
+/// A streamed assistant turn whose line is open on the terminal.
+struct Streamed {
+    seq: i64,
+    attempt: u32,
+    /// The text printed so far (after the turn's `#seq assistant` head).
+    text: String,
+}
+
+/// The head `render_turn` gives an assistant turn's line.
+fn assistant_head(seq: i64, text: &str) -> String {
+    format!("#{seq:<4} {:<9} {text}", "assistant")
+}
+
+/// What is left to print of a committed turn's `rendered` line when its
+/// text was printed already as it streamed (`None`: the stored text
+/// differs, the turn must be printed whole).
+fn rest_after_stream<'a>(
+    t: &pb::SessionTurn,
+    rendered: &'a str,
+    streamed: &str,
+) -> Option<&'a str> {
+    if t.content != streamed || t.role() != pb::TurnRole::Assistant {
+        return None;
+    }
+    rendered.strip_prefix(&assistant_head(t.seq, streamed))
 }
 
 impl View {
@@ -263,11 +292,13 @@ impl View {
             frame: 0,
             spinner_shown: false,
             tokens: (0, 0),
+            streamed: None,
         }
     }
 
     fn spinning(&self) -> bool {
-        !self.json && self.tty && !self.running.is_empty()
+        // Never over a streamed line: the spinner would erase it.
+        !self.json && self.tty && !self.running.is_empty() && self.streamed.is_none()
     }
 
     async fn tick(&mut self) {
@@ -308,6 +339,7 @@ impl View {
 
     /// Prints a line, clearing the spinner first and redrawing it after.
     fn line(&mut self, text: &str) {
+        self.end_streamed_line();
         if self.spinner_shown {
             print!("\r\x1b[2K");
             self.spinner_shown = false;
@@ -343,10 +375,7 @@ impl View {
             return;
         }
         match event {
-            Event::Turn(t) => {
-                let text = crate::client::render_turn(t);
-                self.line(&text);
-            }
+            Event::Turn(t) => self.turn(t),
             Event::ToolCallStart(s) => {
                 if self.tty {
                     self.draw_spinner();
@@ -363,10 +392,70 @@ impl View {
                 self.line(&text);
             }
             Event::Heartbeat(_) => {}
-            // Printed as they stream by the streamed-text work (issue 16);
-            // until then the committed turn shows the whole text.
-            Event::TextDelta(_) => {}
+            Event::TextDelta(d) => self.text_delta(d),
         }
+    }
+
+    /// Ends an open streamed line (something else is printed under it; the
+    /// committed turn will then be printed whole).
+    fn end_streamed_line(&mut self) {
+        if self.streamed.take().is_some() {
+            println!();
+        }
+    }
+
+    /// Prints streamed text on a terminal: a new turn or attempt opens a
+    /// line with the turn's head, the next pieces continue it. Elsewhere
+    /// (a pipe, a log) only committed turns are printed, once each.
+    fn text_delta(&mut self, d: &pb::TextDelta) {
+        if !self.tty {
+            return;
+        }
+        self.clear_spinner();
+        let offset = usize::try_from(d.offset).unwrap_or(usize::MAX);
+        match &mut self.streamed {
+            Some(open) if open.seq == d.turn_seq && open.attempt == d.attempt => {
+                // A gap (a delta this stream missed) prints nothing more:
+                // the committed turn will be printed whole.
+                if offset == open.text.len() {
+                    print!("{}", d.text);
+                    open.text.push_str(&d.text);
+                }
+            }
+            _ if offset != 0 => return,
+            other => {
+                if let Some(open) = other.take() {
+                    println!();
+                    if open.seq == d.turn_seq {
+                        println!("      (answer restarted: attempt {})", d.attempt);
+                    }
+                }
+                print!("{}", assistant_head(d.turn_seq, &d.text));
+                *other = Some(Streamed {
+                    seq: d.turn_seq,
+                    attempt: d.attempt,
+                    text: d.text.clone(),
+                });
+            }
+        }
+        let _ = std::io::stdout().flush();
+    }
+
+    /// Prints a committed turn; an assistant turn whose text just streamed
+    /// on this line is finished rather than printed again.
+    fn turn(&mut self, t: &pb::SessionTurn) {
+        let rendered = crate::client::render_turn(t);
+        if let Some(open) = self.streamed.take() {
+            if open.seq == t.seq
+                && let Some(rest) = rest_after_stream(t, &rendered, &open.text)
+            {
+                println!("{rest}");
+                self.draw_spinner();
+                return;
+            }
+            println!();
+        }
+        self.line(&rendered);
     }
 
     fn reconnect(&mut self, after_seq: i64, reason: &tonic::Status) {
@@ -502,6 +591,31 @@ mod tests {
             view.running,
             [("c2".to_owned(), "restart_service".to_owned())]
         );
+    }
+
+    #[test]
+    fn a_streamed_turn_is_finished_not_printed_again() {
+        let turn = pb::SessionTurn {
+            seq: 7,
+            role: pb::TurnRole::Assistant.into(),
+            content: "The pool is exhausted.".into(),
+            tool_calls: vec![pb::ToolCall {
+                id: "c1".into(),
+                name: "read_log".into(),
+                arguments_json: "{}".into(),
+            }],
+            ..pb::SessionTurn::default()
+        };
+        let rendered = crate::client::render_turn(&turn);
+        assert_eq!(
+            rest_after_stream(&turn, &rendered, "The pool is exhausted."),
+            Some("\n      -> read_log({}) [c1]")
+        );
+        assert!(
+            rendered.starts_with(&assistant_head(7, "")),
+            "the streamed head is the committed line's"
+        );
+        assert_eq!(rest_after_stream(&turn, &rendered, "The pool is"), None);
     }
 
     #[test]

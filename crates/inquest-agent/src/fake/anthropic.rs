@@ -35,6 +35,9 @@ pub(super) fn validate(body: &Value) -> Result<(), String> {
     if body["model"].as_str().is_none_or(str::is_empty) {
         return Err("model: Field required".into());
     }
+    if !matches!(body["stream"], Value::Null | Value::Bool(_)) {
+        return Err("stream: Input should be a valid boolean".into());
+    }
     check_cache_control(body)?;
     if body["max_tokens"].as_u64().is_none_or(|n| n == 0) {
         return Err("max_tokens: Field required".into());

@@ -41,6 +41,16 @@
 //! taking a scripted behaviour, so a test's script stays the
 //! investigation's own.
 //!
+//! A request with `"stream": true` is answered with server-sent events
+//! shaped like the real API's (Anthropic: `message_start`, `ping`,
+//! `content_block_start` / `content_block_delta` (`text_delta`,
+//! `input_json_delta`) / `content_block_stop`, `message_delta` with the
+//! stop reason and output tokens, `message_stop`; OpenAI: `chat.completion.chunk`
+//! deltas of `content` and `tool_calls` by index, the finish reason, a
+//! usage chunk when `stream_options.include_usage` asks, `[DONE]`), with
+//! the delay and piece size of [`FakeProvider::set_streaming`]; a
+//! [`Behaviour::Broken`] breaks it mid-answer. Others get one JSON body.
+//!
 //! The server task is owned by the [`FakeProvider`]: dropping it aborts the
 //! accept loop, and with it every connection task it owns.
 
@@ -48,6 +58,7 @@ mod anthropic;
 pub mod cache;
 mod openai;
 mod server;
+mod stream;
 
 use std::{
     collections::VecDeque,
@@ -136,6 +147,37 @@ pub enum Behaviour {
     Hang,
     /// Answers with this status and body verbatim.
     Raw(u16, String),
+    /// A streamed request gets `reply` as a stream that breaks after
+    /// `after` text deltas (0: before any content), as `how` says; a
+    /// reply with no text breaks after its tool calls, before the stop.
+    /// A request that did not ask for a stream gets HTTP 500.
+    Broken {
+        reply: FakeReply,
+        after: usize,
+        how: Break,
+    },
+}
+
+/// How a [`Behaviour::Broken`] stream breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Break {
+    /// The body ends, with no terminal event (`message_stop` / `[DONE]`).
+    Close,
+    /// The provider's mid-stream error: Anthropic's `error` event
+    /// (`overloaded_error`), an OpenAI chunk with `error`.
+    Error,
+    /// Nothing more is written; the connection stays open.
+    Stall,
+}
+
+/// When a streamed text delta was written ([`FakeProvider::chunks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkWritten {
+    /// Which streamed answer of this fake (from 1).
+    pub answer: usize,
+    /// The answer's text length, in bytes, with this delta.
+    pub text_end: usize,
+    pub at: std::time::Instant,
 }
 
 /// One request as received.
@@ -185,7 +227,17 @@ struct Shared {
     /// Replies without scripted usage report an estimate; see
     /// [`FakeProvider::estimate_usage`].
     estimate_usage: bool,
+    /// Streamed answers: the pause before each event after the first, and
+    /// the size of each text (and tool-argument) piece.
+    stream_delay: std::time::Duration,
+    piece_bytes: usize,
+    /// Streamed answers started, and their text deltas as written.
+    answers: usize,
+    chunks: Vec<ChunkWritten>,
 }
+
+/// Default size of a streamed text piece, in bytes.
+pub const DEFAULT_PIECE_BYTES: usize = 8;
 
 /// Tokens the fake counts for a request body of `bytes` bytes.
 pub fn fake_tokens(bytes: usize) -> u64 {
@@ -216,6 +268,8 @@ pub struct FakeProvider {
     flavor: Flavor,
     addr: std::net::SocketAddr,
     shared: Arc<Mutex<Shared>>,
+    /// `false` while answers are held ([`FakeProvider::hold_answers`]).
+    open: tokio::sync::watch::Sender<bool>,
     /// The accept loop; aborted on drop (see the module docs).
     task: tokio::task::JoinHandle<()>,
 }
@@ -223,12 +277,17 @@ pub struct FakeProvider {
 impl FakeProvider {
     /// Binds `127.0.0.1:0` and starts serving. Needs a tokio runtime.
     pub async fn start(flavor: Flavor) -> std::io::Result<Self> {
-        let shared = Arc::new(Mutex::new(Shared::default()));
-        let (addr, task) = server::spawn(flavor, Arc::clone(&shared)).await?;
+        let shared = Arc::new(Mutex::new(Shared {
+            piece_bytes: DEFAULT_PIECE_BYTES,
+            ..Shared::default()
+        }));
+        let (open, gate) = tokio::sync::watch::channel(true);
+        let (addr, task) = server::spawn(flavor, Arc::clone(&shared), gate).await?;
         Ok(Self {
             flavor,
             addr,
             shared,
+            open,
             task,
         })
     }
@@ -284,6 +343,40 @@ impl FakeProvider {
     pub fn estimate_usage(&self) -> &Self {
         self.lock().estimate_usage = true;
         self
+    }
+
+    /// Streamed answers wait `delay` between events (default: none) and
+    /// cut text and tool arguments into pieces of `piece_bytes` bytes
+    /// (default [`DEFAULT_PIECE_BYTES`]).
+    pub fn set_streaming(&self, delay: std::time::Duration, piece_bytes: usize) -> &Self {
+        let mut shared = self.lock();
+        shared.stream_delay = delay;
+        shared.piece_bytes = piece_bytes.max(1);
+        self
+    }
+
+    /// From now on every valid request is recorded at once but answered
+    /// only after [`FakeProvider::release_answers`]: a model call that is
+    /// in flight for as long as the caller needs.
+    pub fn hold_answers(&self) -> &Self {
+        self.open.send_replace(false);
+        self
+    }
+
+    /// Answers every held request, and the later ones at once.
+    pub fn release_answers(&self) -> &Self {
+        self.open.send_replace(true);
+        self
+    }
+
+    /// Text deltas written so far, in order.
+    pub fn chunks(&self) -> Vec<ChunkWritten> {
+        self.lock().chunks.clone()
+    }
+
+    /// Queues a stream that breaks; see [`Behaviour::Broken`].
+    pub fn broken(&self, reply: FakeReply, after: usize, how: Break) -> &Self {
+        self.push(Behaviour::Broken { reply, after, how })
     }
 
     /// Every request received so far, in order.

@@ -19,6 +19,14 @@ pub(super) fn validate(body: &Value) -> Result<(), String> {
     if body["model"].as_str().is_none_or(str::is_empty) {
         return Err("you must provide a model parameter".into());
     }
+    if !matches!(body["stream"], Value::Null | Value::Bool(_)) {
+        return Err("Invalid type for 'stream': expected a boolean.".into());
+    }
+    if !body["stream_options"].is_null() && body["stream"] != true {
+        return Err(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.".into(),
+        );
+    }
     check_tools(&body["tools"])?;
     let messages = body["messages"]
         .as_array()

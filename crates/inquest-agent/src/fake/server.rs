@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::{
     Request, Response, StatusCode,
     body::{Bytes, Incoming},
@@ -21,13 +21,17 @@ use tokio::{net::TcpListener, task::JoinSet};
 
 use inquest_core::TokenUsage;
 
-use super::{Behaviour, Flavor, Recorded, Shared, anthropic, cache, openai};
+use super::{
+    Behaviour, Flavor, Recorded, Shared, anthropic, cache, openai,
+    stream::{self, FakeBody},
+};
 
 /// Binds and spawns the accept loop. Aborting the returned task drops its
 /// `JoinSet`, which aborts every connection task.
 pub(super) async fn spawn(
     flavor: Flavor,
     shared: Arc<Mutex<Shared>>,
+    open: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -42,9 +46,10 @@ pub(super) async fn spawn(
                         continue;
                     };
                     let shared = Arc::clone(&shared);
+                    let open = open.clone();
                     connections.spawn(async move {
                         let service = service_fn(move |request| {
-                            handle(flavor, Arc::clone(&shared), request)
+                            handle(flavor, Arc::clone(&shared), open.clone(), request)
                         });
                         // A client that goes away mid-request is normal here.
                         let _ = http1::Builder::new()
@@ -62,8 +67,9 @@ pub(super) async fn spawn(
 async fn handle(
     flavor: Flavor,
     shared: Arc<Mutex<Shared>>,
+    mut open: tokio::sync::watch::Receiver<bool>,
     request: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<FakeBody>, Infallible> {
     let (parts, body) = request.into_parts();
     let bytes = body
         .collect()
@@ -92,7 +98,9 @@ async fn handle(
     let checked = check(flavor, &recorded);
     let tokens = super::fake_tokens(bytes.len());
     let summary = super::is_compaction_request(&recorded.body);
-    let (behaviour, usage, over, summaries) = {
+    let streamed = recorded.body["stream"] == true;
+    let include_usage = recorded.body["stream_options"]["include_usage"] == true;
+    let (behaviour, usage, over, summaries, delay, piece_bytes) = {
         let mut shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
         let over = shared.context_window.filter(|&w| tokens > w);
         if checked.is_ok() && over.is_some() {
@@ -130,11 +138,39 @@ async fn handle(
         });
         recorded.usage = usage.as_ref().map(|(_, u)| *u);
         shared.requests.push(recorded.clone());
-        (behaviour, usage, over, shared.summaries)
+        (
+            behaviour,
+            usage,
+            over,
+            shared.summaries,
+            shared.stream_delay,
+            shared.piece_bytes,
+        )
+    };
+    let answer = |reply: &super::FakeReply,
+                  usage: &TokenUsage,
+                  model: &str,
+                  broken: Option<(usize, super::Break)>| {
+        if streamed {
+            let pieces = stream::pieces(
+                flavor,
+                reply,
+                usage,
+                model,
+                piece_bytes,
+                include_usage,
+                broken,
+            );
+            event_stream(FakeBody::stream(flavor, pieces, delay, Arc::clone(&shared)))
+        } else {
+            json_response(200, self::reply(flavor, reply, usage, model))
+        }
     };
     if let Err((status, message)) = checked {
         return Ok(error(flavor, status, &message));
     }
+    // Held answers wait here (the fake lives as long as the sender).
+    let _ = open.wait_for(|open| *open).await;
     let model = recorded.body["model"].as_str().unwrap_or("fake");
     if let Some(window) = over {
         return Ok(too_long(flavor, window, tokens));
@@ -145,16 +181,17 @@ async fn handle(
              its tools; nothing else is known."
         );
         let summary_reply = super::FakeReply::text(&text).usage(tokens, 20);
-        return Ok(json_response(
-            200,
-            reply(flavor, &summary_reply, &summary_reply.usage, model),
-        ));
+        return Ok(answer(&summary_reply, &summary_reply.usage, model, None));
     }
     if let Some((r, usage)) = usage {
-        return Ok(json_response(200, reply(flavor, &r, &usage, model)));
+        return Ok(answer(&r, &usage, model, None));
     }
     Ok(match behaviour {
         None | Some(Behaviour::Reply(_)) => error(flavor, 500, "fake: no reply to send"),
+        Some(Behaviour::Broken { reply, after, how }) if streamed => {
+            answer(&reply, &reply.usage, model, Some((after, how)))
+        }
+        Some(Behaviour::Broken { .. }) => error(flavor, 500, "fake: broken stream, not streamed"),
         Some(Behaviour::Fail(status)) => error(flavor, status, "scripted failure"),
         Some(Behaviour::Raw(status, text)) => response(status, text),
         Some(Behaviour::Hang) => std::future::pending().await,
@@ -210,7 +247,7 @@ fn estimate(flavor: Flavor, request: &Recorded) -> TokenUsage {
     }
 }
 
-fn error(flavor: Flavor, status: u16, message: &str) -> Response<Full<Bytes>> {
+fn error(flavor: Flavor, status: u16, message: &str) -> Response<FakeBody> {
     let body = match flavor {
         Flavor::Anthropic => json!({"type": "error", "error": {
             "type": anthropic::error_type(status), "message": message}}),
@@ -223,7 +260,7 @@ fn error(flavor: Flavor, status: u16, message: &str) -> Response<Full<Bytes>> {
 }
 
 /// The provider's standard "too long" answer; see the module docs.
-fn too_long(flavor: Flavor, window: u64, tokens: u64) -> Response<Full<Bytes>> {
+fn too_long(flavor: Flavor, window: u64, tokens: u64) -> Response<FakeBody> {
     let body = match flavor {
         Flavor::Anthropic => json!({"type": "error", "error": {
             "type": "invalid_request_error",
@@ -238,7 +275,21 @@ fn too_long(flavor: Flavor, window: u64, tokens: u64) -> Response<Full<Bytes>> {
     json_response(400, body)
 }
 
-fn json_response(status: u16, body: Value) -> Response<Full<Bytes>> {
+/// A 200 answer carrying server-sent events.
+fn event_stream(body: FakeBody) -> Response<FakeBody> {
+    let mut response = Response::new(body);
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/event-stream"),
+    );
+    response.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-cache"),
+    );
+    response
+}
+
+fn json_response(status: u16, body: Value) -> Response<FakeBody> {
     let mut response = response(status, body.to_string());
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
@@ -247,8 +298,8 @@ fn json_response(status: u16, body: Value) -> Response<Full<Bytes>> {
     response
 }
 
-fn response(status: u16, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+fn response(status: u16, body: String) -> Response<FakeBody> {
+    let mut response = Response::new(FakeBody::full(Bytes::from(body)));
     *response.status_mut() =
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response

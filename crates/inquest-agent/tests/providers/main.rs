@@ -6,5 +6,6 @@ mod chain;
 mod openai;
 mod script;
 mod stable;
+mod streaming;
 mod support;
 mod transcript;
