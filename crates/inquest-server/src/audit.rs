@@ -81,7 +81,7 @@ impl Audit {
             }
             Err(status) => (status.code(), status.message().to_owned()),
         };
-        let code = code_name(code);
+        let code = crate::admin::code_label(code);
         tracing::info!(
             target: "inquest::audit",
             method,
@@ -111,9 +111,4 @@ impl Audit {
             tracing::error!(method, error = %chain(&e), "cannot record an audit event");
         }
     }
-}
-
-/// The canonical name of a gRPC code (`OK`, `NOT_FOUND`, …).
-pub fn code_name(code: tonic::Code) -> &'static str {
-    crate::admin::code_label(code)
 }
