@@ -49,9 +49,17 @@ pub enum BenchCommand {
         /// Turn content size in bytes.
         #[arg(long, default_value_t = 256)]
         payload: usize,
-        /// Idle watchers for the memory measurement.
+        /// Idle watchers for the memory measurement (0 skips it).
         #[arg(long, default_value_t = 10_000)]
         idle_watchers: usize,
+        /// `[runtime] agent_threads` of the server: the writer runs where
+        /// a burst would. 0 puts it on the serving runtime (no split).
+        /// Default: the server's default (the number of CPUs).
+        #[arg(long)]
+        agent_threads: Option<usize>,
+        /// Skip the bare-tonic transport ceiling.
+        #[arg(long)]
+        no_ceiling: bool,
     },
     /// Agent loop overhead: turns/s of the real loop (persist + publish +
     /// bookkeeping) with an instant in-process provider and a no-op tool,
@@ -266,6 +274,8 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             turns,
             payload,
             idle_watchers,
+            agent_threads,
+            no_ceiling,
         } => {
             let (url, embedded) = scratch_database(database_url).await?;
             let result = crate::bench_watch::run(crate::bench_watch::WatchBench {
@@ -274,6 +284,8 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 turns,
                 payload,
                 idle_watchers,
+                agent_threads,
+                ceiling: !no_ceiling,
             })
             .await;
             release(embedded).await?;

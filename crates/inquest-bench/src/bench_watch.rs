@@ -20,8 +20,9 @@ use std::{
 
 use anyhow::Context;
 use inquest_core::{IncidentText, Limits, NewTurn, SessionId, TokenUsage, UserMessage};
-use inquest_proto::v1::{
-    self as pb, investigations_client::InvestigationsClient, watch_event::Event,
+use inquest_proto::{
+    EncodedWatchEvent,
+    v1::{self as pb, investigations_client::InvestigationsClient, watch_event::Event},
 };
 use inquest_server::{Application, Config, TurnLog, burst_log::BurstLog};
 use tokio::task::JoinSet;
@@ -36,6 +37,10 @@ pub struct WatchBench {
     pub turns: usize,
     pub payload: usize,
     pub idle_watchers: usize,
+    /// `[runtime] agent_threads` (`None`: the server's default).
+    pub agent_threads: Option<usize>,
+    /// Also measure the bare-tonic transport ceiling.
+    pub ceiling: bool,
 }
 
 pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
@@ -45,16 +50,35 @@ pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
         ..Config::default()
     };
     config.store.max_connections = 8;
+    if let Some(threads) = bench.agent_threads {
+        config.runtime.agent_threads = threads;
+    }
     let app = Application::build(&config, &bench.url).await?;
     let addr = app.local_addr()?;
     let log = app.turn_log().clone();
+    let writer_runtime = app.agent_runtime().handle().cloned();
+    println!(
+        "agent_threads = {} (the writer runs {})",
+        config.runtime.agent_threads,
+        if writer_runtime.is_some() {
+            "on the agent runtime, apart from the serving one"
+        } else {
+            "on the serving runtime"
+        }
+    );
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(app.run(shutdown.clone()));
-    let result = fanout(&bench, &log, &format!("http://{addr}")).await;
+    let result = fanout(&bench, &log, writer_runtime, &format!("http://{addr}")).await;
     shutdown.cancel();
     server.await.context("server task panicked")??;
-    result?;
-    idle_memory(&bench).await
+    let measured = result?;
+    if bench.ceiling {
+        ceiling(&bench, &measured).await?;
+    }
+    if bench.idle_watchers > 0 {
+        idle_memory(&bench).await?;
+    }
+    Ok(())
 }
 
 /// A session whose burst is claimed (running), so watchers stay live.
@@ -106,8 +130,122 @@ fn ms(d: Duration) -> f64 {
 /// What one watcher saw: (seq, when) per turn, and whether it lagged.
 type Seen = (Vec<(i64, Instant)>, bool);
 
-async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Result<()> {
+/// Opens `n` `WatchSession` streams (100 per connection) after `head` and
+/// spawns a reader per stream that records each turn's seq and arrival
+/// until it has seen `target`.
+async fn open_watchers(
+    channels: &[Channel],
+    n: usize,
+    session: &str,
+    head: i64,
+    target: i64,
+    capacity: usize,
+) -> anyhow::Result<JoinSet<anyhow::Result<Seen>>> {
+    let mut watchers: JoinSet<anyhow::Result<Seen>> = JoinSet::new();
+    for w in 0..n {
+        let mut client = InvestigationsClient::new(channels[w / STREAMS_PER_CONNECTION].clone());
+        let mut stream = client
+            .watch_session(pb::WatchSessionRequest {
+                session_id: session.to_owned(),
+                after_seq: head,
+            })
+            .await?
+            .into_inner();
+        watchers.spawn(async move {
+            let mut seen = Vec::with_capacity(capacity);
+            loop {
+                match stream.message().await {
+                    Ok(Some(pb::WatchEvent {
+                        event: Some(Event::Turn(t)),
+                    })) => {
+                        seen.push((t.seq, Instant::now()));
+                        if t.seq >= target {
+                            return Ok((seen, false));
+                        }
+                    }
+                    Ok(Some(pb::WatchEvent {
+                        event: Some(Event::Lagged(_)),
+                    })) => return Ok((seen, true)),
+                    Ok(Some(_)) => {}
+                    Ok(None) => return Ok((seen, false)),
+                    Err(s) if s.code() == tonic::Code::Aborted => return Ok((seen, true)),
+                    Err(s) => anyhow::bail!("watch failed: {s}"),
+                }
+            }
+        });
+    }
+    Ok(watchers)
+}
+
+/// What the watchers of one phase received.
+struct Received {
+    delivered: usize,
+    lagged: usize,
+    /// Receipt minus the moment the event's send (append) returned.
+    commit_lat: Vec<Duration>,
+    /// Receipt minus the moment its send (append) began.
+    start_lat: Vec<Duration>,
+    /// Delivered events / (first send → last receipt).
+    per_sec: f64,
+}
+
+async fn collect(
+    mut watchers: JoinSet<anyhow::Result<Seen>>,
+    head: i64,
+    began: Instant,
+    started_at: &[Instant],
+    committed_at: &[Instant],
+) -> anyhow::Result<Received> {
+    let mut commit_lat = Vec::new();
+    let mut start_lat = Vec::new();
+    let mut delivered = 0usize;
+    let mut lagged = 0usize;
+    let mut last_receive = began;
+    let deadline = Duration::from_secs(300);
+    while let Some(done) = tokio::time::timeout(deadline, watchers.join_next())
+        .await
+        .context("watchers did not finish")?
+    {
+        let (seen, was_lagged) = done.context("watcher panicked")??;
+        lagged += usize::from(was_lagged);
+        delivered += seen.len();
+        for (seq, at) in seen {
+            let i = usize::try_from(seq - head - 1).unwrap_or(usize::MAX);
+            if let (Some(s), Some(c)) = (started_at.get(i), committed_at.get(i)) {
+                start_lat.push(at.saturating_duration_since(*s));
+                commit_lat.push(at.saturating_duration_since(*c));
+                last_receive = last_receive.max(at);
+            }
+        }
+    }
+    commit_lat.sort();
+    start_lat.sort();
+    let span = last_receive.saturating_duration_since(began).as_secs_f64();
+    let per_sec = if span > 0.0 {
+        delivered as f64 / span
+    } else {
+        0.0
+    };
+    Ok(Received {
+        delivered,
+        lagged,
+        commit_lat,
+        start_lat,
+        per_sec,
+    })
+}
+
+/// Delivered events/s per watcher count, for the ceiling's comparison.
+type Measured = Vec<(usize, f64)>;
+
+async fn fanout(
+    bench: &WatchBench,
+    log: &TurnLog,
+    writer_runtime: Option<tokio::runtime::Handle>,
+    endpoint: &str,
+) -> anyhow::Result<Measured> {
     let (session, burst) = running_session(log).await?;
+    let burst = std::sync::Arc::new(burst);
     let content = "x".repeat(bench.payload);
     println!(
         "live watch fan-out ({} turns of {} bytes per phase, one session, real gRPC)",
@@ -125,18 +263,38 @@ async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Re
         "p99",
         "lagged"
     );
+    // Writer: as fast as the store allows, through persist-then-publish,
+    // where a burst would run (the agent runtime, if split off).
+    let write = |turns: usize| {
+        let burst = std::sync::Arc::clone(&burst);
+        let content = content.clone();
+        let work = async move {
+            let mut started_at = Vec::with_capacity(turns);
+            let mut committed_at = Vec::with_capacity(turns);
+            for _ in 0..turns {
+                let t0 = Instant::now();
+                burst
+                    .append(NewTurn::Assistant {
+                        text: content.clone(),
+                        tool_calls: Vec::new(),
+                        usage: TokenUsage::default(),
+                    })
+                    .await?;
+                started_at.push(t0);
+                committed_at.push(Instant::now());
+            }
+            anyhow::Ok((started_at, committed_at))
+        };
+        match &writer_runtime {
+            Some(handle) => handle.spawn(work),
+            None => tokio::spawn(work),
+        }
+    };
     // Warm the pool, the prepared statements and the table's pages so the
     // 0-watcher baseline is not measured cold.
-    for _ in 0..bench.turns / 4 {
-        burst
-            .append(NewTurn::Assistant {
-                text: content.clone(),
-                tool_calls: Vec::new(),
-                usage: TokenUsage::default(),
-            })
-            .await?;
-    }
+    write(bench.turns / 4).await.context("writer panicked")??;
     let mut baseline = None;
+    let mut measured = Vec::new();
     for &n in std::iter::once(&0).chain(bench.watchers.iter()) {
         let head = log
             .session(session)
@@ -145,113 +303,223 @@ async fn fanout(bench: &WatchBench, log: &TurnLog, endpoint: &str) -> anyhow::Re
             .map_or(0, |s| s.as_i64());
         let target = head + bench.turns as i64;
         let channels = connections(endpoint, n).await?;
-        let mut watchers: JoinSet<anyhow::Result<Seen>> = JoinSet::new();
-        for w in 0..n {
-            let mut client =
-                InvestigationsClient::new(channels[w / STREAMS_PER_CONNECTION].clone());
-            let mut stream = client
-                .watch_session(pb::WatchSessionRequest {
-                    session_id: session.to_string(),
-                    after_seq: head,
-                })
-                .await?
-                .into_inner();
-            let capacity = bench.turns;
-            watchers.spawn(async move {
-                let mut seen = Vec::with_capacity(capacity);
-                loop {
-                    match stream.message().await {
-                        Ok(Some(pb::WatchEvent {
-                            event: Some(Event::Turn(t)),
-                        })) => {
-                            seen.push((t.seq, Instant::now()));
-                            if t.seq >= target {
-                                return Ok((seen, false));
-                            }
-                        }
-                        Ok(Some(pb::WatchEvent {
-                            event: Some(Event::Lagged(_)),
-                        })) => return Ok((seen, true)),
-                        Ok(Some(_)) => {}
-                        Ok(None) => return Ok((seen, false)),
-                        Err(s) if s.code() == tonic::Code::Aborted => return Ok((seen, true)),
-                        Err(s) => anyhow::bail!("watch failed: {s}"),
-                    }
-                }
-            });
-        }
+        let watchers = open_watchers(
+            &channels,
+            n,
+            &session.to_string(),
+            head,
+            target,
+            bench.turns,
+        )
+        .await?;
         while log.broadcaster().subscriber_count(session) < n {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // Writer: as fast as the store allows, through persist-then-publish.
-        let mut started_at = Vec::with_capacity(bench.turns);
-        let mut committed_at = Vec::with_capacity(bench.turns);
         let began = Instant::now();
-        for _ in 0..bench.turns {
-            let t0 = Instant::now();
-            burst
-                .append(NewTurn::Assistant {
-                    text: content.clone(),
-                    tool_calls: Vec::new(),
-                    usage: TokenUsage::default(),
-                })
-                .await?;
-            started_at.push(t0);
-            committed_at.push(Instant::now());
-        }
-        let write_secs = began.elapsed().as_secs_f64();
+        let (started_at, committed_at) = write(bench.turns).await.context("writer panicked")??;
+        let write_secs = committed_at
+            .last()
+            .map_or(0.0, |end| end.duration_since(began).as_secs_f64());
         let writes_per_sec = bench.turns as f64 / write_secs;
         let base = *baseline.get_or_insert(writes_per_sec);
-
-        let mut commit_lat = Vec::new();
-        let mut start_lat = Vec::new();
-        let mut delivered = 0usize;
-        let mut lagged = 0usize;
-        let mut last_receive = began;
-        let deadline = Duration::from_secs(300);
-        while let Some(done) = tokio::time::timeout(deadline, watchers.join_next())
-            .await
-            .context("watchers did not finish")?
-        {
-            let (seen, was_lagged) = done.context("watcher panicked")??;
-            lagged += usize::from(was_lagged);
-            delivered += seen.len();
-            for (seq, at) in seen {
-                let i = usize::try_from(seq - head - 1).unwrap_or(usize::MAX);
-                if let (Some(s), Some(c)) = (started_at.get(i), committed_at.get(i)) {
-                    start_lat.push(at.saturating_duration_since(*s));
-                    commit_lat.push(at.saturating_duration_since(*c));
-                    last_receive = last_receive.max(at);
-                }
-            }
-        }
-        commit_lat.sort();
-        start_lat.sort();
-        let span = last_receive.saturating_duration_since(began).as_secs_f64();
-        let per_sec = if span > 0.0 {
-            delivered as f64 / span
-        } else {
-            0.0
-        };
+        let got = collect(watchers, head, began, &started_at, &committed_at).await?;
         println!(
             "{:>8} | {:>10.0} {:>6.2} | {:>14.0} | {:>18.2} {:>9.2} | {:>18.2} {:>9.2} | {:>6}",
             n,
             writes_per_sec,
             writes_per_sec / base,
-            per_sec,
-            ms(pick(&commit_lat, 0.5)),
-            ms(pick(&commit_lat, 0.99)),
-            ms(pick(&start_lat, 0.5)),
-            ms(pick(&start_lat, 0.99)),
-            lagged
+            got.per_sec,
+            ms(pick(&got.commit_lat, 0.5)),
+            ms(pick(&got.commit_lat, 0.99)),
+            ms(pick(&got.start_lat, 0.5)),
+            ms(pick(&got.start_lat, 0.99)),
+            got.lagged
         );
+        anyhow::ensure!(
+            got.lagged > 0 || got.delivered == n * bench.turns,
+            "{n} watchers received {} turns, not {}",
+            got.delivered,
+            n * bench.turns
+        );
+        if n > 0 {
+            measured.push((n, got.per_sec));
+        }
         drop(channels);
         while log.broadcaster().subscriber_count(session) > 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
     burst.close(inquest_core::ExitReason::AwaitingUser).await?;
+    Ok(measured)
+}
+
+/// The transport ceiling: a bare tonic server whose `WatchSession` only
+/// streams pre-encoded events (the same bytes the server sends for a
+/// turn of this payload) from one producer to every stream, as fast as the
+/// streams take them, to the same clients over the same connections. No
+/// database, no watch task, no broadcaster: what delivered events/s this
+/// machine's gRPC stack manages with this many streams.
+async fn ceiling(bench: &WatchBench, measured: &Measured) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let bare = BareWatch::default();
+    let stop = CancellationToken::new();
+    let server = {
+        let bare = bare.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_routes(tonic::service::Routes::new(bare))
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    stop.cancelled(),
+                )
+                .await
+        })
+    };
+    let endpoint = format!("http://{addr}");
+    let content = "x".repeat(bench.payload);
+    println!("transport ceiling (bare tonic stream of pre-encoded events, same clients)");
+    println!(
+        "{:>8} | {:>14} | {:>14} | {:>8}",
+        "watchers", "ceiling ev/s", "inquest ev/s", "ratio"
+    );
+    for &(n, inquest) in measured {
+        let channels = connections(&endpoint, n).await?;
+        let target = bench.turns as i64;
+        let watchers = open_watchers(&channels, n, "ceiling", 0, target, bench.turns).await?;
+        let senders = bare.wait_for(n).await;
+        let began = Instant::now();
+        let mut sent_at = Vec::with_capacity(bench.turns);
+        for seq in 1..=target {
+            let event = EncodedWatchEvent::new(&pb::WatchEvent {
+                event: Some(Event::Turn(bare_turn(seq, &content))),
+            });
+            for tx in &senders {
+                // Backpressure: the producer waits for a full stream, so
+                // the ceiling is what the transport takes, not what it
+                // drops.
+                tx.send(Ok(event.clone()))
+                    .await
+                    .context("ceiling stream gone")?;
+            }
+            sent_at.push(Instant::now());
+        }
+        drop(senders);
+        let got = collect(watchers, 0, began, &sent_at, &sent_at).await?;
+        anyhow::ensure!(
+            got.delivered == n * bench.turns,
+            "ceiling: {n} streams received {} events, not {}",
+            got.delivered,
+            n * bench.turns
+        );
+        println!(
+            "{:>8} | {:>14.0} | {:>14.0} | {:>8.2}",
+            n,
+            got.per_sec,
+            inquest,
+            inquest / got.per_sec
+        );
+        drop(channels);
+    }
+    stop.cancel();
+    server.await.context("ceiling server panicked")??;
     Ok(())
+}
+
+/// A turn as the server sends an assistant turn of this payload
+/// (`convert::turn_within`, as the watch path does).
+fn bare_turn(seq: i64, content: &str) -> pb::SessionTurn {
+    let turn = inquest_core::Turn {
+        session_id: SessionId::new(),
+        seq: inquest_core::Seq::from_stored(seq).unwrap_or(inquest_core::Seq::FIRST),
+        role: inquest_core::Role::Assistant,
+        content: content.to_owned(),
+        tool_calls_raw: inquest_core::ToolCall::encode_all(&[]),
+        recovery_plan_raw: None,
+        tool_call_id: None,
+        tool_name: None,
+        is_error: false,
+        usage: TokenUsage::default(),
+        created_at: time::OffsetDateTime::now_utc(),
+    };
+    inquest_server::convert::turn_within(&turn, inquest_server::api_limits::DEFAULT_MAX_RESPONSE_BYTES)
+}
+
+type BareSender = tokio::sync::mpsc::Sender<Result<EncodedWatchEvent, tonic::Status>>;
+
+/// The ceiling's whole server: every `WatchSession` call gets a stream fed
+/// by the producer; any other method is UNIMPLEMENTED.
+#[derive(Clone, Default)]
+struct BareWatch {
+    streams: std::sync::Arc<std::sync::Mutex<Vec<BareSender>>>,
+}
+
+impl BareWatch {
+    /// Waits until `n` streams are open, and takes them.
+    async fn wait_for(&self, n: usize) -> Vec<BareSender> {
+        loop {
+            {
+                let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+                if streams.len() >= n {
+                    return std::mem::take(&mut *streams);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+impl tonic::server::NamedService for BareWatch {
+    const NAME: &'static str = "inquest.v1.Investigations";
+}
+
+struct BareWatchCall(BareWatch);
+
+impl tonic::server::ServerStreamingService<pb::WatchSessionRequest> for BareWatchCall {
+    type Response = EncodedWatchEvent;
+    type ResponseStream =
+        tokio_stream::wrappers::ReceiverStream<Result<EncodedWatchEvent, tonic::Status>>;
+    type Future = std::future::Ready<Result<tonic::Response<Self::ResponseStream>, tonic::Status>>;
+
+    fn call(&mut self, _request: tonic::Request<pb::WatchSessionRequest>) -> Self::Future {
+        let (tx, rx) = tokio::sync::mpsc::channel(inquest_broadcast::DEFAULT_CAPACITY);
+        self.0
+            .streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(tx);
+        std::future::ready(Ok(tonic::Response::new(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+}
+
+impl tonic::codegen::Service<tonic::codegen::http::Request<tonic::body::Body>> for BareWatch {
+    type Response = tonic::codegen::http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = tonic::codegen::BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: tonic::codegen::http::Request<tonic::body::Body>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            if req.uri().path() != "/inquest.v1.Investigations/WatchSession" {
+                return Ok(tonic::Status::unimplemented("ceiling server: WatchSession only")
+                    .into_http());
+            }
+            let codec =
+                tonic_prost::ProstCodec::<EncodedWatchEvent, pb::WatchSessionRequest>::default();
+            let mut grpc = tonic::server::Grpc::new(codec);
+            Ok(grpc.server_streaming(BareWatchCall(this), req).await)
+        })
+    }
 }
 
 fn rss_kib(pid: u32) -> anyhow::Result<u64> {

@@ -28,9 +28,10 @@ use std::collections::hash_map::Entry;
 use std::fmt;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::{Context, Poll, ready};
 
+use bytes::Bytes;
 use inquest_core::{Seq, SessionId, Turn};
 use time::OffsetDateTime;
 use tokio::sync::mpsc::{self, error::TrySendError};
@@ -70,11 +71,66 @@ pub struct TextDelta {
     pub text: Arc<str>,
 }
 
+/// A committed turn as published: shared by every subscriber, with room
+/// for its wire encoding, made by the first subscriber that needs it and
+/// reused by the others (so a turn fanned out to 1,000 watchers is encoded
+/// once). The broadcaster never looks inside the encoding.
+#[derive(Clone)]
+pub struct PublishedTurn {
+    turn: Arc<Turn>,
+    wire: Arc<OnceLock<Bytes>>,
+}
+
+impl PublishedTurn {
+    pub fn new(turn: Arc<Turn>) -> Self {
+        Self {
+            turn,
+            wire: Arc::new(OnceLock::new()),
+        }
+    }
+
+    pub fn turn(&self) -> &Arc<Turn> {
+        &self.turn
+    }
+
+    /// The turn's wire encoding: `encode`d by the first caller, shared
+    /// after. Every caller must pass the same encoding.
+    pub fn wire(&self, encode: impl FnOnce(&Turn) -> Bytes) -> Bytes {
+        self.wire.get_or_init(|| encode(&self.turn)).clone()
+    }
+}
+
+impl std::ops::Deref for PublishedTurn {
+    type Target = Turn;
+
+    fn deref(&self) -> &Turn {
+        &self.turn
+    }
+}
+
+impl fmt::Debug for PublishedTurn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.turn.fmt(f)
+    }
+}
+
+impl PartialEq for PublishedTurn {
+    fn eq(&self, other: &Self) -> bool {
+        self.turn == other.turn
+    }
+}
+
+impl From<Arc<Turn>> for PublishedTurn {
+    fn from(turn: Arc<Turn>) -> Self {
+        Self::new(turn)
+    }
+}
+
 /// One live event of a session: exactly one payload.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A turn that is already committed to the database.
-    Turn(Arc<Turn>),
+    Turn(PublishedTurn),
     ToolCallStart(ToolCallStart),
     /// Best effort, unlike the others: see [`TurnBroadcaster::publish`].
     TextDelta(TextDelta),

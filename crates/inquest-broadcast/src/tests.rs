@@ -11,7 +11,7 @@ fn seq(n: i64) -> Seq {
 }
 
 fn turn(session: SessionId, n: i64) -> Event {
-    Event::Turn(Arc::new(Turn {
+    Event::Turn(PublishedTurn::new(Arc::new(Turn {
         session_id: session,
         seq: seq(n),
         role: Role::Assistant,
@@ -23,7 +23,7 @@ fn turn(session: SessionId, n: i64) -> Event {
         is_error: false,
         usage: TokenUsage::default(),
         created_at: OffsetDateTime::UNIX_EPOCH,
-    }))
+    })))
 }
 
 fn tool_start(session: SessionId, assistant_seq: i64, call_id: &str) -> Event {
@@ -383,4 +383,24 @@ async fn text_deltas_to_a_full_channel_are_dropped_without_lagging_and_the_turn_
     assert_eq!(got.len(), 7);
     assert!(matches!(got[5], SubscriptionItem::Event(Event::TextDelta(ref d)) if d.offset == 5));
     assert_eq!(got[6], SubscriptionItem::Event(turn(s, 2)));
+}
+
+#[test]
+fn a_published_turn_is_encoded_once_for_every_subscriber() {
+    let Event::Turn(published) = turn(SessionId::new(), 1) else {
+        unreachable!()
+    };
+    let copy = published.clone();
+    let mut calls = 0;
+    let first = published.wire(|t| {
+        calls += 1;
+        Bytes::from(t.content.clone())
+    });
+    let second = copy.wire(|_| {
+        calls += 1;
+        Bytes::from_static(b"other")
+    });
+    assert_eq!(calls, 1);
+    assert_eq!(first, second);
+    assert_eq!(first.as_ref(), b"turn 1");
 }

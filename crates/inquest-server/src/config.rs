@@ -31,6 +31,8 @@ pub struct Config {
     pub store: StoreSection,
     pub shutdown: ShutdownSection,
     pub watch: WatchSection,
+    /// `[runtime]`: where bursts run (`agent_runtime.rs`).
+    pub runtime: crate::agent_runtime::RuntimeSection,
     pub lease: LeaseSection,
     pub admin: AdminSection,
     /// `[auth]`: bearer tokens (`mode = "none"` by default, loopback only).
@@ -187,6 +189,7 @@ impl Default for Config {
             store: StoreSection::default(),
             shutdown: ShutdownSection::default(),
             watch: WatchSection::default(),
+            runtime: Default::default(),
             lease: LeaseSection::default(),
             admin: AdminSection::default(),
             tls: None,
@@ -320,6 +323,12 @@ impl Config {
         }
         if let Some(v) = get("INQUEST_DATA_DIR") {
             self.data_dir = PathBuf::from(v);
+        }
+        if let Some(v) = get("INQUEST_AGENT_THREADS") {
+            self.runtime.agent_threads = v.parse().map_err(|e| ConfigError::Env {
+                name: "INQUEST_AGENT_THREADS",
+                reason: format!("{e}"),
+            })?;
         }
         if let Some(v) = get("INQUEST_MAX_MESSAGE_BYTES") {
             self.limits.max_message_bytes = v.parse().map_err(|e| ConfigError::Env {

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod agent_config;
+pub mod agent_runtime;
 pub mod api_limits;
 pub mod audit;
 pub mod auth;

@@ -35,6 +35,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::Instrument;
 
 use crate::{
+    agent_runtime::AgentRuntime,
     burst_log::{BurstLog, LeaseClock},
     config::LeaseSection,
     resume::{self, Mode, Prepared},
@@ -66,6 +67,8 @@ pub struct Runner {
     /// `limits.max_notice_bytes`: notices `resume::prepare` writes are cut
     /// to it.
     max_notice_bytes: usize,
+    /// Where bursts and the reaper run (`agent_runtime.rs`).
+    runtime: AgentRuntime,
 }
 
 /// The cap on bursts running here at once. A burst holds a [`Slot`] from
@@ -145,6 +148,25 @@ impl Runner {
             lease,
             slots: Slots::new(max_running_bursts.max(1)),
             max_notice_bytes: crate::api_limits::DEFAULT_MAX_NOTICE_BYTES,
+            runtime: AgentRuntime::shared(),
+        }
+    }
+
+    /// Runs bursts and the reaper on `runtime`.
+    pub fn with_runtime(mut self, runtime: AgentRuntime) -> Self {
+        self.runtime = runtime;
+        self
+    }
+
+    /// Spawns a burst-side task (a burst, its hand-back, the reaper) on
+    /// the agent runtime, owned by this runner's tracker.
+    fn spawn_agent<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match self.runtime.handle() {
+            Some(handle) => drop(self.tasks.spawn_on(work, handle)),
+            None => drop(self.tasks.spawn(work)),
         }
     }
 
@@ -240,6 +262,12 @@ impl Runner {
     /// sessions (oldest first), as many as there are free slots, and runs
     /// their bursts here. A replica without an agent claims nothing (it
     /// could not run them).
+    /// Runs [`Runner::run_reaper`] on the agent runtime, owned by the
+    /// tracker.
+    pub fn spawn_reaper(&self) {
+        self.spawn_agent(self.clone().run_reaper());
+    }
+
     pub async fn run_reaper(self) {
         if self.agent.is_none() {
             return;
@@ -378,7 +406,7 @@ impl Runner {
         let slot = self.slots.bind(permit);
         let this = self.clone();
         let (span, trace_id) = burst_span(session, mode, parent.as_ref());
-        self.tasks.spawn(
+        self.spawn_agent(
             async move {
                 let _slot = slot;
                 let claim = this
@@ -405,7 +433,7 @@ impl Runner {
         let Some(agent) = self.accepting() else {
             // Claimed while shutting down: hand it straight back.
             let store = self.log.burst_store().clone();
-            self.tasks.spawn(async move {
+            self.spawn_agent(async move {
                 if let Err(e) = store.release_lease(&lease).await {
                     tracing::warn!(session = %lease.session(), error = %chain(&e), "cannot release a claimed lease");
                 }
@@ -417,7 +445,7 @@ impl Runner {
         let store = self.log.burst_store().clone();
         let (burst, cancel) = self.log.adopt(lease);
         let this = self.clone();
-        self.tasks.spawn(
+        self.spawn_agent(
             async move {
                 let _slot = slot;
                 // The claim happened before this burst's trace existed;

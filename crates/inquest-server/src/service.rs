@@ -7,9 +7,9 @@ use inquest_core::SessionStatus;
 use inquest_core::{
     AfterSeq, IdempotencyKey, IncidentId, IncidentText, Limits, SessionId, UserMessage,
 };
-use inquest_proto::v1::{
-    self as pb,
-    investigations_server::{Investigations, InvestigationsServer},
+use inquest_proto::{
+    encoded::investigations_server::{Investigations, InvestigationsServer},
+    v1 as pb,
 };
 use inquest_store::{SendOutcome, Store, Transition};
 use prost::Message;

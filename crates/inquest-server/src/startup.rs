@@ -25,6 +25,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tonic::service::LayerExt as _;
 
 use crate::{
+    agent_runtime::AgentRuntime,
     agent_config::{BuiltAgent, build_agent},
     api_limits::ApiLimits,
     config::{Config, LeaseSection, WatchSection},
@@ -73,6 +74,8 @@ pub struct Application {
     agent: BuiltAgent,
     /// `[tenants]`: per-tenant limits on new bursts.
     tenants: crate::tenants::TenantsSection,
+    /// Where bursts run (`[runtime] agent_threads`).
+    runtime: AgentRuntime,
 }
 
 impl Application {
@@ -116,6 +119,7 @@ impl Application {
             margin: config.lease.margin(),
         });
         let agent = build_agent(config).await?;
+        let runtime = AgentRuntime::new(config.runtime.agent_threads)?;
         Ok(Self {
             listener,
             admin,
@@ -137,7 +141,14 @@ impl Application {
             key_cleanup_interval: config.limits.idempotency_cleanup_interval(),
             agent,
             tenants: config.tenants.clone(),
+            runtime,
         })
+    }
+
+    /// The runtime bursts run on (`agent_runtime.rs`): a benchmark writes
+    /// there to stand where a burst stands.
+    pub fn agent_runtime(&self) -> &AgentRuntime {
+        &self.runtime
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -216,7 +227,8 @@ impl Application {
             self.lease.clone(),
             self.max_running_bursts,
         )
-        .with_max_notice_bytes(self.api.max_notice_bytes);
+        .with_max_notice_bytes(self.api.max_notice_bytes)
+        .with_runtime(self.runtime.clone());
         let serving = Arc::new(AtomicBool::new(false));
         let listening = spawn_cross_replica_feed(
             &self.database_url,
@@ -252,7 +264,7 @@ impl Application {
         // a session a request makes pending now is this replica's to start
         // in the request's trace, not the startup pass's in a new one.
         runner.start_pending().await;
-        tasks.spawn(runner.clone().run_reaper());
+        runner.spawn_reaper();
         if let Some(oidc) = self.auth.as_ref().and_then(crate::auth::Verifier::oidc) {
             oidc.spawn_refresher(&tasks, shutdown.clone());
         }

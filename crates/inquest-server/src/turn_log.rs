@@ -23,7 +23,7 @@ use std::{
 
 use std::time::Duration;
 
-use inquest_broadcast::{Event, TextDelta, ToolCallStart, TurnBroadcaster};
+use inquest_broadcast::{Event, PublishedTurn, TextDelta, ToolCallStart, TurnBroadcaster};
 use inquest_core::{
     IdempotencyKey, IncidentId, Role, Seq, SessionId, SessionStatus, StreamedText, Tenant,
     TenantQuota, Turn, UserMessage,
@@ -202,7 +202,7 @@ impl TurnLog {
             }
         }
         self.broadcaster
-            .publish(turn.session_id, Event::Turn(Arc::clone(&turn)));
+            .publish(turn.session_id, Event::Turn(PublishedTurn::new(Arc::clone(&turn))));
         turn
     }
 

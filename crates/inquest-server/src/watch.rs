@@ -54,9 +54,14 @@ use std::{
     time::Duration,
 };
 
-use inquest_broadcast::{Event, Subscription, SubscriptionItem, TextDelta, ToolCallStart};
+use inquest_broadcast::{
+    Event, PublishedTurn, Subscription, SubscriptionItem, TextDelta, ToolCallStart,
+};
 use inquest_core::{AfterSeq, Role, SessionId, Turn};
-use inquest_proto::v1::{self as pb, watch_event::Event as WireEvent};
+use inquest_proto::{
+    EncodedWatchEvent,
+    v1::{self as pb, watch_event::Event as WireEvent},
+};
 use inquest_store::{SessionRow, StoreError};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -209,7 +214,9 @@ pub struct Watches {
     pub limits: ApiLimits,
 }
 
-pub type WatchStream = ReceiverStream<Result<pb::WatchEvent, Status>>;
+/// Each event is encoded before it is queued: a live turn once for all
+/// its watchers (`PublishedTurn::wire`), everything else per stream.
+pub type WatchStream = ReceiverStream<Result<EncodedWatchEvent, Status>>;
 
 impl Watches {
     /// Runs steps 1 and 2 in the caller (so NOT_FOUND / OUT_OF_RANGE /
@@ -293,7 +300,7 @@ struct Watcher {
     watches: Watches,
     session: SessionId,
     subscription: Subscription,
-    tx: mpsc::Sender<Result<pb::WatchEvent, Status>>,
+    tx: mpsc::Sender<Result<EncodedWatchEvent, Status>>,
     /// The last turn sent (or the request's cursor).
     last: AfterSeq,
     /// The head seq read at attach time.
@@ -360,7 +367,7 @@ impl Watcher {
                     last_delivered_seq: self.last.as_i64(),
                     head_seq: i64::try_from(head).unwrap_or(i64::MAX),
                 });
-                last_words.push(Ok(convert::watch_event(lagged)));
+                last_words.push(Ok(EncodedWatchEvent::new(&convert::watch_event(lagged))));
                 last_words.push(Err(reason::status(
                     Code::Aborted,
                     Reason::WatcherLagged,
@@ -450,7 +457,7 @@ impl Watcher {
                         // seqs are assigned under the session row's lock.
                         self.drain(Some(turn.seq.get() - 1)).await?;
                     }
-                    self.send_turn(&turn).await?;
+                    self.send_published(&turn).await?;
                 }
                 Some(SubscriptionItem::Event(Event::ToolCallStart(start))) => {
                     if self.announced.remove(&start.call_id)
@@ -562,9 +569,23 @@ impl Watcher {
         }
     }
 
+    /// A live turn: its encoding is shared with every other watcher of
+    /// it on this replica.
+    async fn send_published(&mut self, turn: &PublishedTurn) -> Step {
+        let max = self.watches.limits.max_response_bytes;
+        let wire = turn.wire(|t| encode_turn(t, max).into_bytes());
+        self.sent_turn(turn, EncodedWatchEvent::from_encoded(wire))
+            .await
+    }
+
     async fn send_turn(&mut self, turn: &Turn) -> Step {
-        let wire = convert::turn_within(turn, self.watches.limits.max_response_bytes);
-        self.send(WireEvent::Turn(wire)).await?;
+        let wire = encode_turn(turn, self.watches.limits.max_response_bytes);
+        self.sent_turn(turn, wire).await
+    }
+
+    /// Sends `wire` (the encoding of `turn`) and records it as sent.
+    async fn sent_turn(&mut self, turn: &Turn, wire: EncodedWatchEvent) -> Step {
+        self.send_encoded(wire).await?;
         self.last = AfterSeq::after(turn.seq);
         if let Some(call_id) = &turn.tool_call_id {
             self.answered.insert(call_id.clone());
@@ -675,11 +696,20 @@ impl Watcher {
     }
 
     async fn send(&self, event: WireEvent) -> Step {
-        self.tx
-            .send(Ok(convert::watch_event(event)))
+        self.send_encoded(EncodedWatchEvent::new(&convert::watch_event(event)))
             .await
-            .map_err(|_| End::ClientGone)
     }
+
+    async fn send_encoded(&self, event: EncodedWatchEvent) -> Step {
+        self.tx.send(Ok(event)).await.map_err(|_| End::ClientGone)
+    }
+}
+
+/// A turn as one watch event, cut to fit one response
+/// (`convert::turn_within`).
+fn encode_turn(turn: &Turn, max_response_bytes: usize) -> EncodedWatchEvent {
+    let wire = convert::turn_within(turn, max_response_bytes);
+    EncodedWatchEvent::new(&convert::watch_event(WireEvent::Turn(wire)))
 }
 
 /// The most text one merged delta carries (see `Watcher::merge_queued`).

@@ -1,0 +1,98 @@
+//! The runtime bursts run on, apart from the one serving gRPC.
+//!
+//! A burst's turn writes, lease renewals, model calls and tools run on
+//! their own tokio runtime (`[runtime] agent_threads` worker threads). The
+//! serving runtime carries every RPC and every watch stream: with 1,000
+//! watchers it holds ~1,000 runnable tasks per published turn, and a
+//! burst's database reply queued behind them would wait for all of them.
+//! On its own runtime the burst's tasks (and the burst-lane connections
+//! they open, whose I/O tasks are spawned where they are opened) are
+//! scheduled by the OS next to the serving threads instead, so a waking
+//! writer gets a core within a time slice. `agent_threads = 0` runs bursts
+//! on the serving runtime (the behaviour before this split; the watch
+//! benchmark compares the two).
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::runtime::{Handle, Runtime};
+
+/// Owns the burst runtime (if split off). Cheap to clone; the runtime
+/// shuts down when the last clone goes, without waiting for its tasks
+/// (the server waits for every burst before it lets go).
+#[derive(Clone)]
+pub struct AgentRuntime {
+    handle: Option<Handle>,
+    _owner: Option<Arc<Owner>>,
+}
+
+struct Owner(Option<Runtime>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which is not allowed inside another
+        // runtime; every burst has ended by the time this runs.
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl AgentRuntime {
+    /// A runtime of `threads` workers, or none (bursts share the caller's
+    /// runtime) when `threads` is 0.
+    pub fn new(threads: usize) -> anyhow::Result<Self> {
+        if threads == 0 {
+            return Ok(Self::shared());
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("inquest-agent")
+            .enable_all()
+            .build()
+            .context("starting the agent runtime")?;
+        Ok(Self {
+            handle: Some(runtime.handle().clone()),
+            _owner: Some(Arc::new(Owner(Some(runtime)))),
+        })
+    }
+
+    /// No runtime of its own: bursts run on the caller's.
+    pub fn shared() -> Self {
+        Self {
+            handle: None,
+            _owner: None,
+        }
+    }
+
+    /// Where bursts are spawned: `None` means the current runtime.
+    pub fn handle(&self) -> Option<&Handle> {
+        self.handle.as_ref()
+    }
+}
+
+impl std::fmt::Debug for AgentRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRuntime")
+            .field("separate", &self.handle.is_some())
+            .finish()
+    }
+}
+
+/// `[runtime]`.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeSection {
+    /// Worker threads of the runtime bursts run on, apart from the one
+    /// serving gRPC and watch streams. Default: the number of CPUs. 0 runs
+    /// bursts on the serving runtime.
+    pub agent_threads: usize,
+}
+
+impl Default for RuntimeSection {
+    fn default() -> Self {
+        Self {
+            agent_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
