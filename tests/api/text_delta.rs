@@ -129,8 +129,12 @@ async fn deltas_arrive_in_order_before_each_turn_and_join_to_its_text_for_both_p
             .iter()
             .filter(|e| matches!(e, Event::TextDelta(_)))
             .count();
+        // Pieces queued behind each other are merged for a watcher that
+        // is behind (`Watcher::merge_queued`), so without a delay between
+        // chunks the text may come in as few as one delta per turn.
+        let pieces = if delay.is_zero() { 2 } else { 4 };
         assert!(
-            deltas >= 6,
+            deltas >= pieces,
             "{flavor:?}: the text came in pieces ({deltas})"
         );
         assert_eq!(stored[1].content, FIRST);

@@ -371,7 +371,7 @@ async fn ceiling(bench: &WatchBench, measured: &Measured) -> anyhow::Result<()> 
             tonic::transport::Server::builder()
                 .add_routes(tonic::service::Routes::new(bare))
                 .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
                     stop.cancelled(),
                 )
                 .await
@@ -443,7 +443,10 @@ fn bare_turn(seq: i64, content: &str) -> pb::SessionTurn {
         usage: TokenUsage::default(),
         created_at: time::OffsetDateTime::now_utc(),
     };
-    inquest_server::convert::turn_within(&turn, inquest_server::api_limits::DEFAULT_MAX_RESPONSE_BYTES)
+    inquest_server::convert::turn_within(
+        &turn,
+        inquest_server::api_limits::DEFAULT_MAX_RESPONSE_BYTES,
+    )
 }
 
 type BareSender = tokio::sync::mpsc::Sender<Result<EncodedWatchEvent, tonic::Status>>;
@@ -511,8 +514,9 @@ impl tonic::codegen::Service<tonic::codegen::http::Request<tonic::body::Body>> f
         let this = self.clone();
         Box::pin(async move {
             if req.uri().path() != "/inquest.v1.Investigations/WatchSession" {
-                return Ok(tonic::Status::unimplemented("ceiling server: WatchSession only")
-                    .into_http());
+                return Ok(
+                    tonic::Status::unimplemented("ceiling server: WatchSession only").into_http(),
+                );
             }
             let codec =
                 tonic_prost::ProstCodec::<EncodedWatchEvent, pb::WatchSessionRequest>::default();

@@ -110,7 +110,9 @@ mod tests {
 
     fn event() -> v1::WatchEvent {
         v1::WatchEvent {
-            event: Some(v1::watch_event::Event::Heartbeat(v1::Heartbeat { head_seq: 42 })),
+            event: Some(v1::watch_event::Event::Heartbeat(v1::Heartbeat {
+                head_seq: 42,
+            })),
         }
     }
 

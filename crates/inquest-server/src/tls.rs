@@ -260,6 +260,10 @@ pub fn incoming(
                     continue;
                 }
             };
+            // See `startup.rs`: small watch frames must not wait for an ACK.
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(error = %e, %peer, "cannot set TCP_NODELAY");
+            }
             let acceptor = certs.acceptor();
             let tx = tx.clone();
             inner.spawn(async move {

@@ -201,8 +201,10 @@ impl TurnLog {
                 }
             }
         }
-        self.broadcaster
-            .publish(turn.session_id, Event::Turn(PublishedTurn::new(Arc::clone(&turn))));
+        self.broadcaster.publish(
+            turn.session_id,
+            Event::Turn(PublishedTurn::new(Arc::clone(&turn))),
+        );
         turn
     }
 

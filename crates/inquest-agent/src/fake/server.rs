@@ -45,6 +45,9 @@ pub(super) async fn spawn(
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     };
+                    // Each SSE chunk goes out when written, as a real
+                    // provider's would (Nagle would hold it for an ACK).
+                    let _ = stream.set_nodelay(true);
                     let shared = Arc::clone(&shared);
                     let open = open.clone();
                     connections.spawn(async move {
