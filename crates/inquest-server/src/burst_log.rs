@@ -18,7 +18,7 @@ use std::{
     future::Future,
     sync::{
         Arc, Mutex, PoisonError,
-        atomic::{AtomicI64, Ordering},
+        atomic::{AtomicBool, AtomicI64, Ordering},
     },
     time::Duration,
 };
@@ -94,6 +94,18 @@ pub struct BurstLog {
     /// the lease this burst is the session's only writer, so the next
     /// turn takes head + 1 (the seq streamed text is announced under).
     pub(crate) head: Arc<AtomicI64>,
+    /// Whether another replica watched the session at this burst's latest
+    /// append (`Appended::watched_elsewhere`; `true` until the first). A
+    /// tool start is announced to other replicas only when it is set:
+    /// registering as a watcher updates the session row the append
+    /// updates, so a replica registered after that append drains it (and
+    /// every turn before) once registered, and its first drain takes the
+    /// first call of the latest assistant turn that no drained result
+    /// answers as running (`watch.rs` `open_calls`); calls run one after
+    /// another and the latest append is the previous call's result or the
+    /// assistant turn itself, so that first open call is the one starting.
+    /// Saves a round trip per tool call when nobody else watches.
+    pub(crate) watched_elsewhere: Arc<AtomicBool>,
 }
 
 /// How one fenced write ended after its retries.
@@ -194,7 +206,10 @@ impl BurstLog {
             .instrument(span.clone())
             .await;
         let (outcome, result) = match stored {
-            Attempts::Done(stored) => {
+            Attempts::Done(appended) => {
+                self.watched_elsewhere
+                    .store(appended.watched_elsewhere, Ordering::Relaxed);
+                let stored = appended.turn;
                 span.record("seq", stored.seq.as_i64());
                 self.head.fetch_max(stored.seq.as_i64(), Ordering::Relaxed);
                 failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
@@ -306,13 +321,16 @@ impl TurnSink for BurstLog {
                 return Err(SinkError::LeaseLost(Box::new(TurnLogError::DeadlinePassed)));
             }
             self.log
-                .announce_tool_call_start(ToolCallStart {
-                    session_id: session,
-                    assistant_seq,
-                    call_id: call.id.clone(),
-                    tool_name: call.name.clone(),
-                    started_at: OffsetDateTime::now_utc(),
-                })
+                .announce_tool_call_start(
+                    ToolCallStart {
+                        session_id: session,
+                        assistant_seq,
+                        call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        started_at: OffsetDateTime::now_utc(),
+                    },
+                    self.watched_elsewhere.load(Ordering::Relaxed),
+                )
                 .await;
             // The announcement may have waited on the store: look again.
             if self.clock.passed() {

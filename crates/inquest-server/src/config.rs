@@ -453,6 +453,7 @@ impl Config {
                 .and_then(|id| inquest_store::ReplicaId::parse(id).ok())
                 .unwrap_or_else(inquest_store::ReplicaId::generate),
             lease_ttl: self.lease.ttl,
+            burst_runtime: None,
         }
     }
 }

@@ -87,8 +87,12 @@ impl Application {
             .as_ref()
             .map(crate::tls::Certificates::load)
             .transpose()?;
-        let store = Store::connect(&config.store_config(database_url))
-            .context("configuring the database pool")?;
+        let runtime = AgentRuntime::new(config.runtime.agent_threads)?;
+        let store = Store::connect(&inquest_store::StoreConfig {
+            burst_runtime: runtime.handle().cloned(),
+            ..config.store_config(database_url)
+        })
+        .context("configuring the database pool")?;
         store.migrate().await.context("migrating the database")?;
         let listener = TcpListener::bind(config.listen)
             .await
@@ -118,7 +122,6 @@ impl Application {
             margin: config.lease.margin(),
         });
         let agent = build_agent(config).await?;
-        let runtime = AgentRuntime::new(config.runtime.agent_threads)?;
         Ok(Self {
             listener,
             admin,

@@ -18,7 +18,7 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Mutex, MutexGuard, PoisonError, atomic::AtomicBool},
 };
 
 use std::time::Duration;
@@ -212,8 +212,15 @@ impl TurnLog {
     /// Waits for the announcement to go out, so it precedes the call's
     /// result everywhere; a failure is logged (watchers elsewhere will see
     /// the result without a start, which they handle).
-    pub async fn announce_tool_call_start(&self, start: ToolCallStart) {
+    ///
+    /// `elsewhere: false` skips the announcement to other replicas (a
+    /// database round trip): the caller knows none watches the session
+    /// (`BurstLog`'s `watched_elsewhere`).
+    pub async fn announce_tool_call_start(&self, start: ToolCallStart, elsewhere: bool) {
         self.publish_tool_call_start(start.clone());
+        if !elsewhere {
+            return;
+        }
         if let Err(e) = self
             .burst_store
             .notify_tool_call_start(
@@ -418,6 +425,7 @@ impl TurnLog {
                 lease,
                 clock,
                 head: Arc::default(),
+                watched_elsewhere: Arc::new(AtomicBool::new(true)),
             },
             token,
         )

@@ -46,7 +46,7 @@ pub use listen::{ListenEvent, ListenerConfig, run_listener};
 pub use reports::{NewReport, ReportRow};
 pub use sessions::{SessionPage, SessionRow, StartedSession};
 pub use tokens::{ApiToken, IssuedToken};
-pub use turns::{TurnPage, WriteId};
+pub use turns::{Appended, TurnPage, WriteId};
 
 /// Tunables of the store. Defaults suit one replica on a small machine.
 #[derive(Debug, Clone)]
@@ -72,6 +72,13 @@ pub struct StoreConfig {
     pub replica_id: ReplicaId,
     /// How long a lease claim or renewal holds.
     pub lease_ttl: Duration,
+    /// Where the burst lane's connection tasks run (`None`: wherever the
+    /// connection is opened). A connection's I/O is driven by a task
+    /// spawned when it opens; the server puts the burst lane's on the
+    /// runtime bursts run on, so a turn write's reply is read there even
+    /// when the connection was opened by an RPC handler (an on-access
+    /// claim) on the serving runtime.
+    pub burst_runtime: Option<tokio::runtime::Handle>,
 }
 
 impl StoreConfig {
@@ -85,7 +92,54 @@ impl StoreConfig {
             connect_timeout: Duration::from_secs(3),
             replica_id: ReplicaId::generate(),
             lease_ttl: Duration::from_secs(30),
+            burst_runtime: None,
         }
+    }
+}
+
+/// Opens connections as deadpool's default does, spawning each one's I/O
+/// task on `runtime` when given ([`StoreConfig::burst_runtime`]).
+struct SpawnOn<T> {
+    tls: T,
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl<T> deadpool_postgres::Connect for SpawnOn<T>
+where
+    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket> + Clone + Sync + Send + 'static,
+    T::Stream: Sync + Send,
+    T::TlsConnect: Sync + Send,
+    <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
+{
+    fn connect(
+        &self,
+        pg: &tokio_postgres::Config,
+    ) -> std::pin::Pin<
+        Box<
+            dyn Future<
+                    Output = Result<
+                        (tokio_postgres::Client, tokio::task::JoinHandle<()>),
+                        tokio_postgres::Error,
+                    >,
+                > + Send
+                + '_,
+        >,
+    > {
+        let tls = self.tls.clone();
+        let pg = pg.clone();
+        Box::pin(async move {
+            let (client, connection) = pg.connect(tls).await?;
+            let drive = async move {
+                if let Err(e) = connection.await {
+                    tracing::warn!(error = %e, "database connection ended with an error");
+                }
+            };
+            let task = match &self.runtime {
+                Some(runtime) => runtime.spawn(drive),
+                None => tokio::spawn(drive),
+            };
+            Ok((client, task))
+        })
     }
 }
 
@@ -149,10 +203,13 @@ impl Store {
         if pg.get_application_name().is_none() {
             pg.application_name("inquest");
         }
-        let pool = |size: usize| {
-            let manager = Manager::from_config(
+        let pool = |size: usize, runtime: Option<tokio::runtime::Handle>| {
+            let manager = Manager::from_connect(
                 pg.clone(),
-                tls.clone(),
+                SpawnOn {
+                    tls: tls.clone(),
+                    runtime,
+                },
                 ManagerConfig {
                     recycling_method: RecyclingMethod::Fast,
                 },
@@ -167,8 +224,11 @@ impl Store {
                 .map_err(|e| StoreError::Config(e.to_string()))
         };
         let lanes = Lanes {
-            api: pool(config.max_connections)?,
-            burst: pool(config.burst_connections.max(1))?,
+            api: pool(config.max_connections, None)?,
+            burst: pool(
+                config.burst_connections.max(1),
+                config.burst_runtime.clone(),
+            )?,
         };
         Ok(Self {
             pool: lanes.api.clone(),

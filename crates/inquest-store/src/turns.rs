@@ -74,7 +74,7 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
              SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14, $15, $16, \
                  $17, $18 FROM bumped \
              RETURNING seq, created_at) \
-         SELECT ins.seq, ins.created_at, \
+         SELECT ins.seq, ins.created_at, bumped.watched, \
              CASE WHEN bumped.watched THEN pg_notify('inquest_events', \
                  CASE WHEN octet_length(p.whole) <= 7900 THEN p.whole ELSE p.brief END) END \
          FROM ins, bumped, LATERAL (SELECT \
@@ -114,6 +114,32 @@ pub(crate) async fn insert_turn(
     write: Option<WriteId>,
     turn: &NewTurn,
 ) -> Result<Turn, StoreError> {
+    insert_turn_seen(client, origin, session, epoch, write, turn)
+        .await
+        .map(|appended| appended.turn)
+}
+
+/// A turn the store committed, and whether another replica was
+/// registered as a watcher of its session when it did.
+#[derive(Debug, Clone)]
+pub struct Appended {
+    pub turn: Turn,
+    /// Read under the session row's lock in the append's own statement,
+    /// so it is ordered with every registration (an update of the same
+    /// row). `true` when not known (an earlier attempt's commit found by
+    /// its write id).
+    pub watched_elsewhere: bool,
+}
+
+/// [`insert_turn`], telling whether another replica watches the session.
+async fn insert_turn_seen(
+    client: &impl deadpool_postgres::GenericClient,
+    origin: &ReplicaId,
+    session: SessionId,
+    epoch: Option<i64>,
+    write: Option<WriteId>,
+    turn: &NewTurn,
+) -> Result<Appended, StoreError> {
     let (call_id, tool_name, is_error) = match turn.tool_result_of() {
         Some((id, name, err)) => (Some(id), Some(name), err),
         None => (None, None, false),
@@ -175,7 +201,10 @@ pub(crate) async fn insert_turn(
                 .query_opt(&sql, &[session.as_uuid(), &write_uuid])
                 .await?;
             return match found {
-                Some(row) => turn_from_row(&row),
+                Some(row) => turn_from_row(&row).map(|turn| Appended {
+                    turn,
+                    watched_elsewhere: true,
+                }),
                 None => Err(StoreError::Internal(
                     "write id conflicted but its turn is not there".into(),
                 )),
@@ -186,7 +215,8 @@ pub(crate) async fn insert_turn(
     let Some(row) = row else {
         return Err(no_row(client, session, epoch).await);
     };
-    Ok(Turn {
+    let watched_elsewhere = crate::rows::get(&row, 2)?;
+    let turn = Turn {
         session_id: session,
         seq: crate::rows::seq(crate::rows::get(&row, 0)?)?,
         role: turn.role(),
@@ -198,6 +228,10 @@ pub(crate) async fn insert_turn(
         is_error,
         usage,
         created_at: crate::rows::get(&row, 1)?,
+    };
+    Ok(Appended {
+        turn,
+        watched_elsewhere,
     })
 }
 
@@ -256,7 +290,9 @@ impl Store {
     /// request or burst) does not cancel the write, so what already happened
     /// is still recorded. Shutdown waits for writes in flight.
     pub async fn append_turn(&self, session: SessionId, turn: NewTurn) -> Result<Turn, StoreError> {
-        self.append(session, None, None, turn).await
+        self.append(session, None, None, turn)
+            .await
+            .map(|appended| appended.turn)
     }
 
     /// [`Store::append_turn`] for a burst: fenced by its lease, so the
@@ -269,7 +305,7 @@ impl Store {
         lease: &Lease,
         write: WriteId,
         turn: NewTurn,
-    ) -> Result<Turn, StoreError> {
+    ) -> Result<Appended, StoreError> {
         self.append(lease.session(), Some(lease.epoch()), Some(write), turn)
             .await
     }
@@ -280,13 +316,13 @@ impl Store {
         epoch: Option<i64>,
         write: Option<WriteId>,
         turn: NewTurn,
-    ) -> Result<Turn, StoreError> {
+    ) -> Result<Appended, StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
         self.detached(async move {
             store
                 .run_with_timeout("append_turn", limit, async |c| {
-                    insert_turn(&*c, &store.replica, session, epoch, write, &turn).await
+                    insert_turn_seen(&*c, &store.replica, session, epoch, write, &turn).await
                 })
                 .await
         })
