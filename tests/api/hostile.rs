@@ -451,11 +451,13 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
     let call = a
         .append_turn_leased(&lease, write, assistant.clone())
         .await
-        .unwrap();
+        .unwrap()
+        .turn;
     let retried = a
         .append_turn_leased(&lease, write, assistant)
         .await
-        .unwrap();
+        .unwrap()
+        .turn;
     assert_eq!(retried, call);
     a.notify_tool_call_start(session, call.seq, "c\0", "n\0", call.created_at)
         .await
@@ -472,7 +474,8 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
             },
         )
         .await
-        .unwrap();
+        .unwrap()
+        .turn;
     // A recovery notice whose plan alone holds NUL (and the escape
     // character): the row is escaped for its plan, which rides inline.
     let mut plan =
@@ -488,7 +491,8 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
             },
         )
         .await
-        .unwrap();
+        .unwrap()
+        .turn;
     assert_eq!(notice.repaired_call_ids(), ["c\0", "\u{E000}0"]);
     // Too large to inline: announced by seq, fetched escaped and decoded.
     let big = a
@@ -498,7 +502,8 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
             NewTurn::notice(format!("{}\0", "\0".repeat(5_000))),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .turn;
     let seen = until_marker(&app.db_url, &mut rx, "m1").await;
     let inline: Vec<_> = seen
         .iter()

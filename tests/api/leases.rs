@@ -76,7 +76,8 @@ async fn a_replaced_worker_cannot_append_report_or_close() {
     let stale: Lease = a.claim_pending(session).await.unwrap().expect("pending");
     a.append_turn_leased(&stale, WriteId::new(), says("before the takeover"))
         .await
-        .unwrap();
+        .unwrap()
+        .turn;
     // A live lease is not an orphan.
     assert_eq!(b.claim_orphan(session).await.unwrap(), None);
     expire(&app.db_url, session).await;
@@ -120,7 +121,8 @@ async fn a_replaced_worker_cannot_append_report_or_close() {
     let turn = b
         .append_turn_leased(&fresh, WriteId::new(), says("recovered"))
         .await
-        .unwrap();
+        .unwrap()
+        .turn;
     assert_eq!(turn.seq.as_i64(), 3);
     let all = b.all_turns(session).await.unwrap();
     assert_eq!(
@@ -180,14 +182,18 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
     let session = pending_session(&a).await;
     let lease = a.claim_pending(session).await.unwrap().unwrap();
     // Nobody watches: no announcement (commits stay off the notify lock).
-    a.append_turn_leased(&lease, WriteId::new(), says("unwatched"))
+    let appended = a
+        .append_turn_leased(&lease, WriteId::new(), says("unwatched"))
         .await
         .unwrap();
+    assert!(!appended.watched_elsewhere);
     // The writer's own watcher does not count either.
     a.register_watcher(session).await.unwrap();
-    a.append_turn_leased(&lease, WriteId::new(), says("watched by the writer only"))
+    let appended = a
+        .append_turn_leased(&lease, WriteId::new(), says("watched by the writer only"))
         .await
         .unwrap();
+    assert!(!appended.watched_elsewhere, "the writer's own registration");
     marker(&app.db_url, "m1").await;
     let seen = until_marker(&mut rx, "m1").await;
     assert!(
@@ -198,10 +204,13 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
     // Another replica watches: every turn is announced, whole, by the writer.
     b.register_watcher(session).await.unwrap();
     b.register_watcher(session).await.unwrap(); // idempotent
-    let turn = a
+    let appended = a
         .append_turn_leased(&lease, WriteId::new(), says("watched"))
         .await
         .unwrap();
+    // What the burst reads to decide whether a tool start is announced.
+    assert!(appended.watched_elsewhere);
+    let turn = appended.turn;
     marker(&app.db_url, "m2").await;
     let seen = until_marker(&mut rx, "m2").await;
     match seen.as_slice() {
@@ -226,7 +235,8 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
     let big = a
         .append_turn_leased(&lease, WriteId::new(), says(&"x".repeat(10_000)))
         .await
-        .unwrap();
+        .unwrap()
+        .turn;
     marker(&app.db_url, "m2b").await;
     let seen = until_marker(&mut rx, "m2b").await;
     assert!(

@@ -45,9 +45,16 @@ impl AgentRuntime {
         if threads == 0 {
             return Ok(Self::shared());
         }
+        // Its threads log where the thread that built it logs: the global
+        // subscriber in production, a test's own (thread-local) one in
+        // tests. The guard lives as long as the thread.
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("inquest-agent")
+            .on_thread_start(move || {
+                std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+            })
             .enable_all()
             .build()
             .context("starting the agent runtime")?;
