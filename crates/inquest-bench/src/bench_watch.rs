@@ -30,6 +30,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
 const STREAMS_PER_CONNECTION: usize = 100;
+/// Idle watchers per session in the memory measurement.
+const PER_SESSION: usize = 1_000;
 
 pub struct WatchBench {
     pub url: String,
@@ -562,7 +564,13 @@ async fn idle_memory(bench: &WatchBench) -> anyhow::Result<()> {
         // A running session, made through the store (status lives there).
         let store = inquest_store::Store::connect(&inquest_store::StoreConfig::new(&bench.url))?;
         let log = TurnLog::new(store, inquest_broadcast::TurnBroadcaster::default());
-        let (session, burst) = running_session(&log).await?;
+        // Spread over sessions: `limits.max_watch_streams_per_session`
+        // (default 1,000) caps one session's streams on a replica.
+        let mut sessions = Vec::new();
+        for _ in 0..bench.idle_watchers.div_ceil(PER_SESSION).max(1) {
+            sessions.push(running_session(&log).await?);
+        }
+        let session = sessions[0].0;
         let channels = connections(&endpoint, bench.idle_watchers).await?;
         for ch in &channels {
             // One round trip per connection so it is fully set up.
@@ -579,7 +587,7 @@ async fn idle_memory(bench: &WatchBench) -> anyhow::Result<()> {
             let mut client = InvestigationsClient::new(channels[w / STREAMS_PER_CONNECTION].clone());
             let mut stream = client
                 .watch_session(pb::WatchSessionRequest {
-                    session_id: session.to_string(),
+                    session_id: sessions[w / PER_SESSION].0.to_string(),
                     after_seq: 0,
                 })
                 .await?
@@ -600,8 +608,9 @@ async fn idle_memory(bench: &WatchBench) -> anyhow::Result<()> {
             per
         );
         drop(streams);
-        burst.close(inquest_core::ExitReason::AwaitingUser)
-            .await?;
+        for (_, burst) in sessions {
+            burst.close(inquest_core::ExitReason::AwaitingUser).await?;
+        }
         Ok(())
     }
     .await;
