@@ -56,8 +56,9 @@ pub struct TurnPage {
 /// `updated_at` as read is the later of the row's and its head turn's
 /// `created_at` ([`crate::sessions`] `SESSION_COLUMNS`), which is the same
 /// instant this statement used to store. Setting it made every append a
-/// non-HOT update that inserted into all eight indexes of the table (issue
-/// 14 item 3, docs/benchmarks.md "Turn appends"); `tests/api/turns.rs`
+/// non-HOT update that added an entry to every index of the table whose
+/// predicate the row met, seven for a running session (issue 14 item 3,
+/// docs/benchmarks.md "Turn appends"); `tests/api/turns.rs`
 /// `an_append_changes_no_indexed_session_column` keeps it so.
 const APPEND_SQL: &str = "WITH bumped AS ( \
              UPDATE sessions SET head_seq = head_seq + 1, turn_count = turn_count + 1, \
