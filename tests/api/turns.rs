@@ -210,3 +210,192 @@ async fn tool_calls_and_results_round_trip_through_the_api() {
     assert_eq!(s.tool_calls, 1);
     app.stop().await.unwrap();
 }
+
+// ---- Appends near the INSERT ceiling (issue 14 item 3): the append's
+// session-row update must be able to stay HOT, and `updated_at` as read
+// must still move with every turn.
+
+/// Every turn kind an append writes, spending tokens (unknown cost), so
+/// every counter the statement bumps changes.
+fn every_kind() -> Vec<NewTurn> {
+    vec![
+        NewTurn::Assistant {
+            text: "looking".into(),
+            tool_calls: vec![inquest_core::ToolCall {
+                id: "c1".into(),
+                name: "grep_logs".into(),
+                arguments: inquest_core::ToolArguments::from_model("{}"),
+            }],
+            usage: TokenUsage::new(120, 7),
+        },
+        NewTurn::Tool {
+            call_id: "c1".into(),
+            tool_name: "grep_logs".into(),
+            content: "ENOSPC".into(),
+            is_error: false,
+        },
+        NewTurn::notice("a notice"),
+        NewTurn::User(UserMessage::parse("and now?".into(), &Limits::default()).unwrap()),
+        assistant("done"),
+    ]
+}
+
+/// The columns of `sessions` some index covers: keys, expressions and
+/// partial-index predicates, from the catalog, so an index added later is
+/// checked too. An update that changes none of them can be HOT.
+async fn indexed_session_columns(db: &tokio_postgres::Client) -> Vec<String> {
+    let rows = db
+        .query(
+            "SELECT DISTINCT a.attname::text FROM pg_index i \
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum > 0 \
+                 AND NOT a.attisdropped \
+             WHERE i.indrelid = 'sessions'::regclass AND (a.attnum = ANY (i.indkey) \
+                 OR coalesce(pg_get_expr(i.indexprs, i.indrelid), '') \
+                     ~ ('\\m' || a.attname || '\\M') \
+                 OR coalesce(pg_get_expr(i.indpred, i.indrelid), '') \
+                     ~ ('\\m' || a.attname || '\\M')) \
+             ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+/// An append changes no indexed column of its session row, for every turn
+/// kind: the precondition of a HOT update. With `updated_at = now()` in the
+/// append statement (a key of `sessions_pending`) this fails.
+#[tokio::test]
+async fn an_append_changes_no_indexed_session_column() {
+    let app = spawn_app().await;
+    let id = session(&app).await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    let columns = indexed_session_columns(&db).await;
+    // The catalog query sees what it must: the listing keys and the
+    // pending queue's key and predicate.
+    for expected in ["id", "status", "tenant", "updated_at", "lease_expires_at"] {
+        assert!(
+            columns.iter().any(|c| c == expected),
+            "{expected} missing from {columns:?}"
+        );
+    }
+    let snapshot = format!(
+        "SELECT row({})::text, xmin::text FROM sessions WHERE id = $1",
+        columns.join(", ")
+    );
+    let uuid = *id.as_uuid();
+    for turn in every_kind() {
+        let role = turn.role();
+        let (before, before_xmin): (String, String) = {
+            let r = db.query_one(&snapshot, &[&uuid]).await.unwrap();
+            (r.get(0), r.get(1))
+        };
+        app.store.append_turn(id, turn).await.unwrap();
+        let r = db.query_one(&snapshot, &[&uuid]).await.unwrap();
+        let (after, after_xmin): (String, String) = (r.get(0), r.get(1));
+        // The row was rewritten (the counters moved) ...
+        assert_ne!(before_xmin, after_xmin, "{role:?}: the row was not updated");
+        // ... and no indexed value with it.
+        assert_eq!(before, after, "{role:?} changed an indexed column");
+    }
+    let row = app.store.get_session(id).await.unwrap();
+    assert_eq!(
+        (row.turn_count, row.tool_calls, row.input_tokens),
+        (6, 1, 130)
+    );
+    app.stop().await.unwrap();
+}
+
+/// PostgreSQL's own count agrees: every append's update of the session row
+/// was HOT. The counts are read once the appending store's connections
+/// closed (a backend flushes its statistics when it exits), polled for a
+/// bounded time so a broken build fails instead of hanging.
+#[tokio::test]
+async fn appends_update_the_session_row_hot() {
+    let app = spawn_app().await;
+    let id = session(&app).await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    let counts = "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables \
+                  WHERE relid = 'sessions'::regclass";
+    let read = async |db: &tokio_postgres::Client| -> (i64, i64) {
+        let r = db.query_one(counts, &[]).await.unwrap();
+        (r.get(0), r.get(1))
+    };
+    let (upd_before, hot_before) = read(&db).await;
+    const APPENDS: i64 = 40;
+    {
+        let store =
+            inquest_store::Store::connect(&inquest_store::StoreConfig::new(&app.db_url)).unwrap();
+        for i in 0..APPENDS {
+            let turn = match i % 5 {
+                0 => NewTurn::notice("n"),
+                _ => assistant(&format!("turn {i}")),
+            };
+            store.append_turn(id, turn).await.unwrap();
+        }
+    }
+    let mut seen = (upd_before, hot_before);
+    for _ in 0..600 {
+        seen = read(&db).await;
+        if seen.0 - upd_before >= APPENDS {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (upd, hot) = (seen.0 - upd_before, seen.1 - hot_before);
+    assert!(
+        upd >= APPENDS,
+        "the appends' updates never showed in pg_stat_user_tables ({upd} of {APPENDS})"
+    );
+    assert!(
+        hot >= APPENDS,
+        "{hot} of {upd} session-row updates were HOT; the {APPENDS} appends' must all be"
+    );
+    app.stop().await.unwrap();
+}
+
+/// `updated_at` as read (GetSession, ListSessions, the store) is the head
+/// turn's commit instant after an append, and a later row change (a
+/// cancel) moves it on: it is never older than the newest turn.
+#[tokio::test]
+async fn updated_at_follows_the_newest_turn() {
+    let app = spawn_app().await;
+    let id = session(&app).await;
+    let started = app.store.get_session(id).await.unwrap().updated_at;
+    let turn = app.store.append_turn(id, assistant("x")).await.unwrap();
+    assert!(turn.created_at >= started);
+    let row = app.store.get_session(id).await.unwrap();
+    assert_eq!(row.updated_at, turn.created_at);
+
+    let mut client = app.client().await;
+    let got = client
+        .get_session(pb::GetSessionRequest {
+            session_id: id.to_string(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let stamp = got.updated_at.expect("updated_at");
+    let wire = time::OffsetDateTime::from_unix_timestamp_nanos(
+        i128::from(stamp.seconds) * 1_000_000_000 + i128::from(stamp.nanos),
+    )
+    .unwrap();
+    assert_eq!(wire, turn.created_at);
+    let listed = app
+        .store
+        .list_sessions(&inquest_core::Tenant::default_tenant(), None, &[], None, 10)
+        .await
+        .unwrap();
+    let listed = listed.sessions.iter().find(|s| s.id == id).unwrap();
+    assert_eq!(listed.updated_at, turn.created_at);
+
+    client
+        .cancel_session(pb::CancelSessionRequest {
+            session_id: id.to_string(),
+        })
+        .await
+        .unwrap();
+    let cancelled = app.store.get_session(id).await.unwrap();
+    assert!(cancelled.updated_at >= turn.created_at);
+    app.stop().await.unwrap();
+}

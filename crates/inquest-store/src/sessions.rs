@@ -54,8 +54,18 @@ impl SessionRow {
     }
 }
 
+/// The columns [`session_from_row`] reads, in its order. `updated_at` is the
+/// later of the row's (status, lease and plan changes set it) and its head
+/// turn's `created_at`: the append statement leaves the column alone so its
+/// update of the row stays HOT (see `turns.rs` `APPEND_SQL`). The head turn
+/// is one primary-key lookup; it is NULL (ignored by `GREATEST`) for a
+/// session with no turn yet. Usable in `SELECT ... FROM sessions` and in
+/// `RETURNING` of a statement on `sessions` that gives it no alias.
 pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, head_seq, turn_count, \
-     tool_calls, input_tokens, output_tokens, created_at, updated_at, last_recovery_plan, \
+     tool_calls, input_tokens, output_tokens, created_at, \
+     GREATEST(sessions.updated_at, (SELECT t.created_at FROM turns t \
+         WHERE t.session_id = sessions.id AND t.seq = sessions.head_seq)) AS updated_at, \
+     last_recovery_plan, \
      lease_owner, lease_expires_at, lease_epoch, recovery_plan_escaped, trace_id, \
      cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, cost_unknown_turns";
 

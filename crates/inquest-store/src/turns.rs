@@ -48,10 +48,22 @@ pub struct TurnPage {
 ///
 /// Only `seq` and `created_at` come back: the rest of the row is what the
 /// caller sent, so it is not shipped back and decoded again.
+///
+/// The `UPDATE` changes no column any index of `sessions` covers (keys or
+/// partial-index predicates), so PostgreSQL can make it a HOT update: one
+/// new row version on the same page and no index entry. It therefore does
+/// not set `updated_at` (a key of `sessions_pending`, V4): a session's
+/// `updated_at` as read is the later of the row's and its head turn's
+/// `created_at` ([`crate::sessions`] `SESSION_COLUMNS`), which is the same
+/// instant this statement used to store. Setting it made every append a
+/// non-HOT update that added an entry to every index of the table whose
+/// predicate the row met, seven for a running session (issue 14 item 3,
+/// docs/benchmarks.md "Turn appends"); `tests/api/turns.rs`
+/// `an_append_changes_no_indexed_session_column` keeps it so.
 const APPEND_SQL: &str = "WITH bumped AS ( \
              UPDATE sessions SET head_seq = head_seq + 1, turn_count = turn_count + 1, \
                  tool_calls = tool_calls + $8, input_tokens = input_tokens + $9, \
-                 output_tokens = output_tokens + $10, updated_at = now(), \
+                 output_tokens = output_tokens + $10, \
                  cache_read_input_tokens = cache_read_input_tokens + $16, \
                  cache_creation_input_tokens = cache_creation_input_tokens + $17, \
                  cost_nano_usd = cost_nano_usd + coalesce($18::bigint, 0), \
