@@ -17,6 +17,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio::runtime::{Handle, Runtime};
 
+/// The most `[runtime] agent_threads` accepts.
+pub const MAX_AGENT_THREADS: usize = 256;
+
 /// Owns the burst runtime (if split off). Cheap to clone; the runtime
 /// shuts down when the last clone goes, without waiting for its tasks
 /// (the server waits for every burst before it lets go).

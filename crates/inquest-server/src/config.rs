@@ -353,6 +353,12 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_agent()?;
+        if self.runtime.agent_threads > crate::agent_runtime::MAX_AGENT_THREADS {
+            return Err(ConfigError::Invalid(format!(
+                "runtime.agent_threads must be at most {}",
+                crate::agent_runtime::MAX_AGENT_THREADS
+            )));
+        }
         self.tenants.validate().map_err(ConfigError::Invalid)?;
         self.limits.validate()?;
         self.auth.validate().map_err(ConfigError::Invalid)?;
@@ -515,6 +521,23 @@ mod tests {
                 .is_err()
         );
         c.limits.max_message_bytes = 0;
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn agent_threads_come_from_the_file_and_the_environment() {
+        assert!(Config::default().runtime.agent_threads >= 1);
+        let mut c = Config::from_toml("[runtime]\nagent_threads = 0").unwrap();
+        assert_eq!(c.runtime.agent_threads, 0);
+        c.apply_env(|k| (k == "INQUEST_AGENT_THREADS").then(|| "3".into()))
+            .unwrap();
+        assert_eq!(c.runtime.agent_threads, 3);
+        assert!(
+            c.apply_env(|k| (k == "INQUEST_AGENT_THREADS").then(|| "-1".into()))
+                .is_err()
+        );
+        assert!(Config::from_toml("[runtime]\nthreads = 2").is_err());
+        c.runtime.agent_threads = 100_000;
         assert!(c.validate().is_err());
     }
 
