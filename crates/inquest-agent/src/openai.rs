@@ -255,7 +255,7 @@ pub fn request_body(model: &str, request: &CompletionRequest<'_>) -> Value {
     Value::Object(body)
 }
 
-fn message(message: &Message) -> Option<Value> {
+fn message(message: &Message<'_>) -> Option<Value> {
     Some(match message {
         Message::User { text } => json!({"role": "user", "content": text}),
         Message::Assistant { text, tool_calls } if tool_calls.is_empty() => {
@@ -289,7 +289,7 @@ fn message(message: &Message) -> Option<Value> {
             let content = if *is_error {
                 format!("{TOOL_ERROR_PREFIX}{content}")
             } else {
-                content.clone()
+                content.to_string()
             };
             json!({"role": "tool", "tool_call_id": call_id, "content": content})
         }
@@ -380,8 +380,8 @@ mod tests {
             arguments: ToolArguments::from_model("{oops"),
         };
         let assistant = message(&Message::Assistant {
-            text: String::new(),
-            tool_calls: vec![call],
+            text: "".into(),
+            tool_calls: vec![call.into()],
         });
         assert_eq!(
             assistant,

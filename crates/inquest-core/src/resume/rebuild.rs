@@ -39,18 +39,38 @@
 //!
 //! Never panics, whatever the input.
 
+//! The rebuilt messages borrow from the turns (see [`Message`]); the cost
+//! is one pass with no copy of any text and no decoded JSON: a call's
+//! arguments stay the stored `Value`, call ids are interned once (each
+//! distinct stored id gets a number; every later lookup is by number), and
+//! the calls still waiting for a result are kept per id in a linked list,
+//! so matching a result is O(1) whatever the session's length.
+
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
+use serde_json::Value;
+
 use super::message::{
-    EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,
+    CallArguments, EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message,
+    MessageCall, Repair,
 };
 use crate::{Role, ToolCall, Turn};
 
-/// A rebuilt transcript and what was changed to make it valid.
+/// A rebuilt transcript and what was changed to make it valid. Its
+/// messages borrow from the turns it was rebuilt from.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Rebuilt {
-    pub messages: Vec<Message>,
+pub struct Rebuilt<'a> {
+    pub messages: Vec<Message<'a>>,
     pub repairs: Vec<Repair>,
+}
+
+impl Rebuilt<'_> {
+    /// The messages, owning what they hold (for a transcript that outlives
+    /// the turns, like the agent's).
+    pub fn into_owned_messages(self) -> Vec<Message<'static>> {
+        self.messages.into_iter().map(Message::into_owned).collect()
+    }
 }
 
 /// The calls of an assistant turn if they decode and every call has an id
@@ -64,6 +84,49 @@ pub fn usable_tool_calls(turn: &Turn) -> Option<Vec<ToolCall>> {
         .iter()
         .all(|c| !c.id.trim().is_empty() && !c.name.trim().is_empty())
         .then_some(calls)
+}
+
+/// [`usable_tool_calls`], borrowed from the turn: the same calls, in the
+/// same cases, without decoding the stored JSON into owned values.
+pub fn stored_calls(turn: &Turn) -> Option<Vec<MessageCall<'_>>> {
+    if turn.role != Role::Assistant {
+        return Some(Vec::new());
+    }
+    let calls = decoded_calls(turn)?;
+    calls
+        .iter()
+        .all(|c| !c.id.trim().is_empty() && !c.name.trim().is_empty())
+        .then_some(calls)
+}
+
+/// [`Turn::tool_calls`], borrowed from the turn where the column has the
+/// shape every writer produces; a column of another shape that still
+/// decodes is decoded as [`ToolCall::decode_all`] does, and owned. `None`
+/// when it does not decode.
+pub(crate) fn decoded_calls(turn: &Turn) -> Option<Vec<MessageCall<'_>>> {
+    if turn.role == Role::Compaction {
+        return Some(Vec::new());
+    }
+    if let Value::Array(items) = &turn.tool_calls_raw
+        && let Some(calls) = items.iter().map(borrowed_call).collect()
+    {
+        return Some(calls);
+    }
+    let calls = turn.tool_calls().ok()?;
+    Some(calls.into_iter().map(MessageCall::from).collect())
+}
+
+/// A stored call of the shape [`ToolCall::encode_all`] writes (an object
+/// with a string `id` and `name` and object-or-string `arguments`; other
+/// keys ignored, as the decoder ignores them), borrowed; `None` for any
+/// other shape.
+fn borrowed_call(item: &Value) -> Option<MessageCall<'_>> {
+    let object = item.as_object()?;
+    Some(MessageCall {
+        id: Cow::Borrowed(object.get("id")?.as_str()?),
+        name: Cow::Borrowed(object.get("name")?.as_str()?),
+        arguments: CallArguments::from_stored(object.get("arguments")?)?,
+    })
 }
 
 /// The text an assistant turn with undecodable calls is kept as.
@@ -86,26 +149,6 @@ pub fn undecodable_turn_text(turn: &Turn) -> String {
     }
 }
 
-struct Answer {
-    content: String,
-    is_error: bool,
-}
-
-struct OutCall {
-    stored_id: String,
-    call: ToolCall,
-    answer: Option<Answer>,
-}
-
-enum Block {
-    User(String),
-    Assistant {
-        seq: u64,
-        text: String,
-        calls: Vec<OutCall>,
-    },
-}
-
 /// One input of the rebuild: a stored turn, or a compaction's summary.
 enum Item<'a> {
     Turn(&'a Turn),
@@ -114,20 +157,20 @@ enum Item<'a> {
 
 /// The turns (and summary) the transcript is rebuilt from: everything, or
 /// from the latest compaction on (see the module docs).
-fn view(turns: &[Turn]) -> Vec<Item<'_>> {
+fn view<'a>(turns: &[&'a Turn]) -> Vec<Item<'a>> {
     let latest = turns
         .iter()
         .enumerate()
         .rev()
-        .find_map(|(i, t)| t.compaction().map(|info| (i, t, info)));
+        .find_map(|(i, t)| t.compaction().map(|info| (i, *t, info)));
     let Some((at, compaction, info)) = latest else {
-        return turns.iter().map(Item::Turn).collect();
+        return turns.iter().map(|t| Item::Turn(t)).collect();
     };
     let retained = |t: &Turn| t.seq.get() >= info.first_retained_seq;
     let mut items = Vec::new();
     let opening = turns[..at].iter().position(|t| t.role == Role::User);
     if let Some(o) = opening {
-        items.push(Item::Turn(&turns[o]));
+        items.push(Item::Turn(turns[o]));
     }
     let model_turns = info.carried.as_ref().map(|c| c.assistant_turns);
     items.push(Item::Summary(crate::compaction::summary_message(
@@ -145,39 +188,171 @@ fn view(turns: &[Turn]) -> Vec<Item<'_>> {
     items
 }
 
+/// No call: the end of a list.
+const NONE: u32 = u32::MAX;
+
+fn index(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(NONE - 1)
+}
+
+enum Block<'a> {
+    User(Cow<'a, str>),
+    Assistant {
+        seq: u64,
+        text: Cow<'a, str>,
+        calls: Vec<MessageCall<'a>>,
+        /// The number (over the whole transcript) of its first call.
+        first_call: usize,
+    },
+}
+
+/// Every call of the transcript by number, in order of appearance.
+#[derive(Default)]
+struct Calls<'a> {
+    /// Stored id → interned number.
+    ids: HashMap<Cow<'a, str>, u32>,
+    /// Per interned id: its stored text, and the first and last of its
+    /// calls still without a result.
+    id_text: Vec<Cow<'a, str>>,
+    waiting: Vec<(u32, u32)>,
+    /// Per call: its interned stored id, its block, its neighbours in its
+    /// id's waiting list, and its result once one is found.
+    id: Vec<u32>,
+    block: Vec<u32>,
+    links: Vec<(u32, u32)>,
+    answer: Vec<Option<(Cow<'a, str>, bool)>>,
+}
+
+impl<'a> Calls<'a> {
+    /// Adds a call of `block` with stored id `stored`; false when the id
+    /// was used by an earlier call.
+    // The `Cow` itself is cloned into the map, so a borrowed id stays
+    // borrowed (a `&str` would lose `'a`).
+    #[allow(clippy::ptr_arg)]
+    fn push(&mut self, stored: &Cow<'a, str>, block: usize) -> bool {
+        let n = index(self.id.len());
+        let (ix, fresh) = match self.ids.get(stored.as_ref()) {
+            Some(&ix) => (ix, false),
+            None => {
+                let ix = index(self.id_text.len());
+                self.ids.insert(stored.clone(), ix);
+                self.id_text.push(stored.clone());
+                self.waiting.push((NONE, NONE));
+                (ix, true)
+            }
+        };
+        self.id.push(ix);
+        self.block.push(index(block));
+        self.answer.push(None);
+        let (first, last) = self
+            .waiting
+            .get(ix as usize)
+            .copied()
+            .unwrap_or((NONE, NONE));
+        self.links.push((last, NONE));
+        if let Some(l) = self.links.get_mut(last as usize) {
+            l.1 = n;
+        }
+        let first = if first == NONE { n } else { first };
+        if let Some(w) = self.waiting.get_mut(ix as usize) {
+            *w = (first, n);
+        }
+        fresh
+    }
+
+    /// Takes call `n` out of its id's waiting list.
+    fn answered(&mut self, n: u32) {
+        let Some(&(prev, next)) = self.links.get(n as usize) else {
+            return;
+        };
+        let Some(&ix) = self.id.get(n as usize) else {
+            return;
+        };
+        if let Some(p) = self.links.get_mut(prev as usize) {
+            p.1 = next;
+        }
+        if let Some(q) = self.links.get_mut(next as usize) {
+            q.0 = prev;
+        }
+        if let Some(w) = self.waiting.get_mut(ix as usize) {
+            if w.0 == n {
+                w.0 = next;
+            }
+            if w.1 == n {
+                w.1 = prev;
+            }
+        }
+    }
+
+    /// The call a result for stored id `id` answers, with whether it is
+    /// one of the open block's (see the module docs); `Err(known)` when
+    /// none waits, `known` saying whether a call with that id exists.
+    fn target(&self, id: &str, open: Option<usize>) -> Result<(u32, bool), bool> {
+        let Some(&ix) = self.ids.get(id) else {
+            return Err(false);
+        };
+        let (_, last) = self
+            .waiting
+            .get(ix as usize)
+            .copied()
+            .unwrap_or((NONE, NONE));
+        if last == NONE {
+            return Err(true);
+        }
+        // The open block's calls are the newest, so its waiting calls are
+        // the end of the list: the first of them is the one answered.
+        let open = open.map(index);
+        let mut in_open = None;
+        let mut n = last;
+        while n != NONE && Some(self.block.get(n as usize).copied().unwrap_or(NONE)) == open {
+            in_open = Some(n);
+            n = self.links.get(n as usize).map_or(NONE, |l| l.0);
+        }
+        Ok(match in_open {
+            Some(n) => (n, true),
+            None => (last, false),
+        })
+    }
+}
+
+/// Every id a call may end up with, so renames never collide: made the
+/// first time a call is renamed (rare: legacy sessions of providers that
+/// reused ids).
+fn all_call_ids<'a>(items: &[Item<'a>]) -> HashSet<Cow<'a, str>> {
+    let mut taken = HashSet::new();
+    for item in items {
+        if let Item::Turn(t) = item {
+            for call in stored_calls(t).unwrap_or_default() {
+                taken.insert(call.id);
+            }
+        }
+    }
+    taken
+}
+
 /// Rebuilds the provider-neutral transcript; see the module docs.
-pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
+pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt<'_> {
+    let refs: Vec<&Turn> = turns.iter().collect();
+    rebuild_refs(&refs)
+}
+
+/// [`rebuild_messages`] over turns given by reference (a filtered view).
+pub(crate) fn rebuild_refs<'a>(turns: &[&'a Turn]) -> Rebuilt<'a> {
     let items = view(turns);
     let mut repairs = Vec::new();
-    let mut blocks: Vec<Block> = Vec::new();
+    let mut blocks: Vec<Block<'a>> = Vec::new();
     // The assistant block answered by results right now, if no user or
     // assistant turn came after it.
     let mut open: Option<usize> = None;
-    // Stored call id → (block, call index), in order of appearance.
-    let mut by_id: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
-    // Every id a call may end up with, so renames never collide.
-    // Each turn's calls, decoded once.
-    let mut decoded: Vec<Option<Vec<ToolCall>>> = items
-        .iter()
-        .map(|item| match item {
-            Item::Turn(t) => usable_tool_calls(t),
-            Item::Summary(_) => Some(Vec::new()),
-        })
-        .collect();
-    let mut taken: HashSet<String> = decoded
-        .iter()
-        .flatten()
-        .flatten()
-        .map(|c| c.id.clone())
-        .collect();
-    let mut used: HashSet<String> = HashSet::new();
+    let mut calls = Calls::default();
+    let mut taken: Option<HashSet<Cow<'a, str>>> = None;
 
-    for (i, item) in items.iter().enumerate() {
+    for item in &items {
         let turn = match item {
             Item::Turn(turn) => *turn,
             Item::Summary(text) => {
                 open = None;
-                blocks.push(Block::User(text.clone()));
+                blocks.push(Block::User(Cow::Owned(text.clone())));
                 continue;
             }
         };
@@ -188,132 +363,122 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
                 open = None;
                 let text = if turn.content.trim().is_empty() {
                     repairs.push(Repair::EmptyUserMessage { seq });
-                    EMPTY_USER_MESSAGE.to_owned()
+                    Cow::Borrowed(EMPTY_USER_MESSAGE)
                 } else {
-                    turn.content.clone()
+                    Cow::Borrowed(turn.content.as_str())
                 };
                 blocks.push(Block::User(text));
             }
             Role::Assistant => {
                 open = None;
-                let (text, calls) = match decoded.get_mut(i).and_then(Option::take) {
-                    Some(calls) => (turn.content.clone(), calls),
+                let (text, mut out) = match stored_calls(turn) {
+                    Some(out) => (Cow::Borrowed(turn.content.as_str()), out),
                     None => {
                         repairs.push(Repair::UndecodableToolCalls { seq });
-                        (undecodable_turn_text(turn), Vec::new())
+                        (Cow::Owned(undecodable_turn_text(turn)), Vec::new())
                     }
                 };
-                if calls.is_empty() && text.trim().is_empty() {
+                if out.is_empty() && text.trim().is_empty() {
                     repairs.push(Repair::DroppedEmptyAssistantTurn { seq });
                     continue;
                 }
                 // Providers refuse whitespace-only text; blank means none.
                 let text = if text.trim().is_empty() {
-                    String::new()
+                    Cow::Borrowed("")
                 } else {
                     text
                 };
                 let index = blocks.len();
-                let mut out = Vec::with_capacity(calls.len());
-                for mut call in calls {
-                    let stored_id = call.id.clone();
-                    if !used.insert(stored_id.clone()) {
-                        let new_id = fresh_id(&stored_id, &mut taken);
+                let first_call = calls.id.len();
+                for call in &mut out {
+                    if !calls.push(&call.id, index) {
+                        let taken = taken.get_or_insert_with(|| all_call_ids(&items));
+                        let new_id = fresh_id(&call.id, taken);
                         repairs.push(Repair::RenamedDuplicateToolCall {
-                            call_id: stored_id.clone(),
+                            call_id: call.id.clone().into_owned(),
                             new_id: new_id.clone(),
                             seq,
                         });
-                        used.insert(new_id.clone());
-                        call.id = new_id;
+                        call.id = Cow::Owned(new_id);
                     }
-                    by_id
-                        .entry(stored_id.clone())
-                        .or_default()
-                        .push((index, out.len()));
-                    out.push(OutCall {
-                        stored_id,
-                        call,
-                        answer: None,
-                    });
                 }
                 let has_calls = !out.is_empty();
                 blocks.push(Block::Assistant {
                     seq,
                     text,
                     calls: out,
+                    first_call,
                 });
                 if has_calls {
                     open = Some(index);
                 }
             }
             Role::Tool => {
-                let call_id = turn.tool_call_id.clone().unwrap_or_default();
-                let candidates = by_id.get(&call_id).map(Vec::as_slice).unwrap_or(&[]);
-                let unanswered = |&&(b, c): &&(usize, usize)| match blocks.get(b) {
-                    Some(Block::Assistant { calls, .. }) => {
-                        calls.get(c).is_some_and(|c| c.answer.is_none())
+                let call_id = turn.tool_call_id.as_deref().unwrap_or_default();
+                let (n, in_open) = match calls.target(call_id, open) {
+                    Ok(found) => found,
+                    Err(known) => {
+                        let call_id = call_id.to_owned();
+                        repairs.push(if known {
+                            Repair::DroppedDuplicateToolResult { call_id, seq }
+                        } else {
+                            Repair::DroppedOrphanToolResult { call_id, seq }
+                        });
+                        continue;
                     }
-                    _ => false,
                 };
-                let in_open = candidates
-                    .iter()
-                    .filter(|(b, _)| Some(*b) == open)
-                    .find(unanswered);
-                let target = in_open.or_else(|| candidates.iter().rev().find(unanswered));
-                let Some(&(b, c)) = target else {
-                    repairs.push(if candidates.is_empty() {
-                        Repair::DroppedOrphanToolResult { call_id, seq }
-                    } else {
-                        Repair::DroppedDuplicateToolResult { call_id, seq }
-                    });
-                    continue;
-                };
-                if in_open.is_none() {
+                if !in_open {
                     repairs.push(Repair::MovedToolResult {
-                        call_id,
+                        call_id: call_id.to_owned(),
                         from_seq: seq,
                     });
                 }
-                if let Some(Block::Assistant { calls, .. }) = blocks.get_mut(b)
-                    && let Some(slot) = calls.get_mut(c)
-                {
-                    slot.answer = Some(Answer {
-                        content: turn.content.clone(),
-                        is_error: turn.is_error,
-                    });
+                calls.answered(n);
+                if let Some(slot) = calls.answer.get_mut(n as usize) {
+                    *slot = Some((Cow::Borrowed(turn.content.as_str()), turn.is_error));
                 }
             }
         }
     }
 
-    let mut messages = Vec::new();
+    let mut messages = Vec::with_capacity(calls.id.len() + blocks.len() + 1);
     for block in blocks {
         match block {
             Block::User(text) => messages.push(Message::User { text }),
-            Block::Assistant { seq, text, calls } => {
-                let mut tool_calls = Vec::with_capacity(calls.len());
-                let mut results = Vec::with_capacity(calls.len());
-                for out in calls {
-                    results.push((
-                        out.stored_id,
-                        out.call.id.clone(),
-                        out.call.name.clone(),
-                        out.answer,
-                    ));
-                    tool_calls.push(out.call);
-                }
-                messages.push(Message::Assistant { text, tool_calls });
-                for (stored_id, id, name, answer) in results {
-                    let (content, is_error) = match answer {
-                        Some(a) => (a.content, a.is_error),
+            Block::Assistant {
+                seq,
+                text,
+                calls: out,
+                first_call,
+            } => {
+                let count = out.len();
+                let at = messages.len();
+                messages.push(Message::Assistant {
+                    text,
+                    tool_calls: out,
+                });
+                for k in 0..count {
+                    let Some(Message::Assistant { tool_calls, .. }) = messages.get(at) else {
+                        break;
+                    };
+                    let Some(call) = tool_calls.get(k) else {
+                        break;
+                    };
+                    let (id, name) = (call.id.clone(), call.name.clone());
+                    let n = first_call + k;
+                    let (content, is_error) = match calls.answer.get_mut(n).and_then(Option::take) {
+                        Some(answer) => answer,
                         None => {
+                            let stored = calls
+                                .id
+                                .get(n)
+                                .and_then(|&ix| calls.id_text.get(ix as usize));
                             repairs.push(Repair::SynthesizedToolResult {
-                                call_id: stored_id,
-                                name: name.clone(),
+                                call_id: stored.map(|s| s.to_string()).unwrap_or_default(),
+                                name: name.clone().into_owned(),
                                 assistant_seq: seq,
                             });
-                            (INTERRUPTED_TOOL_RESULT.to_owned(), true)
+                            (Cow::Borrowed(INTERRUPTED_TOOL_RESULT), true)
                         }
                     };
                     messages.push(Message::ToolResult {
@@ -333,7 +498,7 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
         messages.insert(
             0,
             Message::User {
-                text: MISSING_OPENING_MESSAGE.to_owned(),
+                text: Cow::Borrowed(MISSING_OPENING_MESSAGE),
             },
         );
         repairs.push(Repair::InsertedOpeningUserMessage);
@@ -341,11 +506,12 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
     Rebuilt { messages, repairs }
 }
 
-fn fresh_id(id: &str, taken: &mut HashSet<String>) -> String {
+fn fresh_id<'a>(id: &str, taken: &mut HashSet<Cow<'a, str>>) -> String {
     let mut n: u64 = 2;
     loop {
         let candidate = format!("{id}_dup{n}");
-        if taken.insert(candidate.clone()) {
+        if !taken.contains(candidate.as_str()) {
+            taken.insert(Cow::Owned(candidate.clone()));
             return candidate;
         }
         n = n.saturating_add(1);
@@ -392,7 +558,7 @@ mod tests {
                     content,
                     is_error,
                     ..
-                } => Some((call_id.as_str(), content.as_str(), *is_error)),
+                } => Some((&**call_id, &**content, *is_error)),
                 _ => None,
             })
             .collect();
@@ -466,7 +632,8 @@ mod tests {
     fn undecodable_calls_become_text_and_openers_are_fixed() {
         let mut bad = assistant(1, "thinking", &[]);
         bad.tool_calls_raw = serde_json::json!({"not": "a list"});
-        let r = rebuild_messages(&[bad, user(2, "  ")]);
+        let turns = [bad, user(2, "  ")];
+        let r = rebuild_messages(&turns);
         assert_eq!(r.messages.len(), 3);
         assert!(
             matches!(&r.messages[0], Message::User { text } if text == MISSING_OPENING_MESSAGE)
@@ -516,7 +683,8 @@ mod tests {
         let r = rebuild_messages(&none_kept);
         assert_eq!(r.messages.len(), 3);
         // The opening inside the tail still comes first, once.
-        let r = rebuild_messages(&[user(1, "go"), compaction(2, "s", 1)]);
+        let turns = [user(1, "go"), compaction(2, "s", 1)];
+        let r = rebuild_messages(&turns);
         assert_eq!(r.messages.len(), 2);
         assert!(matches!(&r.messages[0], Message::User { text } if text == "go"));
     }
