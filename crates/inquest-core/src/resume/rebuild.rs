@@ -89,14 +89,30 @@ pub fn usable_tool_calls(turn: &Turn) -> Option<Vec<ToolCall>> {
 /// [`usable_tool_calls`], borrowed from the turn: the same calls, in the
 /// same cases, without decoding the stored JSON into owned values.
 pub fn stored_calls(turn: &Turn) -> Option<Vec<MessageCall<'_>>> {
+    let mut calls = Vec::new();
+    stored_calls_into(turn, &mut calls).then_some(calls)
+}
+
+/// [`stored_calls`] into `out` (cleared first, so one buffer serves a
+/// whole scan); false when the calls are not usable (`out` is then empty).
+pub(crate) fn stored_calls_into<'a>(turn: &'a Turn, out: &mut Vec<MessageCall<'a>>) -> bool {
+    out.clear();
     if turn.role != Role::Assistant {
-        return Some(Vec::new());
+        return true;
     }
-    let calls = decoded_calls(turn)?;
-    calls
-        .iter()
-        .all(|c| !c.id.trim().is_empty() && !c.name.trim().is_empty())
-        .then_some(calls)
+    if !decoded_calls_into(turn, out) {
+        return false;
+    }
+    if out.iter().all(|c| !is_blank(&c.id) && !is_blank(&c.name)) {
+        return true;
+    }
+    out.clear();
+    false
+}
+
+/// `text.trim().is_empty()`, reading it from one end only.
+pub(crate) fn is_blank(text: &str) -> bool {
+    text.chars().all(char::is_whitespace)
 }
 
 /// [`Turn::tool_calls`], borrowed from the turn where the column has the
@@ -104,16 +120,39 @@ pub fn stored_calls(turn: &Turn) -> Option<Vec<MessageCall<'_>>> {
 /// decodes is decoded as [`ToolCall::decode_all`] does, and owned. `None`
 /// when it does not decode.
 pub(crate) fn decoded_calls(turn: &Turn) -> Option<Vec<MessageCall<'_>>> {
+    let mut calls = Vec::new();
+    decoded_calls_into(turn, &mut calls).then_some(calls)
+}
+
+fn decoded_calls_into<'a>(turn: &'a Turn, out: &mut Vec<MessageCall<'a>>) -> bool {
+    out.clear();
     if turn.role == Role::Compaction {
-        return Some(Vec::new());
+        return true;
     }
-    if let Value::Array(items) = &turn.tool_calls_raw
-        && let Some(calls) = items.iter().map(borrowed_call).collect()
-    {
-        return Some(calls);
+    if let Value::Array(items) = &turn.tool_calls_raw {
+        out.reserve(items.len());
+        let mut borrowed = true;
+        for item in items {
+            match borrowed_call(item) {
+                Some(call) => out.push(call),
+                None => {
+                    borrowed = false;
+                    break;
+                }
+            }
+        }
+        if borrowed {
+            return true;
+        }
+        out.clear();
     }
-    let calls = turn.tool_calls().ok()?;
-    Some(calls.into_iter().map(MessageCall::from).collect())
+    match turn.tool_calls() {
+        Ok(calls) => {
+            out.extend(calls.into_iter().map(|c| -> MessageCall<'a> { c.into() }));
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// A stored call of the shape [`ToolCall::encode_all`] writes (an object
@@ -122,10 +161,19 @@ pub(crate) fn decoded_calls(turn: &Turn) -> Option<Vec<MessageCall<'_>>> {
 /// other shape.
 fn borrowed_call(item: &Value) -> Option<MessageCall<'_>> {
     let object = item.as_object()?;
+    let (mut id, mut name, mut arguments) = (None, None, None);
+    for (key, value) in object {
+        match key.as_str() {
+            "id" => id = Some(value.as_str()?),
+            "name" => name = Some(value.as_str()?),
+            "arguments" => arguments = Some(CallArguments::from_stored(value)?),
+            _ => {}
+        }
+    }
     Some(MessageCall {
-        id: Cow::Borrowed(object.get("id")?.as_str()?),
-        name: Cow::Borrowed(object.get("name")?.as_str()?),
-        arguments: CallArguments::from_stored(object.get("arguments")?)?,
+        id: Cow::Borrowed(id?),
+        name: Cow::Borrowed(name?),
+        arguments: arguments?,
     })
 }
 
@@ -150,34 +198,37 @@ pub fn undecodable_turn_text(turn: &Turn) -> String {
 }
 
 /// One input of the rebuild: a stored turn, or a compaction's summary.
+#[derive(Clone)]
 enum Item<'a> {
     Turn(&'a Turn),
     Summary(String),
 }
 
-/// The turns (and summary) the transcript is rebuilt from: everything, or
-/// from the latest compaction on (see the module docs).
-fn view<'a>(turns: &[&'a Turn]) -> Vec<Item<'a>> {
-    let latest = turns
-        .iter()
+/// The turns (and summary) the transcript is rebuilt from, from the
+/// latest compaction on (see the module docs); `None` without one: every
+/// turn as it is.
+fn view<'a, I>(turns: I) -> Option<Vec<Item<'a>>>
+where
+    I: Iterator<Item = &'a Turn> + Clone,
+{
+    let (at, compaction, info) = turns
+        .clone()
         .enumerate()
-        .rev()
-        .find_map(|(i, t)| t.compaction().map(|info| (i, *t, info)));
-    let Some((at, compaction, info)) = latest else {
-        return turns.iter().map(|t| Item::Turn(t)).collect();
-    };
+        .filter(|(_, t)| t.role == Role::Compaction)
+        .filter_map(|(i, t)| t.compaction().map(|info| (i, t, info)))
+        .last()?;
     let retained = |t: &Turn| t.seq.get() >= info.first_retained_seq;
     let mut items = Vec::new();
-    let opening = turns[..at].iter().position(|t| t.role == Role::User);
-    if let Some(o) = opening {
-        items.push(Item::Turn(turns[o]));
+    let opening = turns.clone().take(at).position(|t| t.role == Role::User);
+    if let Some(o) = opening.and_then(|o| turns.clone().nth(o)) {
+        items.push(Item::Turn(o));
     }
     let model_turns = info.carried.as_ref().map(|c| c.assistant_turns);
     items.push(Item::Summary(crate::compaction::summary_message(
         &compaction.content,
         model_turns,
     )));
-    for (i, t) in turns.iter().enumerate() {
+    for (i, t) in turns.enumerate() {
         if t.role == Role::Compaction || Some(i) == opening {
             continue;
         }
@@ -185,7 +236,7 @@ fn view<'a>(turns: &[&'a Turn]) -> Vec<Item<'a>> {
             items.push(Item::Turn(t));
         }
     }
-    items
+    Some(items)
 }
 
 /// No call: the end of a list.
@@ -193,17 +244,6 @@ const NONE: u32 = u32::MAX;
 
 fn index(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(NONE - 1)
-}
-
-enum Block<'a> {
-    User(Cow<'a, str>),
-    Assistant {
-        seq: u64,
-        text: Cow<'a, str>,
-        calls: Vec<MessageCall<'a>>,
-        /// The number (over the whole transcript) of its first call.
-        first_call: usize,
-    },
 }
 
 /// Every call of the transcript by number, in order of appearance.
@@ -215,35 +255,45 @@ struct Calls<'a> {
     /// calls still without a result.
     id_text: Vec<Cow<'a, str>>,
     waiting: Vec<(u32, u32)>,
-    /// Per call: its interned stored id, its block, its neighbours in its
-    /// id's waiting list, and its result once one is found.
+    /// Per call: its interned stored id, its assistant message, the
+    /// message its result goes in, the assistant turn's seq, its
+    /// neighbours in its id's waiting list, and whether it is answered.
     id: Vec<u32>,
     block: Vec<u32>,
+    slot: Vec<u32>,
+    seq: Vec<u64>,
     links: Vec<(u32, u32)>,
-    answer: Vec<Option<(Cow<'a, str>, bool)>>,
+    answered: Vec<bool>,
 }
 
 impl<'a> Calls<'a> {
-    /// Adds a call of `block` with stored id `stored`; false when the id
-    /// was used by an earlier call.
+    fn len(&self) -> usize {
+        self.id.len()
+    }
+
+    /// Adds a call of the assistant message `block`, whose result goes in
+    /// message `slot`, with stored id `stored`; false when the id was used
+    /// by an earlier call.
     // The `Cow` itself is cloned into the map, so a borrowed id stays
     // borrowed (a `&str` would lose `'a`).
     #[allow(clippy::ptr_arg)]
-    fn push(&mut self, stored: &Cow<'a, str>, block: usize) -> bool {
+    fn push(&mut self, stored: &Cow<'a, str>, block: usize, slot: usize, seq: u64) -> bool {
         let n = index(self.id.len());
-        let (ix, fresh) = match self.ids.get(stored.as_ref()) {
-            Some(&ix) => (ix, false),
-            None => {
-                let ix = index(self.id_text.len());
-                self.ids.insert(stored.clone(), ix);
+        let next_ix = index(self.id_text.len());
+        let (ix, fresh) = match self.ids.entry(stored.clone()) {
+            std::collections::hash_map::Entry::Occupied(e) => (*e.get(), false),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(next_ix);
                 self.id_text.push(stored.clone());
                 self.waiting.push((NONE, NONE));
-                (ix, true)
+                (next_ix, true)
             }
         };
         self.id.push(ix);
         self.block.push(index(block));
-        self.answer.push(None);
+        self.slot.push(index(slot));
+        self.seq.push(seq);
+        self.answered.push(false);
         let (first, last) = self
             .waiting
             .get(ix as usize)
@@ -260,8 +310,19 @@ impl<'a> Calls<'a> {
         fresh
     }
 
-    /// Takes call `n` out of its id's waiting list.
-    fn answered(&mut self, n: u32) {
+    /// The stored id of call `n`.
+    fn stored_id(&self, n: usize) -> &str {
+        self.id
+            .get(n)
+            .and_then(|&ix| self.id_text.get(ix as usize))
+            .map_or("", |s| s.as_ref())
+    }
+
+    /// Marks call `n` answered, taking it out of its id's waiting list.
+    fn answer(&mut self, n: u32) {
+        if let Some(done) = self.answered.get_mut(n as usize) {
+            *done = true;
+        }
         let Some(&(prev, next)) = self.links.get(n as usize) else {
             return;
         };
@@ -285,7 +346,7 @@ impl<'a> Calls<'a> {
     }
 
     /// The call a result for stored id `id` answers, with whether it is
-    /// one of the open block's (see the module docs); `Err(known)` when
+    /// one of the open message's (see the module docs); `Err(known)` when
     /// none waits, `known` saying whether a call with that id exists.
     fn target(&self, id: &str, open: Option<usize>) -> Result<(u32, bool), bool> {
         let Some(&ix) = self.ids.get(id) else {
@@ -299,7 +360,7 @@ impl<'a> Calls<'a> {
         if last == NONE {
             return Err(true);
         }
-        // The open block's calls are the newest, so its waiting calls are
+        // The open message's calls are the newest, so its waiting calls are
         // the end of the list: the first of them is the one answered.
         let open = open.map(index);
         let mut in_open = None;
@@ -318,7 +379,7 @@ impl<'a> Calls<'a> {
 /// Every id a call may end up with, so renames never collide: made the
 /// first time a call is renamed (rare: legacy sessions of providers that
 /// reused ids).
-fn all_call_ids<'a>(items: &[Item<'a>]) -> HashSet<Cow<'a, str>> {
+fn all_call_ids<'a>(items: impl Iterator<Item = Item<'a>>) -> HashSet<Cow<'a, str>> {
     let mut taken = HashSet::new();
     for item in items {
         if let Item::Turn(t) = item {
@@ -332,27 +393,44 @@ fn all_call_ids<'a>(items: &[Item<'a>]) -> HashSet<Cow<'a, str>> {
 
 /// Rebuilds the provider-neutral transcript; see the module docs.
 pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt<'_> {
-    let refs: Vec<&Turn> = turns.iter().collect();
-    rebuild_refs(&refs)
+    rebuild_from(turns.iter())
 }
 
 /// [`rebuild_messages`] over turns given by reference (a filtered view).
 pub(crate) fn rebuild_refs<'a>(turns: &[&'a Turn]) -> Rebuilt<'a> {
-    let items = view(turns);
+    rebuild_from(turns.iter().copied())
+}
+
+fn rebuild_from<'a, I>(turns: I) -> Rebuilt<'a>
+where
+    I: Iterator<Item = &'a Turn> + Clone,
+{
+    match view(turns.clone()) {
+        None => rebuild_items(turns.map(Item::Turn)),
+        Some(items) => rebuild_items(items.into_iter()),
+    }
+}
+
+fn rebuild_items<'a, I>(items: I) -> Rebuilt<'a>
+where
+    I: Iterator<Item = Item<'a>> + Clone,
+{
     let mut repairs = Vec::new();
-    let mut blocks: Vec<Block<'a>> = Vec::new();
-    // The assistant block answered by results right now, if no user or
-    // assistant turn came after it.
-    let mut open: Option<usize> = None;
+    let mut messages: Vec<Message<'a>> = Vec::with_capacity(items.size_hint().0.saturating_add(1));
+    // The assistant message answered by results right now (its index and
+    // its first call's number), if no user or assistant turn came after.
+    let mut open: Option<(usize, usize)> = None;
     let mut calls = Calls::default();
     let mut taken: Option<HashSet<Cow<'a, str>>> = None;
 
-    for item in &items {
+    for item in items.clone() {
         let turn = match item {
-            Item::Turn(turn) => *turn,
+            Item::Turn(turn) => turn,
             Item::Summary(text) => {
                 open = None;
-                blocks.push(Block::User(Cow::Owned(text.clone())));
+                messages.push(Message::User {
+                    text: Cow::Owned(text),
+                });
                 continue;
             }
         };
@@ -361,38 +439,35 @@ pub(crate) fn rebuild_refs<'a>(turns: &[&'a Turn]) -> Rebuilt<'a> {
             Role::Notice | Role::Compaction => {}
             Role::User => {
                 open = None;
-                let text = if turn.content.trim().is_empty() {
+                let text = if is_blank(&turn.content) {
                     repairs.push(Repair::EmptyUserMessage { seq });
                     Cow::Borrowed(EMPTY_USER_MESSAGE)
                 } else {
                     Cow::Borrowed(turn.content.as_str())
                 };
-                blocks.push(Block::User(text));
+                messages.push(Message::User { text });
             }
             Role::Assistant => {
                 open = None;
-                let (text, mut out) = match stored_calls(turn) {
-                    Some(out) => (Cow::Borrowed(turn.content.as_str()), out),
-                    None => {
-                        repairs.push(Repair::UndecodableToolCalls { seq });
-                        (Cow::Owned(undecodable_turn_text(turn)), Vec::new())
-                    }
+                let mut out = Vec::new();
+                let text = if stored_calls_into(turn, &mut out) {
+                    Cow::Borrowed(turn.content.as_str())
+                } else {
+                    repairs.push(Repair::UndecodableToolCalls { seq });
+                    Cow::Owned(undecodable_turn_text(turn))
                 };
-                if out.is_empty() && text.trim().is_empty() {
+                // Providers refuse whitespace-only text; blank means none.
+                let blank = is_blank(&text);
+                if out.is_empty() && blank {
                     repairs.push(Repair::DroppedEmptyAssistantTurn { seq });
                     continue;
                 }
-                // Providers refuse whitespace-only text; blank means none.
-                let text = if text.trim().is_empty() {
-                    Cow::Borrowed("")
-                } else {
-                    text
-                };
-                let index = blocks.len();
-                let first_call = calls.id.len();
-                for call in &mut out {
-                    if !calls.push(&call.id, index) {
-                        let taken = taken.get_or_insert_with(|| all_call_ids(&items));
+                let text = if blank { Cow::Borrowed("") } else { text };
+                let at = messages.len();
+                let first_call = calls.len();
+                for (k, call) in out.iter_mut().enumerate() {
+                    if !calls.push(&call.id, at, at + 1 + k, seq) {
+                        let taken = taken.get_or_insert_with(|| all_call_ids(items.clone()));
                         let new_id = fresh_id(&call.id, taken);
                         repairs.push(Repair::RenamedDuplicateToolCall {
                             call_id: call.id.clone().into_owned(),
@@ -402,30 +477,55 @@ pub(crate) fn rebuild_refs<'a>(turns: &[&'a Turn]) -> Rebuilt<'a> {
                         call.id = Cow::Owned(new_id);
                     }
                 }
+                // Each call's result follows in call order: a synthetic
+                // one until a stored result answers it.
+                let results: Vec<Message<'a>> = out
+                    .iter()
+                    .map(|call| Message::ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: Cow::Borrowed(INTERRUPTED_TOOL_RESULT),
+                        is_error: true,
+                    })
+                    .collect();
                 let has_calls = !out.is_empty();
-                blocks.push(Block::Assistant {
-                    seq,
+                messages.push(Message::Assistant {
                     text,
-                    calls: out,
-                    first_call,
+                    tool_calls: out,
                 });
+                messages.extend(results);
                 if has_calls {
-                    open = Some(index);
+                    open = Some((at, first_call));
                 }
             }
             Role::Tool => {
                 let call_id = turn.tool_call_id.as_deref().unwrap_or_default();
-                let (n, in_open) = match calls.target(call_id, open) {
-                    Ok(found) => found,
-                    Err(known) => {
-                        let call_id = call_id.to_owned();
-                        repairs.push(if known {
-                            Repair::DroppedDuplicateToolResult { call_id, seq }
-                        } else {
-                            Repair::DroppedOrphanToolResult { call_id, seq }
-                        });
-                        continue;
-                    }
+                // The common case, without a lookup: the first waiting call
+                // of the open message with this id.
+                let near = open.and_then(|(at, first)| {
+                    let count = match messages.get(at) {
+                        Some(Message::Assistant { tool_calls, .. }) => tool_calls.len(),
+                        _ => 0,
+                    };
+                    (first..first + count).find(|&n| {
+                        !calls.answered.get(n).copied().unwrap_or(true)
+                            && calls.stored_id(n) == call_id
+                    })
+                });
+                let (n, in_open) = match near {
+                    Some(n) => (index(n), true),
+                    None => match calls.target(call_id, open.map(|(at, _)| at)) {
+                        Ok(found) => found,
+                        Err(known) => {
+                            let call_id = call_id.to_owned();
+                            repairs.push(if known {
+                                Repair::DroppedDuplicateToolResult { call_id, seq }
+                            } else {
+                                Repair::DroppedOrphanToolResult { call_id, seq }
+                            });
+                            continue;
+                        }
+                    },
                 };
                 if !in_open {
                     repairs.push(Repair::MovedToolResult {
@@ -433,63 +533,35 @@ pub(crate) fn rebuild_refs<'a>(turns: &[&'a Turn]) -> Rebuilt<'a> {
                         from_seq: seq,
                     });
                 }
-                calls.answered(n);
-                if let Some(slot) = calls.answer.get_mut(n as usize) {
-                    *slot = Some((Cow::Borrowed(turn.content.as_str()), turn.is_error));
+                calls.answer(n);
+                let slot = calls.slot.get(n as usize).copied().unwrap_or(NONE);
+                if let Some(Message::ToolResult {
+                    content, is_error, ..
+                }) = messages.get_mut(slot as usize)
+                {
+                    *content = Cow::Borrowed(turn.content.as_str());
+                    *is_error = turn.is_error;
                 }
             }
         }
     }
 
-    let mut messages = Vec::with_capacity(calls.id.len() + blocks.len() + 1);
-    for block in blocks {
-        match block {
-            Block::User(text) => messages.push(Message::User { text }),
-            Block::Assistant {
-                seq,
-                text,
-                calls: out,
-                first_call,
-            } => {
-                let count = out.len();
-                let at = messages.len();
-                messages.push(Message::Assistant {
-                    text,
-                    tool_calls: out,
-                });
-                for k in 0..count {
-                    let Some(Message::Assistant { tool_calls, .. }) = messages.get(at) else {
-                        break;
-                    };
-                    let Some(call) = tool_calls.get(k) else {
-                        break;
-                    };
-                    let (id, name) = (call.id.clone(), call.name.clone());
-                    let n = first_call + k;
-                    let (content, is_error) = match calls.answer.get_mut(n).and_then(Option::take) {
-                        Some(answer) => answer,
-                        None => {
-                            let stored = calls
-                                .id
-                                .get(n)
-                                .and_then(|&ix| calls.id_text.get(ix as usize));
-                            repairs.push(Repair::SynthesizedToolResult {
-                                call_id: stored.map(|s| s.to_string()).unwrap_or_default(),
-                                name: name.clone().into_owned(),
-                                assistant_seq: seq,
-                            });
-                            (Cow::Borrowed(INTERRUPTED_TOOL_RESULT), true)
-                        }
-                    };
-                    messages.push(Message::ToolResult {
-                        call_id: id,
-                        name,
-                        content,
-                        is_error,
-                    });
-                }
-            }
+    // Calls never answered keep their synthetic result, in transcript
+    // order.
+    for n in 0..calls.len() {
+        if calls.answered.get(n).copied().unwrap_or(true) {
+            continue;
         }
+        let slot = calls.slot.get(n).copied().unwrap_or(NONE);
+        let name = match messages.get(slot as usize) {
+            Some(Message::ToolResult { name, .. }) => name.to_string(),
+            _ => String::new(),
+        };
+        repairs.push(Repair::SynthesizedToolResult {
+            call_id: calls.stored_id(n).to_owned(),
+            name,
+            assistant_seq: calls.seq.get(n).copied().unwrap_or_default(),
+        });
     }
     if messages
         .first()

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::message::{Message, MessageCall, Repair};
-use super::rebuild::{rebuild_refs, stored_calls};
+use super::rebuild::{rebuild_refs, stored_calls, stored_calls_into};
 use crate::{Role, SessionId, SideEffect, ToolClasses, Turn};
 
 /// How a session stopped, as read from its stored turns.
@@ -221,7 +221,76 @@ pub(super) fn classify<'a>(
 
     // Raw scan: undecodable calls, orphan results, and which results
     // answer a call for the first time ("fresh", as opposed to duplicates).
-    let mut open: HashMap<std::borrow::Cow<'a, str>, usize> = HashMap::new();
+    let (scan_degraded, fresh) = scan_fast(&visible).unwrap_or_else(|| scan_exact(&visible));
+    degraded |= scan_degraded;
+
+    let (tail, interrupted_calls) = classify_tail(&visible, &fresh, classes);
+    let kind = if degraded || tail == Tail::Empty {
+        RecoveryKind::DegradedHistory
+    } else {
+        match tail {
+            Tail::FinalAnswer => RecoveryKind::Clean,
+            Tail::AwaitingModel => RecoveryKind::InterruptedPrompt,
+            Tail::DanglingToolCalls | Tail::Empty => RecoveryKind::InterruptedTurn,
+        }
+    };
+    let can_auto_continue = match kind {
+        RecoveryKind::InterruptedPrompt => true,
+        RecoveryKind::InterruptedTurn => interrupted_calls
+            .iter()
+            .all(|c| c.side_effect.safe_to_repeat()),
+        RecoveryKind::Clean | RecoveryKind::DegradedHistory => false,
+    };
+    let found = Classification {
+        findings,
+        kind,
+        tail,
+        interrupted_calls,
+        can_auto_continue,
+    };
+    (found, own)
+}
+
+/// The raw scan for the healthy pattern, without a lookup: every result
+/// answers a call of the latest assistant turn that no result since
+/// answered. Such a result is fresh whatever came before (that turn's
+/// calls of its id are still open), and none is an orphan, so this gives
+/// exactly what [`scan_exact`] gives; `None` as soon as a result does not
+/// fit, and the exact scan runs instead. Returns (degraded, fresh).
+fn scan_fast(visible: &[&Turn]) -> Option<(bool, Vec<bool>)> {
+    let mut fresh = vec![false; visible.len()];
+    let mut undecodable = false;
+    let mut latest: Vec<MessageCall<'_>> = Vec::new();
+    let mut answered: Vec<bool> = Vec::new();
+    for (i, &t) in visible.iter().enumerate() {
+        match t.role {
+            Role::Assistant => {
+                undecodable |= !stored_calls_into(t, &mut latest);
+                answered.clear();
+                answered.resize(latest.len(), false);
+            }
+            Role::Tool => {
+                let id = t.tool_call_id.as_deref().unwrap_or_default();
+                let (_, done) = latest
+                    .iter()
+                    .zip(answered.iter_mut())
+                    .find(|(c, done)| !**done && c.id == id)?;
+                *done = true;
+                if let Some(f) = fresh.get_mut(i) {
+                    *f = true;
+                }
+            }
+            Role::User | Role::Notice | Role::Compaction => {}
+        }
+    }
+    Some((undecodable, fresh))
+}
+
+/// The raw scan in general: open calls counted per stored id over the
+/// whole history. Returns (degraded, fresh).
+fn scan_exact(visible: &[&Turn]) -> (bool, Vec<bool>) {
+    let mut degraded = false;
+    let mut open: HashMap<std::borrow::Cow<'_, str>, usize> = HashMap::new();
     let mut fresh = vec![false; visible.len()];
     for (i, &t) in visible.iter().enumerate() {
         match t.role {
@@ -249,32 +318,7 @@ pub(super) fn classify<'a>(
             Role::User | Role::Notice | Role::Compaction => {}
         }
     }
-
-    let (tail, interrupted_calls) = classify_tail(&visible, &fresh, classes);
-    let kind = if degraded || tail == Tail::Empty {
-        RecoveryKind::DegradedHistory
-    } else {
-        match tail {
-            Tail::FinalAnswer => RecoveryKind::Clean,
-            Tail::AwaitingModel => RecoveryKind::InterruptedPrompt,
-            Tail::DanglingToolCalls | Tail::Empty => RecoveryKind::InterruptedTurn,
-        }
-    };
-    let can_auto_continue = match kind {
-        RecoveryKind::InterruptedPrompt => true,
-        RecoveryKind::InterruptedTurn => interrupted_calls
-            .iter()
-            .all(|c| c.side_effect.safe_to_repeat()),
-        RecoveryKind::Clean | RecoveryKind::DegradedHistory => false,
-    };
-    let found = Classification {
-        findings,
-        kind,
-        tail,
-        interrupted_calls,
-        can_auto_continue,
-    };
-    (found, own)
+    (degraded, fresh)
 }
 
 fn classify_tail(
