@@ -477,24 +477,29 @@ where
                         call.id = Cow::Owned(new_id);
                     }
                 }
-                // Each call's result follows in call order: a synthetic
-                // one until a stored result answers it.
-                let results: Vec<Message<'a>> = out
-                    .iter()
-                    .map(|call| Message::ToolResult {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        content: Cow::Borrowed(INTERRUPTED_TOOL_RESULT),
-                        is_error: true,
-                    })
-                    .collect();
-                let has_calls = !out.is_empty();
+                let count = out.len();
                 messages.push(Message::Assistant {
                     text,
                     tool_calls: out,
                 });
-                messages.extend(results);
-                if has_calls {
+                // Each call's result follows in call order: a synthetic
+                // one until a stored result answers it.
+                for k in 0..count {
+                    let Some(Message::Assistant { tool_calls, .. }) = messages.get(at) else {
+                        break;
+                    };
+                    let Some(call) = tool_calls.get(k) else {
+                        break;
+                    };
+                    let result = Message::ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: Cow::Borrowed(INTERRUPTED_TOOL_RESULT),
+                        is_error: true,
+                    };
+                    messages.push(result);
+                }
+                if count > 0 {
                     open = Some((at, first_call));
                 }
             }
