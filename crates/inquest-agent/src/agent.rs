@@ -228,7 +228,21 @@ impl Agent {
         turns: Vec<Turn>,
         stop: &Stop,
     ) -> BurstReport {
-        let mut state = SessionState::restore(session, turns, self.tools.as_ref());
+        self.run_burst_from(sink, session, turns, None, stop).await
+    }
+
+    /// [`Agent::run_burst`] with the transcript of `turns` already rebuilt
+    /// (`transcript`: the resume plan's, `inquest_core::plan_resume_rebuilt`,
+    /// so a resume rebuilds once); `None` rebuilds it here.
+    pub async fn run_burst_from(
+        &self,
+        sink: &dyn TurnSink,
+        session: SessionId,
+        turns: Vec<Turn>,
+        transcript: Option<Vec<Message<'static>>>,
+        stop: &Stop,
+    ) -> BurstReport {
+        let mut state = SessionState::restore(session, turns, transcript, self.tools.as_ref());
         let (window, _) = self.budget(&state);
         state.transcript = self.fit_transcript(std::mem::take(&mut state.transcript), window);
         // The server opens the `burst` span before the claim (so the claim
@@ -429,8 +443,8 @@ impl Agent {
             state.audit.input_tokens += completion.usage.input_tokens;
             state.audit.output_tokens += completion.usage.output_tokens;
             state.transcript.push(Message::Assistant {
-                text,
-                tool_calls: calls.clone(),
+                text: text.into(),
+                tool_calls: calls.iter().cloned().map(Into::into).collect(),
             });
             if calls.is_empty() {
                 return if state.is_follow_up() {
@@ -494,9 +508,9 @@ impl Agent {
                 }
                 let (window, _) = self.budget(state);
                 state.transcript.push(Message::ToolResult {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content: self.fit_result(outcome.content, window),
+                    call_id: call.id.clone().into(),
+                    name: call.name.clone().into(),
+                    content: self.fit_result(outcome.content.into(), window),
                     is_error: outcome.is_error,
                 });
                 if let Some(reason) = stopped {
@@ -621,9 +635,9 @@ impl Agent {
                 return reason;
             }
             state.transcript.push(Message::ToolResult {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                content,
+                call_id: call.id.clone().into(),
+                name: call.name.clone().into(),
+                content: content.into(),
                 is_error: true,
             });
         }
@@ -642,7 +656,9 @@ impl Agent {
         if !report::worth_authoring(exit) || state.transcript.is_empty() {
             return (exit, report::fallback_summary(exit, state), none);
         }
-        let mut messages = state.transcript.clone();
+        // The transcript borrowed, not copied, plus the author prompt.
+        let mut messages: Vec<Message<'_>> =
+            state.transcript.iter().map(Message::reborrow).collect();
         messages.push(Message::User {
             text: report::AUTHOR_PROMPT.into(),
         });

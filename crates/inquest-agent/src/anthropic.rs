@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use inquest_core::{Message, TokenUsage, ToolArguments, ToolCall};
+use inquest_core::{CallArguments, Message, MessageCall, TokenUsage, ToolArguments, ToolCall};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
@@ -302,7 +302,7 @@ pub fn cache_control() -> Value {
 }
 
 /// Maps and folds the transcript; see the module docs.
-fn messages(transcript: &[Message]) -> Vec<Value> {
+fn messages(transcript: &[Message<'_>]) -> Vec<Value> {
     let mut folded: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in transcript {
         let (role, blocks) = match message {
@@ -342,10 +342,10 @@ fn text_block(text: &str) -> Option<Value> {
     (!text.trim().is_empty()).then(|| json!({"type": "text", "text": text}))
 }
 
-fn tool_use_block(call: &ToolCall) -> Value {
+fn tool_use_block(call: &MessageCall<'_>) -> Value {
     let input = match &call.arguments {
-        ToolArguments::Json(map) => Value::Object(map.clone()),
-        ToolArguments::Raw(text) => json!({ RAW_ARGUMENTS_KEY: text }),
+        CallArguments::Json(map) => Value::Object(map.as_ref().clone()),
+        CallArguments::Raw(text) => json!({ RAW_ARGUMENTS_KEY: text }),
     };
     json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
 }
@@ -442,19 +442,20 @@ fn non_empty(value: &Value, what: &str) -> Result<String, ProviderError> {
 mod tests {
     use super::*;
 
-    fn call(id: &str, args: &str) -> ToolCall {
+    fn call(id: &str, args: &str) -> MessageCall<'static> {
         ToolCall {
             id: id.into(),
             name: "grep".into(),
             arguments: ToolArguments::from_model(args),
         }
+        .into()
     }
 
-    fn result(id: &str) -> Message {
+    fn result(id: &str) -> Message<'static> {
         Message::ToolResult {
-            call_id: id.into(),
+            call_id: id.to_owned().into(),
             name: "grep".into(),
-            content: format!("out {id}"),
+            content: format!("out {id}").into(),
             is_error: id == "b",
         }
     }
@@ -507,7 +508,10 @@ mod tests {
         });
         let c = parse_response(&answer).unwrap();
         assert_eq!(c.text, "looking");
-        assert_eq!(c.tool_calls, vec![call("t1", r#"{"q":"oom"}"#)]);
+        assert_eq!(
+            c.tool_calls,
+            vec![call("t1", r#"{"q":"oom"}"#).to_tool_call()]
+        );
         assert_eq!(c.usage.input_tokens, 15);
         assert_eq!(c.usage.cache_read_input_tokens, 5);
         assert_eq!(c.usage.cache_creation_input_tokens, 0);

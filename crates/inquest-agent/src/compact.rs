@@ -18,6 +18,8 @@
 //!   once its turn committed: a crash before that loses nothing, and the
 //!   next burst, still over budget, compacts again.
 
+use std::borrow::Cow;
+
 use inquest_core::{
     CompactionInfo, ExitReason, Message, NewTurn, Role, Seq, TokenUsage, Turn,
     compaction::{
@@ -97,7 +99,7 @@ impl Agent {
     }
 
     /// A tool result as the transcript shows it; see the module docs.
-    pub(crate) fn fit_result(&self, content: String, window: u64) -> String {
+    pub(crate) fn fit_result<'a>(&self, content: Cow<'a, str>, window: u64) -> Cow<'a, str> {
         let cap = self.tool_result_cap(window);
         if content.len() <= cap {
             return content;
@@ -109,11 +111,15 @@ impl Agent {
              offset",
             self.context.tool_result_window_share
         );
-        compaction::cut_at_line(&content, cap, &what).into_owned()
+        Cow::Owned(compaction::cut_at_line(&content, cap, &what).into_owned())
     }
 
     /// Every tool result of `messages` fitted ([`Agent::fit_result`]).
-    pub(crate) fn fit_transcript(&self, messages: Vec<Message>, window: u64) -> Vec<Message> {
+    pub(crate) fn fit_transcript<'a>(
+        &self,
+        messages: Vec<Message<'a>>,
+        window: u64,
+    ) -> Vec<Message<'a>> {
         messages
             .into_iter()
             .map(|m| match m {
@@ -212,7 +218,7 @@ impl Agent {
         ));
         synthetic.tool_calls_raw = serde_json::to_value(&info).unwrap_or_default();
         view.push(synthetic);
-        let transcript = self.fit_transcript(rebuild_messages(&view).messages, window);
+        let transcript = self.fit_transcript(rebuild_messages(&view).into_owned_messages(), window);
         info.tokens_after = estimate_tokens(system, &transcript, tools);
         let tokens_after = info.tokens_after;
         let turn = NewTurn::Compaction {
@@ -239,7 +245,7 @@ impl Agent {
     async fn summarize(
         &self,
         state: &mut SessionState,
-        older: &[Message],
+        older: &[Message<'_>],
         stop: &crate::Stop,
     ) -> Result<(String, TokenUsage), ExitReason> {
         let mut last_error = None;
@@ -249,7 +255,7 @@ impl Agent {
             let input_tokens = share(usable, SUMMARY_INPUT_SHARE * shrink);
             let rendered = render_for_summary(older, bytes_for_tokens(input_tokens));
             let messages = [Message::User {
-                text: format!("{rendered}\n\n{SUMMARY_PROMPT}"),
+                text: format!("{rendered}\n\n{SUMMARY_PROMPT}").into(),
             }];
             let request = CompletionRequest {
                 system: SUMMARY_SYSTEM,

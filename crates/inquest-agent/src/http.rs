@@ -67,11 +67,11 @@ pub(crate) enum Streamed {
 /// chunks ends as [`ProviderError::Timeout`]. A stream that ends before its
 /// terminal event is [`ProviderError::Connection`] (retryable, like an
 /// answer cut off).
-pub(crate) async fn post_sse(
+pub(crate) async fn post_sse<B: serde::Serialize + Sync + ?Sized>(
     client: &reqwest::Client,
     url: &str,
     headers: HeaderMap,
-    body: &Value,
+    body: &B,
     timeout: Duration,
     max_body: usize,
     mut on_event: impl FnMut(SseEvent) -> Result<bool, ProviderError> + Send,
@@ -116,11 +116,11 @@ pub(crate) async fn post_sse(
     ))
 }
 
-async fn send(
+async fn send<B: serde::Serialize + Sync + ?Sized>(
     client: &reqwest::Client,
     url: &str,
     headers: HeaderMap,
-    body: &Value,
+    body: &B,
     timeout: Duration,
 ) -> Result<reqwest::Response, ProviderError> {
     client

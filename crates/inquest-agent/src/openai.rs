@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use inquest_core::{Message, TokenUsage, ToolArguments, ToolCall};
 use reqwest::header::{AUTHORIZATION, HeaderMap};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::{
@@ -99,11 +100,12 @@ impl Provider for OpenAiProvider {
         on_text: OnText<'a>,
     ) -> ProviderFuture<'a> {
         Box::pin(async move {
-            let mut body = request_body(&self.model, request);
-            if let Some(fields) = body.as_object_mut() {
-                fields.insert("stream".into(), Value::Bool(true));
-                fields.insert("stream_options".into(), json!({"include_usage": true}));
-            }
+            // Written straight from the transcript, the bytes
+            // `request_body` with the stream fields would give.
+            let body = StreamedBody {
+                model: &self.model,
+                request,
+            };
             let headers = self.headers()?;
             let mut answer = StreamedAnswer::default();
             let streamed = http::post_sse(
@@ -255,7 +257,186 @@ pub fn request_body(model: &str, request: &CompletionRequest<'_>) -> Value {
     Value::Object(body)
 }
 
-fn message(message: &Message) -> Option<Value> {
+/// The streamed request's body ([`request_body`] plus `"stream": true` and
+/// `"stream_options": {"include_usage": true}`), written straight from the
+/// transcript: the same bytes as serializing that `Value` (keys in sorted
+/// order, as `serde_json::Map` keeps them), without first copying every
+/// message into one. Checked by `the_wire_body_is_the_value_body_byte_for_byte`.
+pub struct StreamedBody<'r> {
+    pub model: &'r str,
+    pub request: &'r CompletionRequest<'r>,
+}
+
+impl Serialize for StreamedBody<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let request = self.request;
+        let mut body = s.serialize_map(None)?;
+        body.serialize_entry("max_tokens", &request.max_tokens)?;
+        body.serialize_entry("messages", &WireMessages(request))?;
+        body.serialize_entry("model", self.model)?;
+        body.serialize_entry("stream", &true)?;
+        body.serialize_entry("stream_options", &IncludeUsage)?;
+        if !request.tools.is_empty() {
+            body.serialize_entry("tools", &WireTools(request.tools))?;
+        }
+        body.end()
+    }
+}
+
+struct IncludeUsage;
+
+impl Serialize for IncludeUsage {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(1))?;
+        m.serialize_entry("include_usage", &true)?;
+        m.end()
+    }
+}
+
+struct WireTools<'r>(&'r [crate::ToolSpec]);
+
+impl Serialize for WireTools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Function<'t>(&'t crate::ToolSpec);
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("description", &self.0.description)?;
+                m.serialize_entry("name", &self.0.name)?;
+                m.serialize_entry("parameters", &self.0.input_schema)?;
+                m.end()
+            }
+        }
+        struct Tool<'t>(&'t crate::ToolSpec);
+        impl Serialize for Tool<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("function", &Function(self.0))?;
+                m.serialize_entry("type", "function")?;
+                m.end()
+            }
+        }
+        s.collect_seq(self.0.iter().map(Tool))
+    }
+}
+
+struct WireMessages<'r>(&'r CompletionRequest<'r>);
+
+impl Serialize for WireMessages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let request = self.0;
+        let mut seq = s.serialize_seq(None)?;
+        if !request.system.trim().is_empty() {
+            seq.serialize_element(&Plain {
+                role: "system",
+                content: request.system,
+            })?;
+        }
+        for m in request.messages {
+            match m {
+                Message::User { text } => seq.serialize_element(&Plain {
+                    role: "user",
+                    content: text,
+                })?,
+                Message::Assistant { text, tool_calls } if tool_calls.is_empty() => {
+                    // An empty assistant message says nothing; rebuild drops them.
+                    if !text.is_empty() {
+                        seq.serialize_element(&Plain {
+                            role: "assistant",
+                            content: text,
+                        })?;
+                    }
+                }
+                Message::Assistant { text, tool_calls } => {
+                    seq.serialize_element(&WithCalls { text, tool_calls })?;
+                }
+                Message::ToolResult {
+                    call_id,
+                    content,
+                    is_error,
+                    ..
+                } => seq.serialize_element(&ToolResultMsg {
+                    call_id,
+                    content,
+                    is_error: *is_error,
+                })?,
+            }
+        }
+        return seq.end();
+
+        struct Plain<'m> {
+            role: &'static str,
+            content: &'m str,
+        }
+        impl Serialize for Plain<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("content", self.content)?;
+                m.serialize_entry("role", self.role)?;
+                m.end()
+            }
+        }
+        struct WithCalls<'m> {
+            text: &'m str,
+            tool_calls: &'m [inquest_core::MessageCall<'m>],
+        }
+        impl Serialize for WithCalls<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(3))?;
+                let content = (!self.text.trim().is_empty()).then_some(self.text);
+                m.serialize_entry("content", &content)?;
+                m.serialize_entry("role", "assistant")?;
+                m.serialize_entry("tool_calls", &Calls(self.tool_calls))?;
+                m.end()
+            }
+        }
+        struct Calls<'m>(&'m [inquest_core::MessageCall<'m>]);
+        impl Serialize for Calls<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.iter().map(Call))
+            }
+        }
+        struct Call<'m>(&'m inquest_core::MessageCall<'m>);
+        impl Serialize for Call<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("function", &Function(self.0))?;
+                m.serialize_entry("id", &self.0.id)?;
+                m.serialize_entry("type", "function")?;
+                m.end()
+            }
+        }
+        struct Function<'m>(&'m inquest_core::MessageCall<'m>);
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("arguments", &self.0.arguments.as_sent())?;
+                m.serialize_entry("name", &self.0.name)?;
+                m.end()
+            }
+        }
+        struct ToolResultMsg<'m> {
+            call_id: &'m str,
+            content: &'m str,
+            is_error: bool,
+        }
+        impl Serialize for ToolResultMsg<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(3))?;
+                if self.is_error {
+                    m.serialize_entry("content", &format!("{TOOL_ERROR_PREFIX}{}", self.content))?;
+                } else {
+                    m.serialize_entry("content", self.content)?;
+                }
+                m.serialize_entry("role", "tool")?;
+                m.serialize_entry("tool_call_id", self.call_id)?;
+                m.end()
+            }
+        }
+    }
+}
+
+fn message(message: &Message<'_>) -> Option<Value> {
     Some(match message {
         Message::User { text } => json!({"role": "user", "content": text}),
         Message::Assistant { text, tool_calls } if tool_calls.is_empty() => {
@@ -289,7 +470,7 @@ fn message(message: &Message) -> Option<Value> {
             let content = if *is_error {
                 format!("{TOOL_ERROR_PREFIX}{content}")
             } else {
-                content.clone()
+                content.to_string()
             };
             json!({"role": "tool", "tool_call_id": call_id, "content": content})
         }
@@ -380,8 +561,8 @@ mod tests {
             arguments: ToolArguments::from_model("{oops"),
         };
         let assistant = message(&Message::Assistant {
-            text: String::new(),
-            tool_calls: vec![call],
+            text: "".into(),
+            tool_calls: vec![call.into()],
         });
         assert_eq!(
             assistant,
@@ -420,5 +601,89 @@ mod tests {
         );
         assert_eq!(c.stop_reason, StopReason::ToolUse);
         assert!(parse_response(&json!({"choices": []})).is_err());
+    }
+
+    #[test]
+    fn the_wire_body_is_the_value_body_byte_for_byte() {
+        let calls = |ids: &[(&str, &str)]| -> Vec<inquest_core::MessageCall<'static>> {
+            ids.iter()
+                .map(|(id, args)| {
+                    ToolCall {
+                        id: (*id).into(),
+                        name: "grep".into(),
+                        arguments: ToolArguments::from_model(args),
+                    }
+                    .into()
+                })
+                .collect()
+        };
+        let transcript = vec![
+            Message::User {
+                text: "why \"slow\"? é\n".into(),
+            },
+            Message::Assistant {
+                text: " ".into(),
+                tool_calls: calls(&[
+                    ("a", r#"{"z":1,"a":{"y":[1.5,-2e-7,"ü"]}}"#),
+                    ("b", "{oops"),
+                ]),
+            },
+            Message::ToolResult {
+                call_id: "a".into(),
+                name: "grep".into(),
+                content: "line\n\tmore".into(),
+                is_error: false,
+            },
+            Message::ToolResult {
+                call_id: "b".into(),
+                name: "grep".into(),
+                content: "".into(),
+                is_error: true,
+            },
+            Message::Assistant {
+                text: "".into(),
+                tool_calls: vec![],
+            },
+            Message::Assistant {
+                text: "thinking".into(),
+                tool_calls: calls(&[("c", "{}")]),
+            },
+            Message::ToolResult {
+                call_id: "c".into(),
+                name: "grep".into(),
+                content: "ok".into(),
+                is_error: false,
+            },
+            Message::Assistant {
+                text: "done".into(),
+                tool_calls: vec![],
+            },
+        ];
+        let tools = [crate::ToolSpec {
+            name: "grep".into(),
+            description: "search \u{1F50E}".into(),
+            input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+        }];
+        for (system, tools) in [("You investigate.", &tools[..]), ("  ", &[][..])] {
+            let request = CompletionRequest {
+                system,
+                messages: &transcript,
+                tools,
+                max_tokens: 777,
+            };
+            let mut value = request_body("gpt-x", &request);
+            if let Some(fields) = value.as_object_mut() {
+                fields.insert("stream".into(), Value::Bool(true));
+                fields.insert("stream_options".into(), json!({"include_usage": true}));
+            }
+            let wire = StreamedBody {
+                model: "gpt-x",
+                request: &request,
+            };
+            assert_eq!(
+                String::from_utf8(serde_json::to_vec(&wire).unwrap()).unwrap(),
+                String::from_utf8(serde_json::to_vec(&value).unwrap()).unwrap()
+            );
+        }
     }
 }

@@ -68,7 +68,7 @@ pub struct CompletionRequest<'a> {
     pub system: &'a str,
     /// A provider-valid transcript (see `inquest_core::rebuild_messages`);
     /// same-role neighbours are allowed and folded by adapters that need it.
-    pub messages: &'a [Message],
+    pub messages: &'a [Message<'a>],
     pub tools: &'a [ToolSpec],
     pub max_tokens: u32,
 }

@@ -14,7 +14,7 @@ use crate::{ChainCursor, sink::ToolRunner};
 pub struct SessionState {
     pub session_id: SessionId,
     /// The provider-valid transcript sent to the model.
-    pub transcript: Vec<Message>,
+    pub transcript: Vec<Message<'static>>,
     /// Every stored turn, the ones this burst adds included (for active
     /// time and the report).
     pub turns: Vec<Turn>,
@@ -61,11 +61,20 @@ pub struct BurstState {
 
 impl SessionState {
     /// Restores the session from its stored turns (the opening user turn of
-    /// the new burst included).
-    pub fn restore(session_id: SessionId, turns: Vec<Turn>, tools: &dyn ToolRunner) -> Self {
+    /// the new burst included). `transcript` is the rebuild of those turns
+    /// when the caller made it already (the resume plan's, see
+    /// `inquest_core::plan_resume_rebuilt`), so it is not made twice;
+    /// `None` rebuilds here.
+    pub fn restore(
+        session_id: SessionId,
+        turns: Vec<Turn>,
+        transcript: Option<Vec<Message<'static>>>,
+        tools: &dyn ToolRunner,
+    ) -> Self {
         let tool_servers = tools.server_map();
         let restored: Restored = restore(&turns, &tool_servers);
-        let transcript = inquest_core::rebuild_messages(&turns).messages;
+        let transcript = transcript
+            .unwrap_or_else(|| inquest_core::rebuild_messages(&turns).into_owned_messages());
         let call_ids = used_call_ids(&turns, &transcript);
         let partial_history = turns
             .last()

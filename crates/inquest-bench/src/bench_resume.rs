@@ -1,8 +1,11 @@
 //! `inquest-bench resume`: what resuming a session costs.
 //!
 //! 1. `rebuild_messages` over 1k, 10k and 100k stored turns, in process
-//!    (pure; per-turn time shows whether it is linear), with `plan_resume`
-//!    alongside (the runner's plan: two classifications and a rebuild).
+//!    (pure; per-turn time shows whether it is linear), with
+//!    `plan_resume_rebuilt` alongside (what the runner computes per
+//!    follow-up: two classifications and one rebuild, shared with the
+//!    agent), each side by side with the code it replaced (the core's
+//!    test reference, `inquest-core/tests/support/reference.rs`).
 //! 2. A whole `SendMessage` resume of a long finished session on a real
 //!    server (in process, real PostgreSQL, real gRPC): from the moment the
 //!    client sends `SendMessage` to the moment the model provider (a local
@@ -21,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use inquest_core::{
     IncidentText, Limits, Role, Seq, SessionId, TokenUsage, ToolArguments, ToolCall, Turn,
-    plan_resume, rebuild_messages,
+    plan_resume_rebuilt, rebuild_messages,
 };
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_server::{Application, Config, Overrides};
@@ -47,10 +50,13 @@ pub struct ResumeBench {
 const COMPACTED_KEEP: i64 = 40;
 
 pub async fn run(bench: ResumeBench) -> anyhow::Result<()> {
-    println!("rebuild_messages (pure, in process; median of runs)");
     println!(
-        "{:>8} {:>12} {:>14} {:>14}",
-        "turns", "rebuild", "per turn", "plan_resume"
+        "rebuild_messages (pure, in process; median of runs), side by side with the \
+         reference (the owned rebuild and two-plan resume it replaced)"
+    );
+    println!(
+        "{:>8} {:>11} {:>9} {:>11} {:>7} {:>12} {:>12} {:>7}",
+        "turns", "rebuild", "per turn", "reference", "ratio", "plan_resume", "reference", "ratio"
     );
     for &n in &bench.sizes {
         let turns = synthetic(n);
@@ -58,20 +64,38 @@ pub async fn run(bench: ResumeBench) -> anyhow::Result<()> {
         let rebuild = median(runs, || {
             std::hint::black_box(rebuild_messages(std::hint::black_box(&turns)));
         });
+        let old_rebuild = median(runs, || {
+            std::hint::black_box(reference::rebuild_messages(std::hint::black_box(&turns)));
+        });
         let session = turns.first().map(|t| t.session_id).unwrap_or_default();
         let classes = |_: &str| inquest_core::SideEffect::ReadOnly;
+        // What a resume computes: the plan and the transcript it runs from.
         let plan = median(runs, || {
-            std::hint::black_box(plan_resume(session, &turns, &classes));
+            std::hint::black_box(plan_resume_rebuilt(session, &turns, &classes));
         });
+        let old_plan = median(runs, || {
+            std::hint::black_box(reference::plan_resume(session, &turns, &classes));
+        });
+        let ratio = |new: Duration, old: Duration| old.as_secs_f64() / new.as_secs_f64().max(1e-9);
         println!(
-            "{n:>8} {:>12} {:>11.0} ns {:>14}",
+            "{n:>8} {:>11} {:>6.0} ns {:>11} {:>6.1}x {:>12} {:>12} {:>6.1}x",
             ms(rebuild),
             rebuild.as_nanos() as f64 / n as f64,
-            ms(plan)
+            ms(old_rebuild),
+            ratio(rebuild, old_rebuild),
+            ms(plan),
+            ms(old_plan),
+            ratio(plan, old_plan)
         );
     }
     send_message_resume(&bench).await
 }
+
+/// The code the borrowed rebuild replaced, kept as the core's test
+/// reference; measured side by side here.
+#[allow(clippy::all)]
+#[path = "../../inquest-core/tests/support/reference.rs"]
+mod reference;
 
 /// A finished session of `n` turns: user, then assistant + tool pairs,
 /// a final answer; ~200-byte contents.

@@ -31,19 +31,19 @@ pub fn is_valid_call_id(id: &str) -> bool {
 /// Every call id a session has used: the ids of its stored assistant turns'
 /// calls (those that decode), the ids its tool results name, and the ids of
 /// its rebuilt transcript (which may rename a legacy duplicate).
-pub fn used_call_ids<'a>(
+pub fn used_call_ids<'a, 'm: 'a>(
     turns: &[Turn],
-    transcript: impl IntoIterator<Item = &'a Message>,
+    transcript: impl IntoIterator<Item = &'a Message<'m>>,
 ) -> HashSet<String> {
     let mut used = HashSet::new();
     for turn in turns {
         match turn.role {
             Role::Assistant => {
                 used.extend(
-                    turn.tool_calls()
+                    crate::resume::decoded_calls(turn)
                         .unwrap_or_default()
                         .into_iter()
-                        .map(|c| c.id),
+                        .map(|c| c.id.into_owned()),
                 );
             }
             Role::Tool => used.extend(turn.tool_call_id.clone()),
@@ -52,7 +52,7 @@ pub fn used_call_ids<'a>(
     }
     for message in transcript {
         if let Message::Assistant { tool_calls, .. } = message {
-            used.extend(tool_calls.iter().map(|c| c.id.clone()));
+            used.extend(tool_calls.iter().map(|c| c.id.to_string()));
         }
     }
     used
@@ -168,12 +168,15 @@ mod tests {
             tool(3, "orphan", "t", "r"),
         ];
         let transcript = [Message::Assistant {
-            text: String::new(),
-            tool_calls: vec![crate::ToolCall {
-                id: "a_dup1".into(),
-                name: "t".into(),
-                arguments: crate::ToolArguments::from_model("{}"),
-            }],
+            text: "".into(),
+            tool_calls: vec![
+                crate::ToolCall {
+                    id: "a_dup1".into(),
+                    name: "t".into(),
+                    arguments: crate::ToolArguments::from_model("{}"),
+                }
+                .into(),
+            ],
         }];
         assert_eq!(
             used_call_ids(&turns, &transcript),

@@ -91,18 +91,30 @@ pub fn bytes_for_tokens(tokens: u64) -> usize {
 }
 
 /// Serialized size of one message, as its neutral JSON form.
-pub fn message_bytes(message: &Message) -> usize {
-    serde_json::to_vec(message).map_or(0, |v| v.len())
+pub fn message_bytes(message: &Message<'_>) -> usize {
+    /// Counts what is written, keeping none of it.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, message).map_or(0, |()| count.0)
 }
 
 /// Estimated tokens of one message.
-pub fn estimate_message(message: &Message) -> u64 {
+pub fn estimate_message(message: &Message<'_>) -> u64 {
     tokens_for_bytes(message_bytes(message)).saturating_add(MESSAGE_OVERHEAD_TOKENS)
 }
 
 /// Estimated tokens of a request: its system prompt, its messages and its
 /// tool list (`tools_bytes`: the serialized size of the tool specs).
-pub fn estimate_tokens(system: &str, messages: &[Message], tools_bytes: usize) -> u64 {
+pub fn estimate_tokens(system: &str, messages: &[Message<'_>], tools_bytes: usize) -> u64 {
     let body: u64 = messages.iter().map(estimate_message).sum();
     tokens_for_bytes(system.len().saturating_add(tools_bytes))
         .saturating_add(MESSAGE_OVERHEAD_TOKENS)
@@ -308,7 +320,7 @@ pub fn choose_tail_start(
 /// line boundary, marked), and when the whole is still longer its middle
 /// is cut (the start holds the task and any earlier summary, the end the
 /// latest evidence), marked too.
-pub fn render_for_summary(messages: &[Message], max_bytes: usize) -> String {
+pub fn render_for_summary(messages: &[Message<'_>], max_bytes: usize) -> String {
     let per_result = (max_bytes / 8).max(512);
     let mut out = String::new();
     for m in messages {
@@ -393,7 +405,7 @@ mod tests {
         assert_eq!(tokens_for_bytes(8), 3);
         assert_eq!(bytes_for_tokens(2), 7);
         let m = Message::User {
-            text: "x".repeat(700),
+            text: "x".repeat(700).into(),
         };
         assert!(estimate_message(&m) >= 200);
     }
@@ -431,7 +443,7 @@ mod tests {
             Message::ToolResult {
                 call_id: "c".into(),
                 name: "grep".into(),
-                content: "line\n".repeat(10_000),
+                content: "line\n".repeat(10_000).into(),
                 is_error: false,
             },
         ];

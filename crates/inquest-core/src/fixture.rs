@@ -91,7 +91,7 @@ pub struct FixtureTurn {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Expected {
-    pub messages: Vec<Message>,
+    pub messages: Vec<Message<'static>>,
     pub plan: ExpectedPlan,
     pub active_time_ms: i64,
 }

@@ -6,7 +6,7 @@ mod support;
 use std::path::PathBuf;
 
 use inquest_core::fixture::TranscriptFixture;
-use inquest_core::{active_time, plan_recovery, rebuild_messages};
+use inquest_core::{active_time, plan_recovery, plan_recovery_rebuilt, rebuild_messages};
 
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/transcripts")
@@ -37,18 +37,21 @@ fn every_fixture_matches_its_expectations() {
             .as_ref()
             .unwrap_or_else(|| panic!("{name}: no expected"));
 
-        let plan = plan_recovery(session, &turns, &fixture.tool_classes);
+        let (plan, transcript) = plan_recovery_rebuilt(session, &turns, &fixture.tool_classes);
         let mut errors = Vec::new();
-        if plan.transcript != expected.messages {
+        if plan != plan_recovery(session, &turns, &fixture.tool_classes) {
+            errors.push("plan_recovery differs from plan_recovery_rebuilt's plan".into());
+        }
+        if transcript != expected.messages {
             errors.push(format!(
                 "messages:\n  got      {}\n  expected {}",
-                serde_json::to_string(&plan.transcript).unwrap_or_default(),
+                serde_json::to_string(&transcript).unwrap_or_default(),
                 serde_json::to_string(&expected.messages).unwrap_or_default()
             ));
         }
         if turns.iter().all(|t| t.session_id == session) {
             let rebuilt = rebuild_messages(&turns);
-            if rebuilt.messages != plan.transcript {
+            if rebuilt.messages != transcript {
                 errors.push("rebuild_messages differs from the plan's transcript".into());
             }
         }
@@ -83,7 +86,7 @@ fn every_fixture_matches_its_expectations() {
                 expected.active_time_ms
             ));
         }
-        if let Err(e) = support::check_transcript(&plan.transcript) {
+        if let Err(e) = support::check_transcript(&transcript) {
             errors.push(format!("transcript fails the provider check: {e}"));
         }
         if plan.notice_text.is_empty() || !plan.notice_text.contains(plan.kind.as_str()) {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use inquest_core::{
     CompactionInfo, IncidentId, Message, RecoveryKind, RecoveryPlan, ResumeRequest, Role, Seq,
     SessionId, SideEffect, TokenUsage, ToolArguments, ToolCall, Turn, active_time, plan_recovery,
-    rebuild_messages, restore,
+    plan_recovery_rebuilt, plan_resume, plan_resume_rebuilt, rebuild_messages, restore,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -129,8 +129,11 @@ fn classes(tool: &str) -> SideEffect {
     }
 }
 
-fn check_plan(plan: &RecoveryPlan) -> Result<(), TestCaseError> {
-    support::check_transcript(&plan.transcript).map_err(TestCaseError::fail)?;
+/// Checks the plan of `turns` and the transcript it was computed with.
+fn check_plan(plan: &RecoveryPlan, turns: &[Turn]) -> Result<(), TestCaseError> {
+    let (same, transcript) = plan_recovery_rebuilt(main_session(), turns, &classes);
+    prop_assert_eq!(&same, plan);
+    support::check_transcript(&transcript).map_err(TestCaseError::fail)?;
     prop_assert!(!(plan.can_auto_continue && plan.requires_confirmation));
     prop_assert!(plan.can_auto_continue || plan.requires_confirmation || !plan.can_continue);
     if plan.kind == RecoveryKind::DegradedHistory || plan.kind == RecoveryKind::Clean {
@@ -170,7 +173,7 @@ proptest! {
     #[test]
     fn recovery_and_friends_never_panic(turns in turns()) {
         let plan = plan_recovery(main_session(), &turns, &classes);
-        check_plan(&plan)?;
+        check_plan(&plan, &turns)?;
         prop_assert!(!active_time(&turns).is_negative());
         let servers: BTreeMap<String, String> = [("grep".to_owned(), "logs".to_owned())].into();
         let r = restore(&turns, &servers);
@@ -260,7 +263,7 @@ proptest! {
         let plan = plan_recovery(main_session(), &turns, &classes);
         prop_assert_ne!(plan.kind, RecoveryKind::DegradedHistory);
         prop_assert_ne!(plan.kind, RecoveryKind::InterruptedTurn);
-        check_plan(&plan)?;
+        check_plan(&plan, &turns)?;
         let incident = IncidentId::from_uuid(uuid::Uuid::from_u128(3));
         let mut reopened = turns.clone();
         let last = reopened.last().map(|t| t.seq.next()).unwrap_or(Seq::FIRST);
@@ -276,7 +279,7 @@ proptest! {
         let cut = cut.index(turns.len()) + 1;
         let plan = plan_recovery(main_session(), &turns[..cut], &classes);
         prop_assert_ne!(plan.kind, RecoveryKind::DegradedHistory);
-        check_plan(&plan)?;
+        check_plan(&plan, &turns[..cut])?;
         let tail_is_assistant_with_calls = turns[..cut].last().is_some_and(|t| {
             t.role == Role::Assistant && t.tool_calls().is_ok_and(|c| !c.is_empty())
         });
@@ -375,7 +378,7 @@ proptest! {
         let rebuilt = rebuild_messages(&compacted);
         support::check_transcript(&rebuilt.messages).map_err(TestCaseError::fail)?;
         let plan = plan_recovery(main_session(), &compacted, &classes);
-        check_plan(&plan)?;
+        check_plan(&plan, &compacted)?;
     }
 
     /// A healthy history compacted at any legal start: valid, the opening
@@ -390,7 +393,7 @@ proptest! {
         prop_assert!(rebuilt.repairs.is_empty(), "{:?}", rebuilt.repairs);
         prop_assert!(orphans(&rebuilt.repairs, first_retained).is_empty());
         let opening = &turns[0];
-        prop_assert_eq!(&rebuilt.messages[0], &Message::User { text: opening.content.clone() });
+        prop_assert_eq!(&rebuilt.messages[0], &Message::User { text: opening.content.clone().into() });
         let summary_at = 1;
         let is_summary = matches!(&rebuilt.messages[summary_at], Message::User { text } if text.ends_with("summary of the older part"));
         prop_assert!(is_summary);
@@ -419,7 +422,7 @@ proptest! {
         let (pa, pb) = (plan_recovery(main_session(), &compacted, &classes), plan_recovery(main_session(), &plain, &classes));
         prop_assert_eq!(pa.kind, pb.kind);
         prop_assert_eq!(pa.tail, pb.tail);
-        check_plan(&pa)?;
+        check_plan(&pa, &compacted)?;
     }
 }
 
@@ -487,5 +490,96 @@ proptest! {
         prop_assert_eq!(pa.kind, pb.kind);
         prop_assert_eq!(pa.tail, pb.tail);
         prop_assert_eq!(pa.repairs, pb.repairs);
+    }
+}
+
+/// The new rebuild and plans (borrowed messages, interned ids, one
+/// rebuild per resume plan) against the reference: the code they replaced
+/// (`support/reference.rs`). Same messages, same repairs in the same
+/// order, same plans, whatever the store holds.
+fn check_against_reference(turns: &[Turn]) -> Result<(), TestCaseError> {
+    use support::reference::{self, OldMessage, OldPlan};
+    let old_form = |m: &[Message<'_>]| m.iter().map(OldMessage::of).collect::<Vec<_>>();
+    let new = rebuild_messages(turns);
+    let old = reference::rebuild_messages(turns);
+    prop_assert_eq!(&new.repairs, &old.repairs);
+    prop_assert_eq!(old_form(&new.messages), old.messages);
+    let (plan, transcript) = plan_recovery_rebuilt(main_session(), turns, &classes);
+    let (old_plan, old_transcript) = reference::plan_recovery(main_session(), turns, &classes);
+    prop_assert_eq!(OldPlan::of(&plan), old_plan);
+    prop_assert_eq!(old_form(&transcript), old_transcript);
+    let (plan, transcript) = plan_resume_rebuilt(main_session(), turns, &classes);
+    let (old_plan, old_transcript) = reference::plan_resume(main_session(), turns, &classes);
+    prop_assert_eq!(OldPlan::of(&plan), old_plan);
+    prop_assert_eq!(old_form(&transcript), old_transcript);
+    prop_assert_eq!(plan, plan_resume(main_session(), turns, &classes));
+    Ok(())
+}
+
+/// Stored calls as `[id, name, arguments]` arrays: a shape no writer
+/// produces that still decodes (serde reads a struct from a sequence), so
+/// the rebuild takes its general, owned path.
+fn as_array_calls(turns: &mut [Turn]) {
+    for t in turns.iter_mut().filter(|t| t.role == Role::Assistant) {
+        if let Value::Array(items) = &t.tool_calls_raw {
+            let items: Vec<Value> = items
+                .iter()
+                .map(|c| json!([c["id"], c["name"], c["arguments"]]))
+                .collect();
+            t.tool_calls_raw = Value::Array(items);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn new_rebuild_equals_the_reference(mut turns in turns(), follow_up in any::<bool>(), arrays in prop::bool::weighted(0.2), reuse in prop::bool::weighted(0.3)) {
+        if reuse {
+            // Providers that reuse ids per response (renames, moves).
+            for t in turns.iter_mut() {
+                if t.role == Role::Assistant && let Ok(mut calls) = t.tool_calls() {
+                    for (i, c) in calls.iter_mut().enumerate() { c.id = format!("call_{i}"); }
+                    t.tool_calls_raw = ToolCall::encode_all(&calls);
+                }
+                if t.role == Role::Tool { t.tool_call_id = Some("call_0".into()); }
+            }
+        }
+        if arrays {
+            as_array_calls(&mut turns);
+        }
+        if follow_up {
+            let mut next = turns.last().map_or_else(|| user_turn(1), |t| user_turn(t.seq.get() + 1));
+            next.content = "and now?".into();
+            turns.push(next);
+        }
+        check_against_reference(&turns)?;
+    }
+
+    #[test]
+    fn new_rebuild_equals_the_reference_on_compacted_histories(turns in healthy(), pick in any::<prop::sample::Index>(), keep_none in any::<bool>(), more in turns(), follow_up in any::<bool>()) {
+        let (mut compacted, _) = compact(&turns, pick, keep_none, &more);
+        if follow_up {
+            let seq = compacted.last().map_or(1, |t| t.seq.get() + 1);
+            compacted.push(user_turn(seq));
+        }
+        check_against_reference(&compacted)?;
+    }
+}
+
+fn user_turn(seq: u64) -> Turn {
+    Turn {
+        session_id: main_session(),
+        seq: Seq::from_stored(seq as i64).unwrap_or(Seq::FIRST),
+        role: Role::User,
+        content: "follow-up".into(),
+        tool_calls_raw: json!([]),
+        recovery_plan_raw: None,
+        tool_call_id: None,
+        tool_name: None,
+        is_error: false,
+        usage: TokenUsage::default(),
+        created_at: OffsetDateTime::UNIX_EPOCH,
     }
 }

@@ -9,12 +9,13 @@
 //! one shared function), store it on the session, write a `notice` turn
 //! for a plan that is not clean (persist-then-publish, so watchers can
 //! settle running tool cards), and either run the burst or hold the
-//! session in `awaiting_confirmation`. The agent then restores and
-//! rebuilds the transcript from the same turns (`SessionState::restore`).
+//! session in `awaiting_confirmation`. The agent then restores from the
+//! same turns (`SessionState::restore`) and runs from the transcript the
+//! plan was computed with (`plan_resume_rebuilt`): one rebuild per resume.
 
 use inquest_core::{
-    ExitReason, NewTurn, RecoveryKind, RecoveryPlan, ResumeRequest, SessionId, ToolClasses, Turn,
-    is_follow_up, notice_plan, plan_resume,
+    ExitReason, Message, NewTurn, RecoveryKind, RecoveryPlan, ResumeRequest, SessionId,
+    ToolClasses, Turn, is_follow_up, notice_plan, plan_resume_rebuilt,
 };
 use inquest_store::{SessionRow, Store, StoreError};
 
@@ -45,8 +46,10 @@ impl Mode {
 
 /// What the runner does after [`prepare`].
 pub(crate) enum Prepared {
-    /// Run the burst from these turns (a notice just written included).
-    Run(Vec<Turn>),
+    /// Run the burst from these turns (a notice just written included)
+    /// and, when a plan was made, the transcript it was computed with
+    /// (the rebuild of the same turns; a notice adds nothing to it).
+    Run(Vec<Turn>, Option<Vec<Message<'static>>>),
     /// No burst: the session was left `idle` (refused) or
     /// `awaiting_confirmation`, with a notice saying why.
     Stopped,
@@ -128,9 +131,13 @@ pub(crate) async fn prepare(
     let mut turns = request.turns;
     if mode == Mode::Fresh && !is_follow_up(session, &turns) {
         // A first message: nothing to recover.
-        return Prepared::Run(turns);
+        return Prepared::Run(turns, None);
     }
-    let plan = plan_resume(session, &turns, classes);
+    let (plan, transcript) = plan_resume_rebuilt(session, &turns, classes);
+    // Owned once, for the burst that keeps it; only when one runs.
+    let owned = |transcript: Vec<Message<'_>>| -> Vec<Message<'static>> {
+        transcript.into_iter().map(Message::into_owned).collect()
+    };
     if mode == Mode::Recovered {
         // Orphan recoveries by what the recovery found (bounded: the plan
         // kinds).
@@ -149,15 +156,17 @@ pub(crate) async fn prepare(
         return Prepared::Failed(e);
     }
     if mode == Mode::Confirmed {
-        return Prepared::Run(turns);
+        let transcript = owned(transcript);
+        return Prepared::Run(turns, Some(transcript));
     }
+    let mut written = None;
     if plan.kind != RecoveryKind::Clean {
         let notice = NewTurn::Notice {
             text: fit_notice(&plan, max_notice_bytes),
             plan: Some(Box::new(notice_plan(&plan))),
         };
         match burst.append(notice).await {
-            Ok(notice) => turns.push((*notice).clone()),
+            Ok(notice) => written = Some((*notice).clone()),
             Err(e) => return Prepared::Failed(e),
         }
     }
@@ -168,7 +177,9 @@ pub(crate) async fn prepare(
         // Never continued without a human, even when nothing is owed.
         return close(burst, ExitReason::DegradedHistory).await;
     }
-    Prepared::Run(turns)
+    let transcript = owned(transcript);
+    turns.extend(written);
+    Prepared::Run(turns, Some(transcript))
 }
 
 /// Stores `plan` (its serde form, transcript left out) as the session's

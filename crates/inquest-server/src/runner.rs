@@ -493,21 +493,26 @@ impl Runner {
         );
         let work = async {
             let classes = |tool: &str| agent.side_effect(tool);
-            let turns = match resume::prepare(&burst, &classes, mode, self.max_notice_bytes).await {
-                Prepared::Run(turns) => turns,
-                Prepared::Stopped => return None,
-                Prepared::Failed(e) => {
-                    self.end_without_burst(&burst, e).await;
-                    return None;
-                }
-            };
+            let (turns, transcript) =
+                match resume::prepare(&burst, &classes, mode, self.max_notice_bytes).await {
+                    Prepared::Run(turns, transcript) => (turns, transcript),
+                    Prepared::Stopped => return None,
+                    Prepared::Failed(e) => {
+                        self.end_without_burst(&burst, e).await;
+                        return None;
+                    }
+                };
             let stop = Stop {
                 cancel,
                 shutdown: self.shutdown.clone(),
                 abandon: self.abandon.clone(),
                 lease_lost: lost.clone(),
             };
-            Some(agent.run_burst(&burst, session, turns, &stop).await)
+            Some(
+                agent
+                    .run_burst_from(&burst, session, turns, transcript, &stop)
+                    .await,
+            )
         };
         let report = tokio::select! {
             report = work => report,

@@ -66,8 +66,8 @@ async fn script_replays_in_order_and_continues_after_resume() {
     );
     let ids: Vec<String> = c.tool_calls.iter().map(|t| t.id.clone()).collect();
     transcript.push(inquest_core::Message::Assistant {
-        text: c.text,
-        tool_calls: c.tool_calls,
+        text: c.text.into(),
+        tool_calls: c.tool_calls.into_iter().map(Into::into).collect(),
     });
     for id in &ids {
         transcript.push(result(id, "ok", false));
@@ -83,8 +83,8 @@ async fn script_replays_in_order_and_continues_after_resume() {
     // No usage in the script: estimated, never zero for a real prompt.
     assert!(b.usage.input_tokens > 0);
     transcript.push(inquest_core::Message::Assistant {
-        text: b.text,
-        tool_calls: b.tool_calls.clone(),
+        text: b.text.into(),
+        tool_calls: b.tool_calls.iter().cloned().map(Into::into).collect(),
     });
     transcript.push(result(&b.tool_calls[0].id, "ok", false));
     drop(first);
@@ -100,7 +100,7 @@ async fn script_replays_in_order_and_continues_after_resume() {
     assert_eq!(c.text, "The connection pool was exhausted.");
     assert!(c.tool_calls.is_empty());
     transcript.push(inquest_core::Message::Assistant {
-        text: c.text,
+        text: c.text.into(),
         tool_calls: vec![],
     });
 

@@ -51,10 +51,10 @@ fn tools() -> Vec<ToolSpec> {
 /// Plays a burst as the loop does (each reply parsed by the adapter, the
 /// live transcript extended as `Agent::work` extends it) and stores its
 /// turns; returns the live transcript after each model call's results.
-fn play(session: SessionId) -> (Vec<Vec<Message>>, Vec<Turn>) {
+fn play(session: SessionId) -> (Vec<Vec<Message<'static>>>, Vec<Turn>) {
     let opening = "Checkout is slow. Why?";
     let mut turns = vec![stored(session, 1, Role::User, opening, &[])];
-    let mut live = rebuild_messages(&turns).messages;
+    let mut live = rebuild_messages(&turns).into_owned_messages();
     let mut snapshots = Vec::new();
     // Arguments with keys out of order, nested objects, floats and unicode.
     let replies = [
@@ -78,8 +78,13 @@ fn play(session: SessionId) -> (Vec<Vec<Message>>, Vec<Turn>) {
             &completion.tool_calls,
         ));
         live.push(Message::Assistant {
-            text: completion.text.clone(),
-            tool_calls: completion.tool_calls.clone(),
+            text: completion.text.clone().into(),
+            tool_calls: completion
+                .tool_calls
+                .iter()
+                .cloned()
+                .map(Into::into)
+                .collect(),
         });
         for call in &completion.tool_calls {
             let content = format!("{} lines of {}", 40, call.name);
@@ -89,9 +94,9 @@ fn play(session: SessionId) -> (Vec<Vec<Message>>, Vec<Turn>) {
             result.tool_name = Some(call.name.clone());
             turns.push(result);
             live.push(Message::ToolResult {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                content,
+                call_id: call.id.clone().into(),
+                name: call.name.clone().into(),
+                content: content.into(),
                 is_error: false,
             });
         }
@@ -100,7 +105,7 @@ fn play(session: SessionId) -> (Vec<Vec<Message>>, Vec<Turn>) {
     (snapshots, turns)
 }
 
-fn bodies(messages: &[Message], tools: &[ToolSpec]) -> [Vec<u8>; 2] {
+fn bodies(messages: &[Message<'_>], tools: &[ToolSpec]) -> [Vec<u8>; 2] {
     let request = CompletionRequest {
         system: "You investigate incidents.",
         messages,

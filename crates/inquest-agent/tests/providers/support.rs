@@ -50,13 +50,15 @@ pub fn openai(fake: &FakeProvider) -> OpenAiProvider {
     .expect("client builds")
 }
 
-pub fn user(text: &str) -> Message {
-    Message::User { text: text.into() }
+pub fn user(text: &str) -> Message<'static> {
+    Message::User {
+        text: text.to_owned().into(),
+    }
 }
 
-pub fn assistant(text: &str, calls: &[(&str, &str)]) -> Message {
+pub fn assistant(text: &str, calls: &[(&str, &str)]) -> Message<'static> {
     Message::Assistant {
-        text: text.into(),
+        text: text.to_owned().into(),
         tool_calls: calls
             .iter()
             .map(|(id, args)| ToolCall {
@@ -64,15 +66,16 @@ pub fn assistant(text: &str, calls: &[(&str, &str)]) -> Message {
                 name: "read_log".into(),
                 arguments: ToolArguments::from_model(args),
             })
+            .map(Into::into)
             .collect(),
     }
 }
 
-pub fn result(id: &str, content: &str, is_error: bool) -> Message {
+pub fn result(id: &str, content: &str, is_error: bool) -> Message<'static> {
     Message::ToolResult {
-        call_id: id.into(),
+        call_id: id.to_owned().into(),
         name: "read_log".into(),
-        content: content.into(),
+        content: content.to_owned().into(),
         is_error,
     }
 }
@@ -101,29 +104,35 @@ pub fn stored_turns() -> Vec<Turn> {
 }
 
 /// The stored turns rebuilt into a provider-valid transcript.
-pub fn rebuilt_transcript() -> Vec<Message> {
-    let rebuilt = rebuild_messages(&stored_turns());
+pub fn rebuilt_transcript() -> Vec<Message<'static>> {
+    let turns = stored_turns();
+    let rebuilt = rebuild_messages(&turns);
     assert!(!rebuilt.repairs.is_empty(), "the fixture needs repairs");
-    rebuilt.messages
+    rebuilt.into_owned_messages()
 }
 
 /// The stored turns mapped naively, without rebuild's repairs: c2 and c3
 /// are never answered.
-pub fn unrepaired_transcript() -> Vec<Message> {
+pub fn unrepaired_transcript() -> Vec<Message<'static>> {
     stored_turns()
         .iter()
         .filter_map(|t| match t.role {
             inquest_core::Role::User => Some(Message::User {
-                text: t.content.clone(),
+                text: t.content.clone().into(),
             }),
             inquest_core::Role::Assistant => Some(Message::Assistant {
-                text: t.content.clone(),
-                tool_calls: t.tool_calls().expect("calls decode"),
+                text: t.content.clone().into(),
+                tool_calls: t
+                    .tool_calls()
+                    .expect("calls decode")
+                    .into_iter()
+                    .map(Into::into)
+                    .collect(),
             }),
             inquest_core::Role::Tool => Some(Message::ToolResult {
-                call_id: t.tool_call_id.clone().unwrap_or_default(),
-                name: t.tool_name.clone().unwrap_or_default(),
-                content: t.content.clone(),
+                call_id: t.tool_call_id.clone().unwrap_or_default().into(),
+                name: t.tool_name.clone().unwrap_or_default().into(),
+                content: t.content.clone().into(),
                 is_error: t.is_error,
             }),
             inquest_core::Role::Notice | inquest_core::Role::Compaction => None,

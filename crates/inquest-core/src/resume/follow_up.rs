@@ -8,7 +8,8 @@
 //! [`plan_resume`] classifies the turns before the follow-up, and keeps the
 //! repairs and transcript of the whole history.
 
-use super::recovery::{RecoveryKind, RecoveryPlan, notice_text, plan_recovery};
+use super::message::Message;
+use super::recovery::{RecoveryKind, RecoveryPlan, classify, notice_text, plan_recovery_rebuilt};
 use crate::{Role, SessionId, ToolClasses, Turn};
 
 /// The plan a resume of `session_id` acts on (the one function behind the
@@ -28,14 +29,26 @@ pub fn plan_resume(
     turns: &[Turn],
     classes: &impl ToolClasses,
 ) -> RecoveryPlan {
-    let full = plan_recovery(session_id, turns, classes);
+    plan_resume_rebuilt(session_id, turns, classes).0
+}
+
+/// [`plan_resume`] and the repaired transcript of all turns it was
+/// computed with, borrowed from `turns`: what the burst runs from, so a
+/// resume rebuilds once. The turns before the follow-up are only
+/// classified, not rebuilt.
+pub fn plan_resume_rebuilt<'a>(
+    session_id: SessionId,
+    turns: &'a [Turn],
+    classes: &impl ToolClasses,
+) -> (RecoveryPlan, Vec<Message<'a>>) {
+    let (full, transcript) = plan_recovery_rebuilt(session_id, turns, classes);
     let Some(before) = follow_up_split(session_id, turns) else {
-        return full;
+        return (full, transcript);
     };
     if full.kind == RecoveryKind::DegradedHistory {
-        return full;
+        return (full, transcript);
     }
-    let previous = plan_recovery(session_id, before, classes);
+    let (previous, _) = classify(session_id, before, classes);
     // Degraded before but not with the whole history cannot happen (the
     // same findings), so the previous kind is used as is.
     let kind = previous.kind;
@@ -60,7 +73,7 @@ pub fn plan_resume(
     } else {
         notice_text(&plan)
     };
-    plan
+    (plan, transcript)
 }
 
 /// Whether the tail is a follow-up: a user message with model-visible
@@ -86,8 +99,7 @@ fn follow_up_split(session_id: SessionId, turns: &[Turn]) -> Option<&[Turn]> {
 /// The plan as a recovery notice turn carries it (`NewTurn::Notice`'s
 /// `plan`, the `turns.recovery_plan` column, `SessionTurn.recovery_plan`):
 /// everything but the human text, whose place is the turn's content (so a
-/// notice holds it once, cut at `limits.max_notice_bytes`), and the
-/// transcript, which is never stored.
+/// notice holds it once, cut at `limits.max_notice_bytes`).
 pub fn notice_plan(plan: &RecoveryPlan) -> RecoveryPlan {
     RecoveryPlan {
         kind: plan.kind,
@@ -99,15 +111,14 @@ pub fn notice_plan(plan: &RecoveryPlan) -> RecoveryPlan {
         can_auto_continue: plan.can_auto_continue,
         requires_confirmation: plan.requires_confirmation,
         notice_text: String::new(),
-        transcript: Vec::new(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SideEffect;
     use crate::resume::testing::*;
+    use crate::{SideEffect, plan_recovery};
 
     fn classes(tool: &str) -> SideEffect {
         if tool == "grep" {
@@ -143,11 +154,12 @@ mod tests {
             plan_recovery(session(), &turns, &classes).kind,
             RecoveryKind::InterruptedPrompt
         );
-        let p = plan_resume(session(), &turns, &classes);
+        let (p, transcript) = plan_resume_rebuilt(session(), &turns, &classes);
+        assert_eq!(p, plan_resume(session(), &turns, &classes));
         assert_eq!(p.kind, RecoveryKind::InterruptedTurn);
         assert_eq!(p.repaired_call_ids, vec!["c1".to_owned()]);
         assert!(p.can_continue && p.requires_confirmation && !p.can_auto_continue);
-        assert_eq!(p.transcript.len(), 4);
+        assert_eq!(transcript.len(), 4);
 
         let safe = [
             user(1, "a"),
@@ -188,13 +200,11 @@ mod tests {
         ];
         let p = plan_resume(session(), &turns, &classes);
         assert!(p.notice_text.starts_with("Recovery: interrupted_turn."));
-        assert!(!p.transcript.is_empty());
         let n = notice_plan(&p);
-        assert!(n.notice_text.is_empty() && n.transcript.is_empty());
+        assert!(n.notice_text.is_empty());
         assert_eq!(
             RecoveryPlan {
                 notice_text: p.notice_text.clone(),
-                transcript: p.transcript.clone(),
                 ..n
             },
             p

@@ -1,9 +1,17 @@
 //! The provider-neutral transcript a resume sends to the model, and the
 //! record of every repair made while rebuilding it.
+//!
+//! A rebuilt [`Message`] borrows from the stored turns it came from (text,
+//! ids, names, and a call's arguments as the stored JSON); only what a
+//! repair makes up or renames is owned. [`Message::into_owned`] detaches
+//! one, for a transcript that outlives its turns (the agent's).
+
+use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use crate::ToolCall;
+use crate::{ToolArguments, ToolCall};
 
 /// The content of a synthetic result for a call whose result was never
 /// recorded.
@@ -20,23 +28,214 @@ pub const MISSING_OPENING_MESSAGE: &str = "[the start of this session's transcri
 /// wire format; same-role neighbours may occur and are folded there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
-pub enum Message {
+pub enum Message<'a> {
     User {
-        text: String,
+        text: Cow<'a, str>,
     },
     Assistant {
-        text: String,
+        text: Cow<'a, str>,
         #[serde(default, with = "calls_serde")]
-        tool_calls: Vec<ToolCall>,
+        tool_calls: Vec<MessageCall<'a>>,
     },
     /// The result of the tool call `call_id` of the preceding assistant
     /// message; `name` is the called tool's name.
     ToolResult {
-        call_id: String,
-        name: String,
-        content: String,
+        call_id: Cow<'a, str>,
+        name: Cow<'a, str>,
+        content: Cow<'a, str>,
         is_error: bool,
     },
+}
+
+/// A view of a `Cow` borrowed from it (no copy).
+fn view(c: &str) -> Cow<'_, str> {
+    Cow::Borrowed(c)
+}
+
+impl Message<'_> {
+    /// The same message borrowed from this one (nothing copied but the
+    /// list of calls): for a request that adds to a transcript it keeps.
+    pub fn reborrow(&self) -> Message<'_> {
+        match self {
+            Message::User { text } => Message::User { text: view(text) },
+            Message::Assistant { text, tool_calls } => Message::Assistant {
+                text: view(text),
+                tool_calls: tool_calls.iter().map(MessageCall::reborrow).collect(),
+            },
+            Message::ToolResult {
+                call_id,
+                name,
+                content,
+                is_error,
+            } => Message::ToolResult {
+                call_id: view(call_id),
+                name: view(name),
+                content: view(content),
+                is_error: *is_error,
+            },
+        }
+    }
+
+    /// The same message owning everything it holds.
+    pub fn into_owned(self) -> Message<'static> {
+        match self {
+            Message::User { text } => Message::User {
+                text: Cow::Owned(text.into_owned()),
+            },
+            Message::Assistant { text, tool_calls } => Message::Assistant {
+                text: Cow::Owned(text.into_owned()),
+                tool_calls: tool_calls
+                    .into_iter()
+                    .map(MessageCall::into_owned)
+                    .collect(),
+            },
+            Message::ToolResult {
+                call_id,
+                name,
+                content,
+                is_error,
+            } => Message::ToolResult {
+                call_id: Cow::Owned(call_id.into_owned()),
+                name: Cow::Owned(name.into_owned()),
+                content: Cow::Owned(content.into_owned()),
+                is_error,
+            },
+        }
+    }
+}
+
+/// A tool call of a rebuilt assistant message, borrowed from the stored
+/// turn where it can be (see [`CallArguments`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageCall<'a> {
+    pub id: Cow<'a, str>,
+    pub name: Cow<'a, str>,
+    pub arguments: CallArguments<'a>,
+}
+
+impl MessageCall<'_> {
+    /// The same call borrowed from this one.
+    pub fn reborrow(&self) -> MessageCall<'_> {
+        MessageCall {
+            id: view(&self.id),
+            name: view(&self.name),
+            arguments: match &self.arguments {
+                CallArguments::Json(map) => CallArguments::Json(Cow::Borrowed(map.as_ref())),
+                CallArguments::Raw(text) => CallArguments::Raw(view(text)),
+            },
+        }
+    }
+
+    pub fn into_owned(self) -> MessageCall<'static> {
+        MessageCall {
+            id: Cow::Owned(self.id.into_owned()),
+            name: Cow::Owned(self.name.into_owned()),
+            arguments: self.arguments.into_owned(),
+        }
+    }
+
+    /// The call as an owned [`ToolCall`].
+    pub fn to_tool_call(&self) -> ToolCall {
+        ToolCall {
+            id: self.id.clone().into_owned(),
+            name: self.name.clone().into_owned(),
+            arguments: self.arguments.to_tool_arguments(),
+        }
+    }
+}
+
+impl From<ToolCall> for MessageCall<'static> {
+    fn from(call: ToolCall) -> Self {
+        MessageCall {
+            id: Cow::Owned(call.id),
+            name: Cow::Owned(call.name),
+            arguments: call.arguments.into(),
+        }
+    }
+}
+
+impl<'a> From<&'a ToolCall> for MessageCall<'a> {
+    fn from(call: &'a ToolCall) -> Self {
+        MessageCall {
+            id: Cow::Borrowed(&call.id),
+            name: Cow::Borrowed(&call.name),
+            arguments: match &call.arguments {
+                ToolArguments::Json(map) => CallArguments::Json(Cow::Borrowed(map)),
+                ToolArguments::Raw(text) => CallArguments::Raw(Cow::Borrowed(text)),
+            },
+        }
+    }
+}
+
+/// A call's arguments as stored ([`ToolArguments`] without the copy): a
+/// JSON object, or the text the model sent when it was not one. Kept as
+/// the stored JSON until an adapter writes its request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallArguments<'a> {
+    Json(Cow<'a, Map<String, Value>>),
+    Raw(Cow<'a, str>),
+}
+
+impl<'a> CallArguments<'a> {
+    /// Reads a stored `arguments` value in place; `None` for shapes no
+    /// writer produces (what [`ToolArguments::from_stored`] refuses).
+    pub fn from_stored(value: &'a Value) -> Option<Self> {
+        match value {
+            Value::Object(map) => Some(CallArguments::Json(Cow::Borrowed(map))),
+            Value::String(text) => Some(CallArguments::Raw(Cow::Borrowed(text))),
+            _ => None,
+        }
+    }
+
+    /// The arguments as text, as the model sent them
+    /// ([`ToolArguments::as_sent`]).
+    pub fn as_sent(&self) -> Cow<'_, str> {
+        match self {
+            CallArguments::Json(map) => {
+                Cow::Owned(serde_json::to_string(map.as_ref()).unwrap_or_else(|_| "{}".to_owned()))
+            }
+            CallArguments::Raw(text) => Cow::Borrowed(text),
+        }
+    }
+
+    /// Whether the model's arguments were a well-formed JSON object.
+    pub fn is_valid_json(&self) -> bool {
+        matches!(self, CallArguments::Json(_))
+    }
+
+    pub fn into_owned(self) -> CallArguments<'static> {
+        match self {
+            CallArguments::Json(map) => CallArguments::Json(Cow::Owned(map.into_owned())),
+            CallArguments::Raw(text) => CallArguments::Raw(Cow::Owned(text.into_owned())),
+        }
+    }
+
+    pub fn to_tool_arguments(&self) -> ToolArguments {
+        match self {
+            CallArguments::Json(map) => ToolArguments::Json(map.clone().into_owned()),
+            CallArguments::Raw(text) => ToolArguments::Raw(text.clone().into_owned()),
+        }
+    }
+}
+
+impl From<ToolArguments> for CallArguments<'static> {
+    fn from(arguments: ToolArguments) -> Self {
+        match arguments {
+            ToolArguments::Json(map) => CallArguments::Json(Cow::Owned(map)),
+            ToolArguments::Raw(text) => CallArguments::Raw(Cow::Owned(text)),
+        }
+    }
+}
+
+/// The stored form: the object, or a JSON string holding the raw text
+/// (what [`ToolArguments::to_stored`] writes).
+impl Serialize for CallArguments<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            CallArguments::Json(map) => map.serialize(s),
+            CallArguments::Raw(text) => text.serialize(s),
+        }
+    }
 }
 
 /// A change made to the stored transcript so it can be sent to a provider,
@@ -143,20 +342,37 @@ impl Repair {
 }
 
 /// Tool calls serialize as stored: `[{"id", "name", "arguments"}]`, where
-/// `arguments` is an object, or a string holding the text as sent.
+/// `arguments` is an object, or a string holding the text as sent. Keys in
+/// sorted order, as the stored `Value` form ([`ToolCall::encode_all`])
+/// serializes, so both give the same bytes.
 mod calls_serde {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use serde_json::Value;
 
+    use super::{CallArguments, MessageCall};
     use crate::ToolCall;
 
-    pub fn serialize<S: Serializer>(calls: &[ToolCall], s: S) -> Result<S::Ok, S::Error> {
-        ToolCall::encode_all(calls).serialize(s)
+    #[derive(Serialize)]
+    struct Stored<'c> {
+        arguments: &'c CallArguments<'c>,
+        id: &'c str,
+        name: &'c str,
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ToolCall>, D::Error> {
+    pub fn serialize<S: Serializer>(calls: &[MessageCall<'_>], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(calls.iter().map(|c| Stored {
+            arguments: &c.arguments,
+            id: &c.id,
+            name: &c.name,
+        }))
+    }
+
+    pub fn deserialize<'de, 'a, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<MessageCall<'a>>, D::Error> {
         let value = Value::deserialize(d)?;
-        ToolCall::decode_all(&value).map_err(serde::de::Error::custom)
+        let calls = ToolCall::decode_all(&value).map_err(serde::de::Error::custom)?;
+        Ok(calls.into_iter().map(MessageCall::from).collect())
     }
 }
 
@@ -169,11 +385,14 @@ mod tests {
     fn messages_serialize_with_stored_call_shape() {
         let m = Message::Assistant {
             text: "x".into(),
-            tool_calls: vec![ToolCall {
-                id: "c1".into(),
-                name: "t".into(),
-                arguments: ToolArguments::from_model("{oops"),
-            }],
+            tool_calls: vec![
+                ToolCall {
+                    id: "c1".into(),
+                    name: "t".into(),
+                    arguments: ToolArguments::from_model("{oops"),
+                }
+                .into(),
+            ],
         };
         let v = serde_json::to_value(&m).unwrap();
         assert_eq!(
@@ -189,6 +408,48 @@ mod tests {
                 tool_calls: vec![]
             }
         );
+    }
+
+    #[test]
+    fn borrowed_calls_serialize_as_the_stored_value_does() {
+        let calls = vec![
+            ToolCall {
+                id: "c1".into(),
+                name: "grep".into(),
+                arguments: ToolArguments::from_model(r#"{"z":1,"a":{"y":[1,"é\n"],"b":null}}"#),
+            },
+            ToolCall {
+                id: "c\"2".into(),
+                name: "t".into(),
+                arguments: ToolArguments::from_model("{oops"),
+            },
+        ];
+        let stored = ToolCall::encode_all(&calls);
+        let m = Message::Assistant {
+            text: "x".into(),
+            tool_calls: calls.iter().map(MessageCall::from).collect(),
+        };
+        let old = serde_json::json!({"role": "assistant", "text": "x", "tool_calls": stored});
+        let new = serde_json::to_string(&m).unwrap();
+        // The old form: `role` first (the tag), then the fields in order,
+        // the calls as their stored `Value`.
+        let old_bytes = format!(
+            r#"{{"role":"assistant","text":"x","tool_calls":{}}}"#,
+            serde_json::to_string(&old["tool_calls"]).unwrap()
+        );
+        assert_eq!(new, old_bytes);
+        let owned = m.clone().into_owned();
+        assert_eq!(owned, m);
+        let Message::Assistant { tool_calls, .. } = &owned else {
+            unreachable!()
+        };
+        let back: Vec<ToolCall> = tool_calls.iter().map(MessageCall::to_tool_call).collect();
+        assert_eq!(back, calls);
+        assert_eq!(
+            tool_calls[0].arguments.as_sent(),
+            calls[0].arguments.as_sent()
+        );
+        assert_eq!(tool_calls[1].arguments.as_sent(), "{oops");
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! - [`plan_recovery`]: classification, repairs and notice for a session
 //!   whose worker died.
 //! - [`plan_resume`]: the plan a resume acts on (follow-up aware), and
-//!   [`notice_plan`], the plan as the notice turn recording it carries it.
+//!   [`notice_plan`], the plan as the notice turn recording it carries it;
+//!   [`plan_resume_rebuilt`] also hands back the transcript the plan was
+//!   computed with, so a resume rebuilds once.
 //!
 //! Everything takes stored [`crate::Turn`]s in seq order and never panics.
 
@@ -20,12 +22,18 @@ mod restore;
 mod validate;
 
 pub use active_time::active_time;
-pub use follow_up::{is_follow_up, notice_plan, plan_resume};
+pub use follow_up::{is_follow_up, notice_plan, plan_resume, plan_resume_rebuilt};
 pub use message::{
-    EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,
+    CallArguments, EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message,
+    MessageCall, Repair,
 };
-pub use rebuild::{Rebuilt, rebuild_messages, undecodable_turn_text, usable_tool_calls};
-pub use recovery::{InterruptedCall, RecoveryKind, RecoveryPlan, Tail, plan_recovery};
+pub(crate) use rebuild::decoded_calls;
+pub use rebuild::{
+    Rebuilt, rebuild_messages, stored_calls, undecodable_turn_text, usable_tool_calls,
+};
+pub use recovery::{
+    InterruptedCall, RecoveryKind, RecoveryPlan, Tail, plan_recovery, plan_recovery_rebuilt,
+};
 pub use restore::{AuditCounters, Restored, restore};
 pub use validate::{ResumeError, ResumeRequest};
 

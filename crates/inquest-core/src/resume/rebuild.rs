@@ -39,18 +39,38 @@
 //!
 //! Never panics, whatever the input.
 
+//! The rebuilt messages borrow from the turns (see [`Message`]); the cost
+//! is one pass with no copy of any text and no decoded JSON: a call's
+//! arguments stay the stored `Value`, call ids are interned once (each
+//! distinct stored id gets a number; every later lookup is by number), and
+//! the calls still waiting for a result are kept per id in a linked list,
+//! so matching a result is O(1) whatever the session's length.
+
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
+use serde_json::Value;
+
 use super::message::{
-    EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,
+    CallArguments, EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message,
+    MessageCall, Repair,
 };
 use crate::{Role, ToolCall, Turn};
 
-/// A rebuilt transcript and what was changed to make it valid.
+/// A rebuilt transcript and what was changed to make it valid. Its
+/// messages borrow from the turns it was rebuilt from.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Rebuilt {
-    pub messages: Vec<Message>,
+pub struct Rebuilt<'a> {
+    pub messages: Vec<Message<'a>>,
     pub repairs: Vec<Repair>,
+}
+
+impl Rebuilt<'_> {
+    /// The messages, owning what they hold (for a transcript that outlives
+    /// the turns, like the agent's).
+    pub fn into_owned_messages(self) -> Vec<Message<'static>> {
+        self.messages.into_iter().map(Message::into_owned).collect()
+    }
 }
 
 /// The calls of an assistant turn if they decode and every call has an id
@@ -64,6 +84,97 @@ pub fn usable_tool_calls(turn: &Turn) -> Option<Vec<ToolCall>> {
         .iter()
         .all(|c| !c.id.trim().is_empty() && !c.name.trim().is_empty())
         .then_some(calls)
+}
+
+/// [`usable_tool_calls`], borrowed from the turn: the same calls, in the
+/// same cases, without decoding the stored JSON into owned values.
+pub fn stored_calls(turn: &Turn) -> Option<Vec<MessageCall<'_>>> {
+    let mut calls = Vec::new();
+    stored_calls_into(turn, &mut calls).then_some(calls)
+}
+
+/// [`stored_calls`] into `out` (cleared first, so one buffer serves a
+/// whole scan); false when the calls are not usable (`out` is then empty).
+pub(crate) fn stored_calls_into<'a>(turn: &'a Turn, out: &mut Vec<MessageCall<'a>>) -> bool {
+    out.clear();
+    if turn.role != Role::Assistant {
+        return true;
+    }
+    if !decoded_calls_into(turn, out) {
+        return false;
+    }
+    if out.iter().all(|c| !is_blank(&c.id) && !is_blank(&c.name)) {
+        return true;
+    }
+    out.clear();
+    false
+}
+
+/// `text.trim().is_empty()`, reading it from one end only.
+pub(crate) fn is_blank(text: &str) -> bool {
+    text.chars().all(char::is_whitespace)
+}
+
+/// [`Turn::tool_calls`], borrowed from the turn where the column has the
+/// shape every writer produces; a column of another shape that still
+/// decodes is decoded as [`ToolCall::decode_all`] does, and owned. `None`
+/// when it does not decode.
+pub(crate) fn decoded_calls(turn: &Turn) -> Option<Vec<MessageCall<'_>>> {
+    let mut calls = Vec::new();
+    decoded_calls_into(turn, &mut calls).then_some(calls)
+}
+
+fn decoded_calls_into<'a>(turn: &'a Turn, out: &mut Vec<MessageCall<'a>>) -> bool {
+    out.clear();
+    if turn.role == Role::Compaction {
+        return true;
+    }
+    if let Value::Array(items) = &turn.tool_calls_raw {
+        out.reserve(items.len());
+        let mut borrowed = true;
+        for item in items {
+            match borrowed_call(item) {
+                Some(call) => out.push(call),
+                None => {
+                    borrowed = false;
+                    break;
+                }
+            }
+        }
+        if borrowed {
+            return true;
+        }
+        out.clear();
+    }
+    match turn.tool_calls() {
+        Ok(calls) => {
+            out.extend(calls.into_iter().map(|c| -> MessageCall<'a> { c.into() }));
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// A stored call of the shape [`ToolCall::encode_all`] writes (an object
+/// with a string `id` and `name` and object-or-string `arguments`; other
+/// keys ignored, as the decoder ignores them), borrowed; `None` for any
+/// other shape.
+fn borrowed_call(item: &Value) -> Option<MessageCall<'_>> {
+    let object = item.as_object()?;
+    let (mut id, mut name, mut arguments) = (None, None, None);
+    for (key, value) in object {
+        match key.as_str() {
+            "id" => id = Some(value.as_str()?),
+            "name" => name = Some(value.as_str()?),
+            "arguments" => arguments = Some(CallArguments::from_stored(value)?),
+            _ => {}
+        }
+    }
+    Some(MessageCall {
+        id: Cow::Borrowed(id?),
+        name: Cow::Borrowed(name?),
+        arguments: arguments?,
+    })
 }
 
 /// The text an assistant turn with undecodable calls is kept as.
@@ -86,55 +197,38 @@ pub fn undecodable_turn_text(turn: &Turn) -> String {
     }
 }
 
-struct Answer {
-    content: String,
-    is_error: bool,
-}
-
-struct OutCall {
-    stored_id: String,
-    call: ToolCall,
-    answer: Option<Answer>,
-}
-
-enum Block {
-    User(String),
-    Assistant {
-        seq: u64,
-        text: String,
-        calls: Vec<OutCall>,
-    },
-}
-
 /// One input of the rebuild: a stored turn, or a compaction's summary.
+#[derive(Clone)]
 enum Item<'a> {
     Turn(&'a Turn),
     Summary(String),
 }
 
-/// The turns (and summary) the transcript is rebuilt from: everything, or
-/// from the latest compaction on (see the module docs).
-fn view(turns: &[Turn]) -> Vec<Item<'_>> {
-    let latest = turns
-        .iter()
+/// The turns (and summary) the transcript is rebuilt from, from the
+/// latest compaction on (see the module docs); `None` without one: every
+/// turn as it is.
+fn view<'a, I>(turns: I) -> Option<Vec<Item<'a>>>
+where
+    I: Iterator<Item = &'a Turn> + Clone,
+{
+    let (at, compaction, info) = turns
+        .clone()
         .enumerate()
-        .rev()
-        .find_map(|(i, t)| t.compaction().map(|info| (i, t, info)));
-    let Some((at, compaction, info)) = latest else {
-        return turns.iter().map(Item::Turn).collect();
-    };
+        .filter(|(_, t)| t.role == Role::Compaction)
+        .filter_map(|(i, t)| t.compaction().map(|info| (i, t, info)))
+        .last()?;
     let retained = |t: &Turn| t.seq.get() >= info.first_retained_seq;
     let mut items = Vec::new();
-    let opening = turns[..at].iter().position(|t| t.role == Role::User);
-    if let Some(o) = opening {
-        items.push(Item::Turn(&turns[o]));
+    let opening = turns.clone().take(at).position(|t| t.role == Role::User);
+    if let Some(o) = opening.and_then(|o| turns.clone().nth(o)) {
+        items.push(Item::Turn(o));
     }
     let model_turns = info.carried.as_ref().map(|c| c.assistant_turns);
     items.push(Item::Summary(crate::compaction::summary_message(
         &compaction.content,
         model_turns,
     )));
-    for (i, t) in turns.iter().enumerate() {
+    for (i, t) in turns.enumerate() {
         if t.role == Role::Compaction || Some(i) == opening {
             continue;
         }
@@ -142,42 +236,201 @@ fn view(turns: &[Turn]) -> Vec<Item<'_>> {
             items.push(Item::Turn(t));
         }
     }
-    items
+    Some(items)
+}
+
+/// No call: the end of a list.
+const NONE: u32 = u32::MAX;
+
+fn index(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(NONE - 1)
+}
+
+/// Every call of the transcript by number, in order of appearance.
+#[derive(Default)]
+struct Calls<'a> {
+    /// Stored id → interned number.
+    ids: HashMap<Cow<'a, str>, u32>,
+    /// Per interned id: its stored text, and the first and last of its
+    /// calls still without a result.
+    id_text: Vec<Cow<'a, str>>,
+    waiting: Vec<(u32, u32)>,
+    /// Per call: its interned stored id, its assistant message, the
+    /// message its result goes in, the assistant turn's seq, its
+    /// neighbours in its id's waiting list, and whether it is answered.
+    id: Vec<u32>,
+    block: Vec<u32>,
+    slot: Vec<u32>,
+    seq: Vec<u64>,
+    links: Vec<(u32, u32)>,
+    answered: Vec<bool>,
+}
+
+impl<'a> Calls<'a> {
+    fn len(&self) -> usize {
+        self.id.len()
+    }
+
+    /// Adds a call of the assistant message `block`, whose result goes in
+    /// message `slot`, with stored id `stored`; false when the id was used
+    /// by an earlier call.
+    // The `Cow` itself is cloned into the map, so a borrowed id stays
+    // borrowed (a `&str` would lose `'a`).
+    #[allow(clippy::ptr_arg)]
+    fn push(&mut self, stored: &Cow<'a, str>, block: usize, slot: usize, seq: u64) -> bool {
+        let n = index(self.id.len());
+        let next_ix = index(self.id_text.len());
+        let (ix, fresh) = match self.ids.entry(stored.clone()) {
+            std::collections::hash_map::Entry::Occupied(e) => (*e.get(), false),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(next_ix);
+                self.id_text.push(stored.clone());
+                self.waiting.push((NONE, NONE));
+                (next_ix, true)
+            }
+        };
+        self.id.push(ix);
+        self.block.push(index(block));
+        self.slot.push(index(slot));
+        self.seq.push(seq);
+        self.answered.push(false);
+        let (first, last) = self
+            .waiting
+            .get(ix as usize)
+            .copied()
+            .unwrap_or((NONE, NONE));
+        self.links.push((last, NONE));
+        if let Some(l) = self.links.get_mut(last as usize) {
+            l.1 = n;
+        }
+        let first = if first == NONE { n } else { first };
+        if let Some(w) = self.waiting.get_mut(ix as usize) {
+            *w = (first, n);
+        }
+        fresh
+    }
+
+    /// The stored id of call `n`.
+    fn stored_id(&self, n: usize) -> &str {
+        self.id
+            .get(n)
+            .and_then(|&ix| self.id_text.get(ix as usize))
+            .map_or("", |s| s.as_ref())
+    }
+
+    /// Marks call `n` answered, taking it out of its id's waiting list.
+    fn answer(&mut self, n: u32) {
+        if let Some(done) = self.answered.get_mut(n as usize) {
+            *done = true;
+        }
+        let Some(&(prev, next)) = self.links.get(n as usize) else {
+            return;
+        };
+        let Some(&ix) = self.id.get(n as usize) else {
+            return;
+        };
+        if let Some(p) = self.links.get_mut(prev as usize) {
+            p.1 = next;
+        }
+        if let Some(q) = self.links.get_mut(next as usize) {
+            q.0 = prev;
+        }
+        if let Some(w) = self.waiting.get_mut(ix as usize) {
+            if w.0 == n {
+                w.0 = next;
+            }
+            if w.1 == n {
+                w.1 = prev;
+            }
+        }
+    }
+
+    /// The call a result for stored id `id` answers, with whether it is
+    /// one of the open message's (see the module docs); `Err(known)` when
+    /// none waits, `known` saying whether a call with that id exists.
+    fn target(&self, id: &str, open: Option<usize>) -> Result<(u32, bool), bool> {
+        let Some(&ix) = self.ids.get(id) else {
+            return Err(false);
+        };
+        let (_, last) = self
+            .waiting
+            .get(ix as usize)
+            .copied()
+            .unwrap_or((NONE, NONE));
+        if last == NONE {
+            return Err(true);
+        }
+        // The open message's calls are the newest, so its waiting calls are
+        // the end of the list: the first of them is the one answered.
+        let open = open.map(index);
+        let mut in_open = None;
+        let mut n = last;
+        while n != NONE && Some(self.block.get(n as usize).copied().unwrap_or(NONE)) == open {
+            in_open = Some(n);
+            n = self.links.get(n as usize).map_or(NONE, |l| l.0);
+        }
+        Ok(match in_open {
+            Some(n) => (n, true),
+            None => (last, false),
+        })
+    }
+}
+
+/// Every id a call may end up with, so renames never collide: made the
+/// first time a call is renamed (rare: legacy sessions of providers that
+/// reused ids).
+fn all_call_ids<'a>(items: impl Iterator<Item = Item<'a>>) -> HashSet<Cow<'a, str>> {
+    let mut taken = HashSet::new();
+    for item in items {
+        if let Item::Turn(t) = item {
+            for call in stored_calls(t).unwrap_or_default() {
+                taken.insert(call.id);
+            }
+        }
+    }
+    taken
 }
 
 /// Rebuilds the provider-neutral transcript; see the module docs.
-pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
-    let items = view(turns);
-    let mut repairs = Vec::new();
-    let mut blocks: Vec<Block> = Vec::new();
-    // The assistant block answered by results right now, if no user or
-    // assistant turn came after it.
-    let mut open: Option<usize> = None;
-    // Stored call id → (block, call index), in order of appearance.
-    let mut by_id: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
-    // Every id a call may end up with, so renames never collide.
-    // Each turn's calls, decoded once.
-    let mut decoded: Vec<Option<Vec<ToolCall>>> = items
-        .iter()
-        .map(|item| match item {
-            Item::Turn(t) => usable_tool_calls(t),
-            Item::Summary(_) => Some(Vec::new()),
-        })
-        .collect();
-    let mut taken: HashSet<String> = decoded
-        .iter()
-        .flatten()
-        .flatten()
-        .map(|c| c.id.clone())
-        .collect();
-    let mut used: HashSet<String> = HashSet::new();
+pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt<'_> {
+    rebuild_from(turns.iter())
+}
 
-    for (i, item) in items.iter().enumerate() {
+/// [`rebuild_messages`] over turns given by reference (a filtered view).
+pub(crate) fn rebuild_refs<'a>(turns: &[&'a Turn]) -> Rebuilt<'a> {
+    rebuild_from(turns.iter().copied())
+}
+
+fn rebuild_from<'a, I>(turns: I) -> Rebuilt<'a>
+where
+    I: Iterator<Item = &'a Turn> + Clone,
+{
+    match view(turns.clone()) {
+        None => rebuild_items(turns.map(Item::Turn)),
+        Some(items) => rebuild_items(items.into_iter()),
+    }
+}
+
+fn rebuild_items<'a, I>(items: I) -> Rebuilt<'a>
+where
+    I: Iterator<Item = Item<'a>> + Clone,
+{
+    let mut repairs = Vec::new();
+    let mut messages: Vec<Message<'a>> = Vec::with_capacity(items.size_hint().0.saturating_add(1));
+    // The assistant message answered by results right now (its index and
+    // its first call's number), if no user or assistant turn came after.
+    let mut open: Option<(usize, usize)> = None;
+    let mut calls = Calls::default();
+    let mut taken: Option<HashSet<Cow<'a, str>>> = None;
+
+    for item in items.clone() {
         let turn = match item {
-            Item::Turn(turn) => *turn,
+            Item::Turn(turn) => turn,
             Item::Summary(text) => {
                 open = None;
-                blocks.push(Block::User(text.clone()));
+                messages.push(Message::User {
+                    text: Cow::Owned(text),
+                });
                 continue;
             }
         };
@@ -186,145 +439,134 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
             Role::Notice | Role::Compaction => {}
             Role::User => {
                 open = None;
-                let text = if turn.content.trim().is_empty() {
+                let text = if is_blank(&turn.content) {
                     repairs.push(Repair::EmptyUserMessage { seq });
-                    EMPTY_USER_MESSAGE.to_owned()
+                    Cow::Borrowed(EMPTY_USER_MESSAGE)
                 } else {
-                    turn.content.clone()
+                    Cow::Borrowed(turn.content.as_str())
                 };
-                blocks.push(Block::User(text));
+                messages.push(Message::User { text });
             }
             Role::Assistant => {
                 open = None;
-                let (text, calls) = match decoded.get_mut(i).and_then(Option::take) {
-                    Some(calls) => (turn.content.clone(), calls),
-                    None => {
-                        repairs.push(Repair::UndecodableToolCalls { seq });
-                        (undecodable_turn_text(turn), Vec::new())
-                    }
+                let mut out = Vec::new();
+                let text = if stored_calls_into(turn, &mut out) {
+                    Cow::Borrowed(turn.content.as_str())
+                } else {
+                    repairs.push(Repair::UndecodableToolCalls { seq });
+                    Cow::Owned(undecodable_turn_text(turn))
                 };
-                if calls.is_empty() && text.trim().is_empty() {
+                // Providers refuse whitespace-only text; blank means none.
+                let blank = is_blank(&text);
+                if out.is_empty() && blank {
                     repairs.push(Repair::DroppedEmptyAssistantTurn { seq });
                     continue;
                 }
-                // Providers refuse whitespace-only text; blank means none.
-                let text = if text.trim().is_empty() {
-                    String::new()
-                } else {
-                    text
-                };
-                let index = blocks.len();
-                let mut out = Vec::with_capacity(calls.len());
-                for mut call in calls {
-                    let stored_id = call.id.clone();
-                    if !used.insert(stored_id.clone()) {
-                        let new_id = fresh_id(&stored_id, &mut taken);
+                let text = if blank { Cow::Borrowed("") } else { text };
+                let at = messages.len();
+                let first_call = calls.len();
+                for (k, call) in out.iter_mut().enumerate() {
+                    if !calls.push(&call.id, at, at + 1 + k, seq) {
+                        let taken = taken.get_or_insert_with(|| all_call_ids(items.clone()));
+                        let new_id = fresh_id(&call.id, taken);
                         repairs.push(Repair::RenamedDuplicateToolCall {
-                            call_id: stored_id.clone(),
+                            call_id: call.id.clone().into_owned(),
                             new_id: new_id.clone(),
                             seq,
                         });
-                        used.insert(new_id.clone());
-                        call.id = new_id;
+                        call.id = Cow::Owned(new_id);
                     }
-                    by_id
-                        .entry(stored_id.clone())
-                        .or_default()
-                        .push((index, out.len()));
-                    out.push(OutCall {
-                        stored_id,
-                        call,
-                        answer: None,
-                    });
                 }
-                let has_calls = !out.is_empty();
-                blocks.push(Block::Assistant {
-                    seq,
+                let count = out.len();
+                messages.push(Message::Assistant {
                     text,
-                    calls: out,
+                    tool_calls: out,
                 });
-                if has_calls {
-                    open = Some(index);
+                // Each call's result follows in call order: a synthetic
+                // one until a stored result answers it.
+                for k in 0..count {
+                    let Some(Message::Assistant { tool_calls, .. }) = messages.get(at) else {
+                        break;
+                    };
+                    let Some(call) = tool_calls.get(k) else {
+                        break;
+                    };
+                    let result = Message::ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: Cow::Borrowed(INTERRUPTED_TOOL_RESULT),
+                        is_error: true,
+                    };
+                    messages.push(result);
+                }
+                if count > 0 {
+                    open = Some((at, first_call));
                 }
             }
             Role::Tool => {
-                let call_id = turn.tool_call_id.clone().unwrap_or_default();
-                let candidates = by_id.get(&call_id).map(Vec::as_slice).unwrap_or(&[]);
-                let unanswered = |&&(b, c): &&(usize, usize)| match blocks.get(b) {
-                    Some(Block::Assistant { calls, .. }) => {
-                        calls.get(c).is_some_and(|c| c.answer.is_none())
-                    }
-                    _ => false,
+                let call_id = turn.tool_call_id.as_deref().unwrap_or_default();
+                // The common case, without a lookup: the first waiting call
+                // of the open message with this id.
+                let near = open.and_then(|(at, first)| {
+                    let count = match messages.get(at) {
+                        Some(Message::Assistant { tool_calls, .. }) => tool_calls.len(),
+                        _ => 0,
+                    };
+                    (first..first + count).find(|&n| {
+                        !calls.answered.get(n).copied().unwrap_or(true)
+                            && calls.stored_id(n) == call_id
+                    })
+                });
+                let (n, in_open) = match near {
+                    Some(n) => (index(n), true),
+                    None => match calls.target(call_id, open.map(|(at, _)| at)) {
+                        Ok(found) => found,
+                        Err(known) => {
+                            let call_id = call_id.to_owned();
+                            repairs.push(if known {
+                                Repair::DroppedDuplicateToolResult { call_id, seq }
+                            } else {
+                                Repair::DroppedOrphanToolResult { call_id, seq }
+                            });
+                            continue;
+                        }
+                    },
                 };
-                let in_open = candidates
-                    .iter()
-                    .filter(|(b, _)| Some(*b) == open)
-                    .find(unanswered);
-                let target = in_open.or_else(|| candidates.iter().rev().find(unanswered));
-                let Some(&(b, c)) = target else {
-                    repairs.push(if candidates.is_empty() {
-                        Repair::DroppedOrphanToolResult { call_id, seq }
-                    } else {
-                        Repair::DroppedDuplicateToolResult { call_id, seq }
-                    });
-                    continue;
-                };
-                if in_open.is_none() {
+                if !in_open {
                     repairs.push(Repair::MovedToolResult {
-                        call_id,
+                        call_id: call_id.to_owned(),
                         from_seq: seq,
                     });
                 }
-                if let Some(Block::Assistant { calls, .. }) = blocks.get_mut(b)
-                    && let Some(slot) = calls.get_mut(c)
+                calls.answer(n);
+                let slot = calls.slot.get(n as usize).copied().unwrap_or(NONE);
+                if let Some(Message::ToolResult {
+                    content, is_error, ..
+                }) = messages.get_mut(slot as usize)
                 {
-                    slot.answer = Some(Answer {
-                        content: turn.content.clone(),
-                        is_error: turn.is_error,
-                    });
+                    *content = Cow::Borrowed(turn.content.as_str());
+                    *is_error = turn.is_error;
                 }
             }
         }
     }
 
-    let mut messages = Vec::new();
-    for block in blocks {
-        match block {
-            Block::User(text) => messages.push(Message::User { text }),
-            Block::Assistant { seq, text, calls } => {
-                let mut tool_calls = Vec::with_capacity(calls.len());
-                let mut results = Vec::with_capacity(calls.len());
-                for out in calls {
-                    results.push((
-                        out.stored_id,
-                        out.call.id.clone(),
-                        out.call.name.clone(),
-                        out.answer,
-                    ));
-                    tool_calls.push(out.call);
-                }
-                messages.push(Message::Assistant { text, tool_calls });
-                for (stored_id, id, name, answer) in results {
-                    let (content, is_error) = match answer {
-                        Some(a) => (a.content, a.is_error),
-                        None => {
-                            repairs.push(Repair::SynthesizedToolResult {
-                                call_id: stored_id,
-                                name: name.clone(),
-                                assistant_seq: seq,
-                            });
-                            (INTERRUPTED_TOOL_RESULT.to_owned(), true)
-                        }
-                    };
-                    messages.push(Message::ToolResult {
-                        call_id: id,
-                        name,
-                        content,
-                        is_error,
-                    });
-                }
-            }
+    // Calls never answered keep their synthetic result, in transcript
+    // order.
+    for n in 0..calls.len() {
+        if calls.answered.get(n).copied().unwrap_or(true) {
+            continue;
         }
+        let slot = calls.slot.get(n).copied().unwrap_or(NONE);
+        let name = match messages.get(slot as usize) {
+            Some(Message::ToolResult { name, .. }) => name.to_string(),
+            _ => String::new(),
+        };
+        repairs.push(Repair::SynthesizedToolResult {
+            call_id: calls.stored_id(n).to_owned(),
+            name,
+            assistant_seq: calls.seq.get(n).copied().unwrap_or_default(),
+        });
     }
     if messages
         .first()
@@ -333,7 +575,7 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
         messages.insert(
             0,
             Message::User {
-                text: MISSING_OPENING_MESSAGE.to_owned(),
+                text: Cow::Borrowed(MISSING_OPENING_MESSAGE),
             },
         );
         repairs.push(Repair::InsertedOpeningUserMessage);
@@ -341,11 +583,12 @@ pub fn rebuild_messages(turns: &[Turn]) -> Rebuilt {
     Rebuilt { messages, repairs }
 }
 
-fn fresh_id(id: &str, taken: &mut HashSet<String>) -> String {
+fn fresh_id<'a>(id: &str, taken: &mut HashSet<Cow<'a, str>>) -> String {
     let mut n: u64 = 2;
     loop {
         let candidate = format!("{id}_dup{n}");
-        if taken.insert(candidate.clone()) {
+        if !taken.contains(candidate.as_str()) {
+            taken.insert(Cow::Owned(candidate.clone()));
             return candidate;
         }
         n = n.saturating_add(1);
@@ -392,7 +635,7 @@ mod tests {
                     content,
                     is_error,
                     ..
-                } => Some((call_id.as_str(), content.as_str(), *is_error)),
+                } => Some((&**call_id, &**content, *is_error)),
                 _ => None,
             })
             .collect();
@@ -466,7 +709,8 @@ mod tests {
     fn undecodable_calls_become_text_and_openers_are_fixed() {
         let mut bad = assistant(1, "thinking", &[]);
         bad.tool_calls_raw = serde_json::json!({"not": "a list"});
-        let r = rebuild_messages(&[bad, user(2, "  ")]);
+        let turns = [bad, user(2, "  ")];
+        let r = rebuild_messages(&turns);
         assert_eq!(r.messages.len(), 3);
         assert!(
             matches!(&r.messages[0], Message::User { text } if text == MISSING_OPENING_MESSAGE)
@@ -516,7 +760,8 @@ mod tests {
         let r = rebuild_messages(&none_kept);
         assert_eq!(r.messages.len(), 3);
         // The opening inside the tail still comes first, once.
-        let r = rebuild_messages(&[user(1, "go"), compaction(2, "s", 1)]);
+        let turns = [user(1, "go"), compaction(2, "s", 1)];
+        let r = rebuild_messages(&turns);
         assert_eq!(r.messages.len(), 2);
         assert!(matches!(&r.messages[0], Message::User { text } if text == "go"));
     }

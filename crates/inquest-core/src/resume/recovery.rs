@@ -11,8 +11,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::message::{Message, Repair};
-use super::rebuild::{rebuild_messages, usable_tool_calls};
+use super::message::{Message, MessageCall, Repair};
+use super::rebuild::{rebuild_refs, stored_calls, stored_calls_into};
 use crate::{Role, SessionId, SideEffect, ToolClasses, Turn};
 
 /// How a session stopped, as read from its stored turns.
@@ -69,7 +69,9 @@ pub struct InterruptedCall {
 }
 
 /// The classification and repairs computed when a session is recovered.
-/// Serializes (without the transcript) so the store can keep the last plan.
+/// Serializes so the store can keep the last plan. The repaired
+/// transcript it was computed with is not part of it: it borrows from the
+/// turns ([`plan_recovery_rebuilt`], [`crate::plan_resume_rebuilt`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecoveryPlan {
     pub kind: RecoveryKind,
@@ -91,10 +93,6 @@ pub struct RecoveryPlan {
     pub requires_confirmation: bool,
     /// The text of the `notice` turn recording this plan.
     pub notice_text: String,
-    /// The repaired, provider-valid transcript (turns of other sessions
-    /// left out). Not serialized: it is rebuilt from the store.
-    #[serde(skip)]
-    pub transcript: Vec<Message>,
 }
 
 /// Builds the recovery plan for `session_id` from its stored turns (in seq
@@ -108,11 +106,73 @@ pub fn plan_recovery(
     turns: &[Turn],
     classes: &impl ToolClasses,
 ) -> RecoveryPlan {
+    plan_recovery_rebuilt(session_id, turns, classes).0
+}
+
+/// [`plan_recovery`] and the repaired, provider-valid transcript it was
+/// computed with (turns of other sessions left out), borrowed from
+/// `turns`: what a burst runs from, so it is rebuilt once.
+pub fn plan_recovery_rebuilt<'a>(
+    session_id: SessionId,
+    turns: &'a [Turn],
+    classes: &impl ToolClasses,
+) -> (RecoveryPlan, Vec<Message<'a>>) {
+    let (found, own) = classify(session_id, turns, classes);
+    let rebuilt = rebuild_refs(&own);
+    let mut repairs = found.findings;
+    repairs.extend(rebuilt.repairs);
+    let mut repaired_call_ids: Vec<String> = Vec::new();
+    for r in &repairs {
+        if let Repair::SynthesizedToolResult { call_id, .. } = r
+            && !repaired_call_ids.contains(call_id)
+        {
+            repaired_call_ids.push(call_id.clone());
+        }
+    }
+
+    let tail = found.tail;
+    let kind = found.kind;
+    let can_continue = matches!(tail, Tail::AwaitingModel | Tail::DanglingToolCalls);
+    let can_auto_continue = found.can_auto_continue;
+    let mut plan = RecoveryPlan {
+        kind,
+        tail,
+        repairs,
+        repaired_call_ids,
+        interrupted_calls: found.interrupted_calls,
+        can_continue,
+        can_auto_continue,
+        requires_confirmation: can_continue && !can_auto_continue,
+        notice_text: String::new(),
+    };
+    plan.notice_text = notice_text(&plan);
+    (plan, rebuilt.messages)
+}
+
+/// How a session stopped, read from the raw stored turns (before any
+/// repair), without rebuilding the transcript.
+pub(super) struct Classification {
+    /// Broken invariants found (gaps, out-of-order seqs, foreign turns, no
+    /// turns).
+    pub findings: Vec<Repair>,
+    pub kind: RecoveryKind,
+    pub tail: Tail,
+    pub interrupted_calls: Vec<InterruptedCall>,
+    pub can_auto_continue: bool,
+}
+
+/// Classifies `turns`; also returns the turns of `session_id` (the rest
+/// are findings), which the transcript is rebuilt from.
+pub(super) fn classify<'a>(
+    session_id: SessionId,
+    turns: &'a [Turn],
+    classes: &impl ToolClasses,
+) -> (Classification, Vec<&'a Turn>) {
     let mut findings = Vec::new();
-    let mut own: Vec<Turn> = Vec::with_capacity(turns.len());
+    let mut own: Vec<&Turn> = Vec::with_capacity(turns.len());
     for t in turns {
         if t.session_id == session_id {
-            own.push(t.clone());
+            own.push(t);
         } else {
             findings.push(Repair::DroppedForeignTurn { seq: t.seq.get() });
         }
@@ -148,7 +208,11 @@ pub fn plan_recovery(
         previous = previous.max(seq);
     }
 
-    let visible: Vec<&Turn> = own.iter().filter(|t| !t.role.is_record()).collect();
+    let visible: Vec<&Turn> = own
+        .iter()
+        .copied()
+        .filter(|t| !t.role.is_record())
+        .collect();
     if visible.is_empty() {
         findings.push(Repair::NoTurns);
     }
@@ -157,33 +221,10 @@ pub fn plan_recovery(
 
     // Raw scan: undecodable calls, orphan results, and which results
     // answer a call for the first time ("fresh", as opposed to duplicates).
-    let mut open: HashMap<String, usize> = HashMap::new();
-    let mut fresh = vec![false; visible.len()];
-    let mut decoded = Vec::with_capacity(visible.len());
-    for (i, t) in visible.iter().enumerate() {
-        let calls = usable_tool_calls(t);
-        degraded |= calls.is_none();
-        let calls = calls.unwrap_or_default();
-        for c in &calls {
-            *open.entry(c.id.clone()).or_default() += 1;
-        }
-        if t.role == Role::Tool {
-            let id = t.tool_call_id.as_deref().unwrap_or_default();
-            match open.get_mut(id) {
-                Some(n) if *n > 0 => {
-                    *n -= 1;
-                    if let Some(f) = fresh.get_mut(i) {
-                        *f = true;
-                    }
-                }
-                Some(_) => {}
-                None => degraded = true,
-            }
-        }
-        decoded.push(calls);
-    }
+    let (scan_degraded, fresh) = scan_fast(&visible).unwrap_or_else(|| scan_exact(&visible));
+    degraded |= scan_degraded;
 
-    let (tail, interrupted_calls) = classify_tail(&visible, &decoded, &fresh, classes);
+    let (tail, interrupted_calls) = classify_tail(&visible, &fresh, classes);
     let kind = if degraded || tail == Tail::Empty {
         RecoveryKind::DegradedHistory
     } else {
@@ -193,20 +234,6 @@ pub fn plan_recovery(
             Tail::DanglingToolCalls | Tail::Empty => RecoveryKind::InterruptedTurn,
         }
     };
-
-    let rebuilt = rebuild_messages(&own);
-    let mut repairs = findings;
-    repairs.extend(rebuilt.repairs);
-    let mut repaired_call_ids: Vec<String> = Vec::new();
-    for r in &repairs {
-        if let Repair::SynthesizedToolResult { call_id, .. } = r
-            && !repaired_call_ids.contains(call_id)
-        {
-            repaired_call_ids.push(call_id.clone());
-        }
-    }
-
-    let can_continue = matches!(tail, Tail::AwaitingModel | Tail::DanglingToolCalls);
     let can_auto_continue = match kind {
         RecoveryKind::InterruptedPrompt => true,
         RecoveryKind::InterruptedTurn => interrupted_calls
@@ -214,25 +241,88 @@ pub fn plan_recovery(
             .all(|c| c.side_effect.safe_to_repeat()),
         RecoveryKind::Clean | RecoveryKind::DegradedHistory => false,
     };
-    let mut plan = RecoveryPlan {
+    let found = Classification {
+        findings,
         kind,
         tail,
-        repairs,
-        repaired_call_ids,
         interrupted_calls,
-        can_continue,
         can_auto_continue,
-        requires_confirmation: can_continue && !can_auto_continue,
-        notice_text: String::new(),
-        transcript: rebuilt.messages,
     };
-    plan.notice_text = notice_text(&plan);
-    plan
+    (found, own)
+}
+
+/// The raw scan for the healthy pattern, without a lookup: every result
+/// answers a call of the latest assistant turn that no result since
+/// answered. Such a result is fresh whatever came before (that turn's
+/// calls of its id are still open), and none is an orphan, so this gives
+/// exactly what [`scan_exact`] gives; `None` as soon as a result does not
+/// fit, and the exact scan runs instead. Returns (degraded, fresh).
+fn scan_fast(visible: &[&Turn]) -> Option<(bool, Vec<bool>)> {
+    let mut fresh = vec![false; visible.len()];
+    let mut undecodable = false;
+    let mut latest: Vec<MessageCall<'_>> = Vec::new();
+    let mut answered: Vec<bool> = Vec::new();
+    for (i, &t) in visible.iter().enumerate() {
+        match t.role {
+            Role::Assistant => {
+                undecodable |= !stored_calls_into(t, &mut latest);
+                answered.clear();
+                answered.resize(latest.len(), false);
+            }
+            Role::Tool => {
+                let id = t.tool_call_id.as_deref().unwrap_or_default();
+                let (_, done) = latest
+                    .iter()
+                    .zip(answered.iter_mut())
+                    .find(|(c, done)| !**done && c.id == id)?;
+                *done = true;
+                if let Some(f) = fresh.get_mut(i) {
+                    *f = true;
+                }
+            }
+            Role::User | Role::Notice | Role::Compaction => {}
+        }
+    }
+    Some((undecodable, fresh))
+}
+
+/// The raw scan in general: open calls counted per stored id over the
+/// whole history. Returns (degraded, fresh).
+fn scan_exact(visible: &[&Turn]) -> (bool, Vec<bool>) {
+    let mut degraded = false;
+    let mut open: HashMap<std::borrow::Cow<'_, str>, usize> = HashMap::new();
+    let mut fresh = vec![false; visible.len()];
+    for (i, &t) in visible.iter().enumerate() {
+        match t.role {
+            Role::Assistant => match stored_calls(t) {
+                Some(calls) => {
+                    for c in calls {
+                        *open.entry(c.id).or_default() += 1;
+                    }
+                }
+                None => degraded = true,
+            },
+            Role::Tool => {
+                let id = t.tool_call_id.as_deref().unwrap_or_default();
+                match open.get_mut(id) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        if let Some(f) = fresh.get_mut(i) {
+                            *f = true;
+                        }
+                    }
+                    Some(_) => {}
+                    None => degraded = true,
+                }
+            }
+            Role::User | Role::Notice | Role::Compaction => {}
+        }
+    }
+    (degraded, fresh)
 }
 
 fn classify_tail(
     visible: &[&Turn],
-    decoded: &[Vec<crate::ToolCall>],
     fresh: &[bool],
     classes: &impl ToolClasses,
 ) -> (Tail, Vec<InterruptedCall>) {
@@ -247,7 +337,9 @@ fn classify_tail(
     if turn.role == Role::User {
         return (Tail::AwaitingModel, Vec::new());
     }
-    let calls = decoded.get(last).map(Vec::as_slice).unwrap_or_default();
+    // An assistant turn whose calls do not decode has none (the history is
+    // degraded anyway).
+    let calls: Vec<MessageCall<'_>> = stored_calls(turn).unwrap_or_default();
     if calls.is_empty() {
         let tail = if any_fresh {
             Tail::AwaitingModel
@@ -272,8 +364,8 @@ fn classify_tail(
         .zip(&answered)
         .filter(|(_, done)| !**done)
         .map(|(c, _)| InterruptedCall {
-            call_id: c.id.clone(),
-            name: c.name.clone(),
+            call_id: c.id.to_string(),
+            name: c.name.to_string(),
             assistant_seq: turn.seq.get(),
             side_effect: classes.side_effect(&c.name),
         })
@@ -399,9 +491,11 @@ mod tests {
     #[test]
     fn classification_happens_before_repair() {
         // The synthesized result must not make this look like a prompt.
-        let p = plan(&[user(1, "a"), assistant(2, "", &[("c1", "rm")])]);
+        let turns = [user(1, "a"), assistant(2, "", &[("c1", "rm")])];
+        let (p, transcript) = plan_recovery_rebuilt(session(), &turns, &classes);
         assert_eq!(p.kind, RecoveryKind::InterruptedTurn);
-        assert_eq!(p.transcript.len(), 3);
+        assert_eq!(transcript.len(), 3);
+        assert_eq!(p, plan(&turns));
     }
 
     #[test]
@@ -419,10 +513,11 @@ mod tests {
 
         let mut foreign = user(2, "other session");
         foreign.session_id = crate::SessionId::new();
-        let p = plan(&[user(1, "a"), foreign, user(3, "b")]);
+        let turns = [user(1, "a"), foreign, user(3, "b")];
+        let (p, transcript) = plan_recovery_rebuilt(session(), &turns, &classes);
         assert_eq!(p.kind, RecoveryKind::DegradedHistory);
         assert!(p.can_continue && p.requires_confirmation && !p.can_auto_continue);
-        assert_eq!(p.transcript.len(), 2);
+        assert_eq!(transcript.len(), 2);
 
         let p = plan(&[user(1, "a"), tool(2, "zz", "grep", "?")]);
         assert_eq!(p.kind, RecoveryKind::DegradedHistory);

@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::rebuild::usable_tool_calls;
+use super::rebuild::stored_calls;
 use crate::{Role, Seq, ToolServers, Turn};
 
 /// The audit numbers a report carries, cumulative over the session.
@@ -66,7 +66,8 @@ pub fn restore(turns: &[Turn], servers: &impl ToolServers) -> Restored {
 fn restore_walk<'a>(turns: impl Iterator<Item = &'a Turn>, servers: &impl ToolServers) -> Restored {
     let mut r = Restored::default();
     // call id → (tool name, arguments valid)
-    let mut calls: HashMap<String, (String, bool)> = HashMap::new();
+    let mut calls: HashMap<std::borrow::Cow<'a, str>, (std::borrow::Cow<'a, str>, bool)> =
+        HashMap::new();
     for turn in turns {
         r.turn_count = r.turn_count.saturating_add(1);
         r.last_seq = Some(r.last_seq.map_or(turn.seq, |s| s.max(turn.seq)));
@@ -80,14 +81,14 @@ fn restore_walk<'a>(turns: impl Iterator<Item = &'a Turn>, servers: &impl ToolSe
             Role::Assistant => {
                 r.assistant_turns = r.assistant_turns.saturating_add(1);
                 r.last_assistant_seq = Some(turn.seq);
-                for call in usable_tool_calls(turn).unwrap_or_default() {
+                for call in stored_calls(turn).unwrap_or_default() {
                     r.audit.tool_calls = r.audit.tool_calls.saturating_add(1);
                     let valid = call.arguments.is_valid_json();
                     calls.insert(call.id, (call.name, valid));
                 }
             }
             Role::Tool => {
-                let known = turn.tool_call_id.as_ref().and_then(|id| calls.get(id));
+                let known = turn.tool_call_id.as_deref().and_then(|id| calls.get(id));
                 if let Some((name, true)) = known
                     && let Some(server) = servers.server_of(name)
                 {

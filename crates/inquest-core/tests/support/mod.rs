@@ -32,23 +32,23 @@ fn to_anthropic(messages: &[Message]) -> Vec<AnthropicMsg> {
     let mut out: Vec<AnthropicMsg> = Vec::new();
     for m in messages {
         let (user, blocks) = match m {
-            Message::User { text } => (true, vec![Block::Text(text.clone())]),
+            Message::User { text } => (true, vec![Block::Text(text.to_string())]),
             Message::Assistant { text, tool_calls } => {
                 let mut b = Vec::new();
                 // Adapters omit an empty text block next to tool calls.
                 if !text.is_empty() || tool_calls.is_empty() {
-                    b.push(Block::Text(text.clone()));
+                    b.push(Block::Text(text.to_string()));
                 }
                 b.extend(tool_calls.iter().map(|c| Block::ToolUse {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
+                    id: c.id.to_string(),
+                    name: c.name.to_string(),
                 }));
                 (false, b)
             }
             Message::ToolResult { call_id, .. } => (
                 true,
                 vec![Block::ToolResult {
-                    tool_use_id: call_id.clone(),
+                    tool_use_id: call_id.to_string(),
                 }],
             ),
         };
@@ -207,7 +207,7 @@ fn check_openai(messages: &[Message]) -> Result<(), String> {
                         }
                         pending = tool_calls
                             .iter()
-                            .map(|c| (c.id.clone(), c.name.clone()))
+                            .map(|c| (c.id.to_string(), c.name.to_string()))
                             .collect();
                     }
                     _ => {}
@@ -235,13 +235,15 @@ fn checker_rejects_broken_transcripts() {
         name: "t".into(),
         arguments: ToolArguments::from_model("{}"),
     };
-    let user = |t: &str| Message::User { text: t.into() };
+    let user = |t: &str| Message::User {
+        text: t.to_owned().into(),
+    };
     let asst = |ids: &[&str]| Message::Assistant {
         text: "x".into(),
-        tool_calls: ids.iter().map(|i| call(i)).collect(),
+        tool_calls: ids.iter().map(|i| call(i).into()).collect(),
     };
     let res = |id: &str| Message::ToolResult {
-        call_id: id.into(),
+        call_id: id.to_owned().into(),
         name: "t".into(),
         content: "r".into(),
         is_error: false,
@@ -268,7 +270,7 @@ fn checker_rejects_broken_transcripts() {
         vec![
             user("q"),
             Message::Assistant {
-                text: String::new(),
+                text: "".into(),
                 tool_calls: vec![],
             },
         ],
@@ -278,3 +280,5 @@ fn checker_rejects_broken_transcripts() {
         assert!(check_transcript(&b).is_err(), "accepted {b:?}");
     }
 }
+
+pub mod reference;
