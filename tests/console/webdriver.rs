@@ -87,6 +87,9 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
+            // Its own process group, so the drop can end Chromium too
+            // (chromedriver killed alone leaves its browser running).
+            .process_group(0)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", chromedriver.display()));
         let http = reqwest::Client::builder()
@@ -277,21 +280,33 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        // Best effort: chromedriver is killed with its Chromium either way.
+        // Ask chromedriver to quit the browser (a client of its own: the
+        // test's is bound to the test's runtime, which this thread is not
+        // in), then kill chromedriver's whole process group, Chromium
+        // included, whatever the answer was.
         let url = format!("{}/session/{}", self.base, self.session);
-        let http = self.http.clone();
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build();
             if let Ok(rt) = rt {
                 rt.block_on(async {
-                    let _ = tokio::time::timeout(Duration::from_secs(10), http.delete(url).send())
-                        .await;
+                    if let Ok(http) = reqwest::Client::builder().build() {
+                        let _ =
+                            tokio::time::timeout(Duration::from_secs(10), http.delete(url).send())
+                                .await;
+                    }
                 });
             }
         })
         .join();
+        if let Some(pid) = self.driver.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
         let _ = self.driver.start_kill();
         let _ = std::fs::remove_dir_all(&self.profile);
     }
