@@ -209,7 +209,6 @@ impl Application {
         let watches = Watches {
             log: self.log.clone(),
             shutdown: shutdown.clone(),
-            tasks: tasks.clone(),
             heartbeat: self.watch.heartbeat,
             drain_page: self.watch.drain_page,
             drain_delay: self.watch.test_drain_delay,

@@ -38,19 +38,28 @@
 //! a [`WatchSlot`] is taken before the stream starts and released when
 //! its task ends, however it ends (client gone included).
 //!
-//! Each stream is one task owned by the server's [`TaskTracker`], feeding a
-//! small bounded channel that tonic drains. It ends when the session's
-//! burst ends, when its subscriber lags (Lagged, then ABORTED), on server
-//! shutdown (UNAVAILABLE), or as soon as the client goes away (the channel's
-//! receiver is dropped). Its [`Subscription`] is dropped with it, which
-//! unregisters the subscriber.
+//! Each stream is no task of its own: it is the [`Watcher`]'s future,
+//! polled by tonic through [`WatchStream`], and every event the watcher
+//! sends comes out of the stream's `poll_next` (a one-event hand-off, not a
+//! channel). So a live event takes one wake-up from the broadcaster to the
+//! HTTP/2 stream, as a bare tonic stream over a channel does, and the
+//! backlog of a slow client sits in the broadcaster's per-subscriber
+//! channel, where lag is measured. A stream ends when the session's burst
+//! ends, when its subscriber lags (Lagged, then ABORTED), on server
+//! shutdown (UNAVAILABLE), or as soon as the client goes away (tonic drops
+//! the stream, and with it the watcher). Its [`Subscription`] and its
+//! [`WatchSlot`] are dropped before the final events are handed out, so a
+//! client slow to take them holds neither.
 
 use std::{
     collections::{HashMap, HashSet},
+    future::Future,
+    pin::Pin,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
+    task::{Context, Poll},
     time::Duration,
 };
 
@@ -63,9 +72,8 @@ use inquest_proto::{
     v1::{self as pb, watch_event::Event as WireEvent},
 };
 use inquest_store::{SessionRow, StoreError};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tokio_stream::Stream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Code, Status};
 
 use crate::{
@@ -75,15 +83,6 @@ use crate::{
     status::ApiError,
     turn_log::TurnLog,
 };
-
-/// Events buffered between a stream's task and tonic. Small: the task waits
-/// on it (it reads from the database at the client's pace); lag is measured
-/// in the broadcaster's per-subscriber channel, not here.
-const OUTBOX: usize = 16;
-
-/// How long a stream's final events (Lagged, the ending status) may wait
-/// for a slow client. Below the default shutdown grace.
-const LAST_WORDS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Counters over all watch streams of this server. The atomics are read
 /// without locks by tests and the benchmark and only grow; `slots` counts
@@ -202,7 +201,6 @@ impl Drop for WatchSlot {
 pub struct Watches {
     pub log: TurnLog,
     pub shutdown: CancellationToken,
-    pub tasks: TaskTracker,
     pub heartbeat: Duration,
     pub drain_page: u32,
     pub drain_delay: Option<Duration>,
@@ -214,15 +212,11 @@ pub struct Watches {
     pub limits: ApiLimits,
 }
 
-/// Each event is encoded before it is queued: a live turn once for all
-/// its watchers (`PublishedTurn::wire`), everything else per stream.
-pub type WatchStream = ReceiverStream<Result<EncodedWatchEvent, Status>>;
-
 impl Watches {
     /// Runs steps 1 and 2 in the caller (so NOT_FOUND / OUT_OF_RANGE /
-    /// RESOURCE_EXHAUSTED come back as the call's status) and the rest in
-    /// a tracked task. Returns the session row it read too (the caller
-    /// checks it for an orphan).
+    /// RESOURCE_EXHAUSTED come back as the call's status) and the rest as
+    /// the returned stream is polled. Returns the session row it read too
+    /// (the caller checks it for an orphan).
     pub async fn start(
         &self,
         session: SessionId,
@@ -262,13 +256,13 @@ impl Watches {
         } else {
             Vec::new()
         };
-        let (tx, rx) = mpsc::channel(OUTBOX);
+        let out = Outbox::default();
         self.metrics.streams_opened.fetch_add(1, Ordering::Relaxed);
         let watcher = Watcher {
             watches: self.clone(),
             session,
             subscription,
-            tx,
+            out: out.clone(),
             last: after,
             head,
             running,
@@ -279,8 +273,89 @@ impl Watches {
             shown_text: None,
             _slot: slot,
         };
-        self.tasks.spawn(watcher.run());
-        Ok((ReceiverStream::new(rx), row))
+        let stream = WatchStream {
+            run: Some(Box::pin(watcher.run())),
+            out,
+        };
+        Ok((stream, row))
+    }
+}
+
+type Item = Result<EncodedWatchEvent, Status>;
+
+/// A watch stream as tonic sees it: each `poll_next` first hands out the
+/// event the watcher left in the outbox, and otherwise polls the watcher
+/// on, until it leaves one or waits (for the broadcaster, the database, a
+/// timer). Dropping it drops the watcher: that is how a client's leaving
+/// ends the watch. Each event is encoded before it is handed over: a live
+/// turn once for all its watchers (`PublishedTurn::wire`), everything else
+/// per stream.
+pub struct WatchStream {
+    /// The watcher; `None` once it has ended.
+    run: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    out: Outbox,
+}
+
+impl Stream for WatchStream {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        let this = self.get_mut();
+        if let Some(item) = this.out.take() {
+            return Poll::Ready(Some(item));
+        }
+        let Some(run) = this.run.as_mut() else {
+            return Poll::Ready(None);
+        };
+        // The outbox is empty here, so the watcher's next send goes
+        // through; a second one in the same poll waits (returns Pending
+        // with the outbox full, answered below without a wake-up).
+        let finished = run.as_mut().poll(cx).is_ready();
+        if finished {
+            this.run = None;
+        }
+        match this.out.take() {
+            Some(item) => Poll::Ready(Some(item)),
+            None if finished => Poll::Ready(None),
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// The one-event hand-off between a watcher and its [`WatchStream`]. A
+/// std mutex, only ever taken by the task polling the stream (so never
+/// contended) and never across an await.
+#[derive(Clone, Default)]
+struct Outbox {
+    slot: Arc<Mutex<Option<Item>>>,
+}
+
+impl Outbox {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Item>> {
+        // Nothing panics while holding it.
+        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn take(&self) -> Option<Item> {
+        self.slot().take()
+    }
+
+    /// Leaves `item` for the stream to hand out: at once if the outbox is
+    /// empty (the event counts as sent, as with a channel send that found
+    /// room), otherwise after the stream has handed out the one before.
+    /// Waiting registers no waker: the outbox is full, so the stream
+    /// returns that item and is polled again for the next one.
+    async fn send(&self, item: Item) {
+        let mut item = Some(item);
+        std::future::poll_fn(|_| {
+            let mut slot = self.slot();
+            if slot.is_some() {
+                return Poll::Pending;
+            }
+            *slot = item.take();
+            Poll::Ready(())
+        })
+        .await;
     }
 }
 
@@ -289,7 +364,6 @@ enum End {
     /// The burst ended, or the session was not running: OK.
     Finished,
     Lagged,
-    ClientGone,
     Shutdown,
     Failed(Status),
 }
@@ -300,7 +374,7 @@ struct Watcher {
     watches: Watches,
     session: SessionId,
     subscription: Subscription,
-    tx: mpsc::Sender<Result<EncodedWatchEvent, Status>>,
+    out: Outbox,
     /// The last turn sent (or the request's cursor).
     last: AfterSeq,
     /// The head seq read at attach time.
@@ -332,65 +406,72 @@ struct Watcher {
 
 impl Watcher {
     async fn run(mut self) {
-        let shutdown = self.watches.shutdown.clone();
-        let gone = self.tx.clone();
+        // A token of this stream's own: every stream polls it with every
+        // event, and polling the server's token itself would take the one
+        // lock all streams share.
+        let shutdown = self.watches.shutdown.child_token();
         let end = tokio::select! {
             () = shutdown.cancelled() => End::Shutdown,
-            () = gone.closed() => End::ClientGone,
             end = self.stream() => match end { Ok(()) => End::Finished, Err(end) => end },
         };
-        drop(gone);
-        let last = self.last.get();
-        let dropped = self.subscription.dropped_events();
-        // Unregister now: nothing more comes from the broadcaster, and a
-        // client slow to take the final events must not hold a subscriber.
-        drop(self.subscription);
+        let Watcher {
+            watches,
+            session,
+            subscription,
+            out,
+            last,
+            head,
+            _slot,
+            ..
+        } = self;
+        let dropped = subscription.dropped_events();
+        // Unregister now and free the slot: nothing more comes from the
+        // broadcaster, and a client slow to take the final events must
+        // hold neither a subscriber nor a place under the caps.
+        drop(subscription);
+        drop(_slot);
+        let cursor = last.get();
         let mut last_words = Vec::new();
         match end {
-            End::Finished | End::ClientGone => {}
+            End::Finished => {}
             End::Shutdown => last_words.push(Err(reason::status(
                 Code::Unavailable,
                 Reason::ShuttingDown,
-                format!("server shutting down; reconnect with after_seq={last}"),
-                vec![(key::AFTER_SEQ, last.to_string())],
+                format!("server shutting down; reconnect with after_seq={cursor}"),
+                vec![(key::AFTER_SEQ, cursor.to_string())],
             ))),
             End::Lagged => {
-                let metrics = &self.watches.metrics;
+                let metrics = &watches.metrics;
                 metrics.streams_lagged.fetch_add(1, Ordering::Relaxed);
                 metrics.dropped_events.fetch_add(dropped, Ordering::Relaxed);
-                tracing::info!(session_id = %self.session, last_delivered_seq = last, dropped_events = dropped, "watcher fell behind");
-                let head = match self.watches.log.session(self.session).await {
+                tracing::info!(session_id = %session, last_delivered_seq = cursor, dropped_events = dropped, "watcher fell behind");
+                let head = match watches.log.session(session).await {
                     Ok(row) => row.head_seq.map_or(0, |h| h.get()),
-                    Err(_) => self.head.max(last),
+                    Err(_) => head.max(cursor),
                 };
                 let lagged = WireEvent::Lagged(pb::Lagged {
-                    last_delivered_seq: self.last.as_i64(),
+                    last_delivered_seq: last.as_i64(),
                     head_seq: i64::try_from(head).unwrap_or(i64::MAX),
                 });
                 last_words.push(Ok(EncodedWatchEvent::new(&convert::watch_event(lagged))));
                 last_words.push(Err(reason::status(
                     Code::Aborted,
                     Reason::WatcherLagged,
-                    format!("watcher fell behind; reconnect with after_seq={last}"),
+                    format!("watcher fell behind; reconnect with after_seq={cursor}"),
                     vec![
-                        (key::AFTER_SEQ, last.to_string()),
+                        (key::AFTER_SEQ, cursor.to_string()),
                         (key::HEAD_SEQ, head.to_string()),
                     ],
                 )));
             }
             End::Failed(status) => last_words.push(Err(status)),
         }
-        // A client that fell behind is slow by definition: wait for it to
-        // take these, but not forever, and not past its leaving.
-        let tx = self.tx;
-        let deliver = async {
-            for item in last_words {
-                if tx.send(item).await.is_err() {
-                    return;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(LAST_WORDS_TIMEOUT, deliver).await;
+        // Handed out as the client takes them; a client that never does
+        // keeps only this stream (and its HTTP/2 window) until it leaves
+        // or the server's shutdown grace ends.
+        for item in last_words {
+            out.send(item).await;
+        }
     }
 
     async fn stream(&mut self) -> Step {
@@ -710,7 +791,8 @@ impl Watcher {
     }
 
     async fn send_encoded(&self, event: EncodedWatchEvent) -> Step {
-        self.tx.send(Ok(event)).await.map_err(|_| End::ClientGone)
+        self.out.send(Ok(event)).await;
+        Ok(())
     }
 }
 
