@@ -60,6 +60,11 @@ pub enum BenchCommand {
         /// Skip the bare-tonic transport ceiling.
         #[arg(long)]
         no_ceiling: bool,
+        /// Pace the writer at this many turns per second (commit ->
+        /// receive latency under a given load, not at saturation).
+        /// Default: as fast as the store allows.
+        #[arg(long)]
+        rate: Option<f64>,
     },
     /// Agent loop overhead: turns/s of the real loop (persist + publish +
     /// bookkeeping) with an instant in-process provider and a no-op tool,
@@ -276,6 +281,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             idle_watchers,
             agent_threads,
             no_ceiling,
+            rate,
         } => {
             let (url, embedded) = scratch_database(database_url).await?;
             let result = crate::bench_watch::run(crate::bench_watch::WatchBench {
@@ -286,6 +292,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 idle_watchers,
                 agent_threads,
                 ceiling: !no_ceiling,
+                rate,
             })
             .await;
             release(embedded).await?;

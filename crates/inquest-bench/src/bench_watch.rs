@@ -43,6 +43,8 @@ pub struct WatchBench {
     pub agent_threads: Option<usize>,
     /// Also measure the bare-tonic transport ceiling.
     pub ceiling: bool,
+    /// Writer pace in turns/s (`None`: as fast as the store allows).
+    pub rate: Option<f64>,
 }
 
 pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
@@ -249,9 +251,19 @@ async fn fanout(
     let (session, burst) = running_session(log).await?;
     let burst = std::sync::Arc::new(burst);
     let content = "x".repeat(bench.payload);
+    let pace = match bench.rate {
+        Some(rate) if rate > 0.0 => Some(Duration::from_secs_f64(1.0 / rate)),
+        Some(_) => anyhow::bail!("--rate must be above 0"),
+        None => None,
+    };
     println!(
-        "live watch fan-out ({} turns of {} bytes per phase, one session, real gRPC)",
-        bench.turns, bench.payload
+        "live watch fan-out ({} turns of {} bytes per phase, one session, real gRPC, writer {})",
+        bench.turns,
+        bench.payload,
+        match bench.rate {
+            Some(rate) => format!("paced at {rate} turns/s"),
+            None => "as fast as the store allows".to_owned(),
+        }
     );
     println!(
         "{:>8} | {:>10} {:>6} | {:>14} | {:>18} {:>9} | {:>18} {:>9} | {:>6}",
@@ -265,15 +277,22 @@ async fn fanout(
         "p99",
         "lagged"
     );
-    // Writer: as fast as the store allows, through persist-then-publish,
-    // where a burst would run (the agent runtime, if split off).
-    let write = |turns: usize| {
+    // Writer: as fast as the store allows (or at `--rate`), through
+    // persist-then-publish, where a burst would run (the agent runtime, if
+    // split off).
+    let write = |turns: usize, pace: Option<Duration>| {
         let burst = std::sync::Arc::clone(&burst);
         let content = content.clone();
         let work = async move {
             let mut started_at = Vec::with_capacity(turns);
             let mut committed_at = Vec::with_capacity(turns);
-            for _ in 0..turns {
+            let first = tokio::time::Instant::now();
+            for i in 0..turns {
+                if let Some(pace) = pace {
+                    // An absolute schedule: a slow append is caught up
+                    // by the next ones, not carried forward.
+                    tokio::time::sleep_until(first + pace * i as u32).await;
+                }
                 let t0 = Instant::now();
                 burst
                     .append(NewTurn::Assistant {
@@ -294,7 +313,9 @@ async fn fanout(
     };
     // Warm the pool, the prepared statements and the table's pages so the
     // 0-watcher baseline is not measured cold.
-    write(bench.turns / 4).await.context("writer panicked")??;
+    write(bench.turns / 4, None)
+        .await
+        .context("writer panicked")??;
     let mut baseline = None;
     let mut measured = Vec::new();
     for &n in std::iter::once(&0).chain(bench.watchers.iter()) {
@@ -318,7 +339,9 @@ async fn fanout(
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let began = Instant::now();
-        let (started_at, committed_at) = write(bench.turns).await.context("writer panicked")??;
+        let (started_at, committed_at) = write(bench.turns, pace)
+            .await
+            .context("writer panicked")??;
         let write_secs = committed_at
             .last()
             .map_or(0.0, |end| end.duration_since(began).as_secs_f64());
