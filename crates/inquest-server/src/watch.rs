@@ -849,3 +849,102 @@ impl RecentIds {
         self.set.contains(id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use tokio_stream::StreamExt;
+
+    use super::*;
+
+    fn event(n: u8) -> Item {
+        Ok(EncodedWatchEvent::from_encoded(bytes::Bytes::from(vec![n])))
+    }
+
+    fn byte(item: Item) -> u8 {
+        item.ok()
+            .map(EncodedWatchEvent::into_bytes)
+            .and_then(|b| b.first().copied())
+            .unwrap_or(0)
+    }
+
+    fn stream_of(out: Outbox, run: impl Future<Output = ()> + Send + 'static) -> WatchStream {
+        WatchStream {
+            run: Some(Box::pin(run)),
+            out,
+        }
+    }
+
+    #[tokio::test]
+    async fn events_sent_in_one_poll_come_out_in_order_then_the_end() {
+        let out = Outbox::default();
+        let sender = out.clone();
+        let mut stream = stream_of(out, async move {
+            for n in 1..=3 {
+                sender.send(event(n)).await;
+            }
+            sender.send(Err(Status::aborted("last words"))).await;
+        });
+        let mut got = Vec::new();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(_) => got.push(byte(item)),
+                Err(status) => {
+                    assert_eq!(status.code(), Code::Aborted);
+                    got.push(0);
+                }
+            }
+        }
+        assert_eq!(got, [1, 2, 3, 0]);
+        assert!(stream.next().await.is_none(), "ended stays ended");
+    }
+
+    #[tokio::test]
+    async fn events_between_waits_arrive_as_they_are_sent() {
+        let out = Outbox::default();
+        let sender = out.clone();
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<u8>(4);
+        let mut stream = stream_of(out, async move {
+            while let Some(n) = rx.recv().await {
+                sender.send(event(n)).await;
+            }
+        });
+        for n in [7, 8, 9] {
+            tx.send(n).await.unwrap();
+            let item = tokio::time::timeout(Duration::from_secs(5), stream.next())
+                .await
+                .expect("the stream was woken")
+                .expect("an item");
+            assert_eq!(byte(item), n);
+        }
+        drop(tx);
+        assert!(stream.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn dropping_the_stream_drops_the_watcher() {
+        struct Guard(Arc<AtomicBool>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicBool::new(false));
+        let guard = Guard(Arc::clone(&dropped));
+        let out = Outbox::default();
+        let sender = out.clone();
+        let mut stream = stream_of(out, async move {
+            let _guard = guard;
+            sender.send(event(1)).await;
+            std::future::pending::<()>().await;
+        });
+        assert_eq!(byte(stream.next().await.expect("an item")), 1);
+        assert!(!dropped.load(Ordering::SeqCst));
+        drop(stream);
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the watcher outlived its stream"
+        );
+    }
+}
