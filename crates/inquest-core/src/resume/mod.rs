@@ -15,6 +15,7 @@
 
 mod active_time;
 mod follow_up;
+mod id_hash;
 mod message;
 mod rebuild;
 mod recovery;

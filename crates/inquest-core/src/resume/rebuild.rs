@@ -51,6 +51,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use super::id_hash::IdHashBuilder;
 use super::message::{
     CallArguments, EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message,
     MessageCall, Repair,
@@ -246,29 +247,56 @@ fn index(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(NONE - 1)
 }
 
-/// Every call of the transcript by number, in order of appearance.
-#[derive(Default)]
+/// One call of the transcript (see [`Calls`]).
+#[derive(Clone, Copy)]
+struct Call {
+    /// Its interned stored id.
+    id: u32,
+    /// Its assistant message, and the message its result goes in.
+    block: u32,
+    slot: u32,
+    /// Its neighbours in its id's list of calls still without a result.
+    prev: u32,
+    next: u32,
+    answered: bool,
+    /// The assistant turn's seq.
+    seq: u64,
+}
+
+/// Every call of the transcript by number, in order of appearance: one
+/// record per call in one vector (one write per call, sized up front),
+/// and one intern-map entry per distinct stored id.
 struct Calls<'a> {
-    /// Stored id → interned number.
-    ids: HashMap<Cow<'a, str>, u32>,
+    /// Stored id → interned number (see `id_hash` on the hasher).
+    ids: HashMap<Cow<'a, str>, u32, IdHashBuilder>,
     /// Per interned id: its stored text, and the first and last of its
     /// calls still without a result.
     id_text: Vec<Cow<'a, str>>,
     waiting: Vec<(u32, u32)>,
-    /// Per call: its interned stored id, its assistant message, the
-    /// message its result goes in, the assistant turn's seq, its
-    /// neighbours in its id's waiting list, and whether it is answered.
-    id: Vec<u32>,
-    block: Vec<u32>,
-    slot: Vec<u32>,
-    seq: Vec<u64>,
-    links: Vec<(u32, u32)>,
-    answered: Vec<bool>,
+    calls: Vec<Call>,
 }
 
 impl<'a> Calls<'a> {
+    /// Room for about `expected` calls before anything grows.
+    fn with_capacity(expected: usize) -> Self {
+        Calls {
+            ids: HashMap::with_capacity_and_hasher(expected, IdHashBuilder::new()),
+            id_text: Vec::with_capacity(expected),
+            waiting: Vec::with_capacity(expected),
+            calls: Vec::with_capacity(expected),
+        }
+    }
+
     fn len(&self) -> usize {
-        self.id.len()
+        self.calls.len()
+    }
+
+    fn answered(&self, n: usize) -> bool {
+        self.calls.get(n).is_none_or(|c| c.answered)
+    }
+
+    fn slot(&self, n: usize) -> u32 {
+        self.calls.get(n).map_or(NONE, |c| c.slot)
     }
 
     /// Adds a call of the assistant message `block`, whose result goes in
@@ -278,7 +306,7 @@ impl<'a> Calls<'a> {
     // borrowed (a `&str` would lose `'a`).
     #[allow(clippy::ptr_arg)]
     fn push(&mut self, stored: &Cow<'a, str>, block: usize, slot: usize, seq: u64) -> bool {
-        let n = index(self.id.len());
+        let n = index(self.calls.len());
         let next_ix = index(self.id_text.len());
         let (ix, fresh) = match self.ids.entry(stored.clone()) {
             std::collections::hash_map::Entry::Occupied(e) => (*e.get(), false),
@@ -289,20 +317,23 @@ impl<'a> Calls<'a> {
                 (next_ix, true)
             }
         };
-        self.id.push(ix);
-        self.block.push(index(block));
-        self.slot.push(index(slot));
-        self.seq.push(seq);
-        self.answered.push(false);
         let (first, last) = self
             .waiting
             .get(ix as usize)
             .copied()
             .unwrap_or((NONE, NONE));
-        self.links.push((last, NONE));
-        if let Some(l) = self.links.get_mut(last as usize) {
-            l.1 = n;
+        if let Some(l) = self.calls.get_mut(last as usize) {
+            l.next = n;
         }
+        self.calls.push(Call {
+            id: ix,
+            block: index(block),
+            slot: index(slot),
+            prev: last,
+            next: NONE,
+            answered: false,
+            seq,
+        });
         let first = if first == NONE { n } else { first };
         if let Some(w) = self.waiting.get_mut(ix as usize) {
             *w = (first, n);
@@ -312,30 +343,26 @@ impl<'a> Calls<'a> {
 
     /// The stored id of call `n`.
     fn stored_id(&self, n: usize) -> &str {
-        self.id
+        self.calls
             .get(n)
-            .and_then(|&ix| self.id_text.get(ix as usize))
+            .and_then(|c| self.id_text.get(c.id as usize))
             .map_or("", |s| s.as_ref())
     }
 
     /// Marks call `n` answered, taking it out of its id's waiting list.
     fn answer(&mut self, n: u32) {
-        if let Some(done) = self.answered.get_mut(n as usize) {
-            *done = true;
-        }
-        let Some(&(prev, next)) = self.links.get(n as usize) else {
+        let Some(call) = self.calls.get_mut(n as usize) else {
             return;
         };
-        let Some(&ix) = self.id.get(n as usize) else {
-            return;
-        };
-        if let Some(p) = self.links.get_mut(prev as usize) {
-            p.1 = next;
+        call.answered = true;
+        let Call { prev, next, id, .. } = *call;
+        if let Some(p) = self.calls.get_mut(prev as usize) {
+            p.next = next;
         }
-        if let Some(q) = self.links.get_mut(next as usize) {
-            q.0 = prev;
+        if let Some(q) = self.calls.get_mut(next as usize) {
+            q.prev = prev;
         }
-        if let Some(w) = self.waiting.get_mut(ix as usize) {
+        if let Some(w) = self.waiting.get_mut(id as usize) {
             if w.0 == n {
                 w.0 = next;
             }
@@ -365,9 +392,11 @@ impl<'a> Calls<'a> {
         let open = open.map(index);
         let mut in_open = None;
         let mut n = last;
-        while n != NONE && Some(self.block.get(n as usize).copied().unwrap_or(NONE)) == open {
+        while let Some(call) = self.calls.get(n as usize)
+            && Some(call.block) == open
+        {
             in_open = Some(n);
-            n = self.links.get(n as usize).map_or(NONE, |l| l.0);
+            n = call.prev;
         }
         Ok(match in_open {
             Some(n) => (n, true),
@@ -420,7 +449,8 @@ where
     // The assistant message answered by results right now (its index and
     // its first call's number), if no user or assistant turn came after.
     let mut open: Option<(usize, usize)> = None;
-    let mut calls = Calls::default();
+    // About one call per two turns (an assistant turn and its result).
+    let mut calls = Calls::with_capacity(items.size_hint().0 / 2 + 1);
     let mut taken: Option<HashSet<Cow<'a, str>>> = None;
 
     for item in items.clone() {
@@ -512,10 +542,8 @@ where
                         Some(Message::Assistant { tool_calls, .. }) => tool_calls.len(),
                         _ => 0,
                     };
-                    (first..first + count).find(|&n| {
-                        !calls.answered.get(n).copied().unwrap_or(true)
-                            && calls.stored_id(n) == call_id
-                    })
+                    (first..first + count)
+                        .find(|&n| !calls.answered(n) && calls.stored_id(n) == call_id)
                 });
                 let (n, in_open) = match near {
                     Some(n) => (index(n), true),
@@ -539,7 +567,7 @@ where
                     });
                 }
                 calls.answer(n);
-                let slot = calls.slot.get(n as usize).copied().unwrap_or(NONE);
+                let slot = calls.slot(n as usize);
                 if let Some(Message::ToolResult {
                     content, is_error, ..
                 }) = messages.get_mut(slot as usize)
@@ -554,10 +582,10 @@ where
     // Calls never answered keep their synthetic result, in transcript
     // order.
     for n in 0..calls.len() {
-        if calls.answered.get(n).copied().unwrap_or(true) {
+        if calls.answered(n) {
             continue;
         }
-        let slot = calls.slot.get(n).copied().unwrap_or(NONE);
+        let slot = calls.slot(n);
         let name = match messages.get(slot as usize) {
             Some(Message::ToolResult { name, .. }) => name.to_string(),
             _ => String::new(),
@@ -565,7 +593,7 @@ where
         repairs.push(Repair::SynthesizedToolResult {
             call_id: calls.stored_id(n).to_owned(),
             name,
-            assistant_seq: calls.seq.get(n).copied().unwrap_or_default(),
+            assistant_seq: calls.calls.get(n).map_or(0, |c| c.seq),
         });
     }
     if messages
