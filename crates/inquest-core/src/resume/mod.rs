@@ -14,6 +14,7 @@
 //! Everything takes stored [`crate::Turn`]s in seq order and never panics.
 
 mod active_time;
+mod call_index;
 mod follow_up;
 mod id_hash;
 mod message;
