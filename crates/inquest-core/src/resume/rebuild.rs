@@ -57,6 +57,7 @@ use super::message::{
     CallArguments, EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message,
     MessageCall, Repair,
 };
+use super::message_calls::MessageCalls;
 use crate::{Role, ToolCall, Turn};
 
 /// A rebuilt transcript and what was changed to make it valid. Its
@@ -285,6 +286,9 @@ where
     // About one call per two turns (an assistant turn and its result).
     let mut calls = CallIndex::with_capacity(items.size_hint().0 / 2 + 1);
     let mut taken: Option<HashSet<Cow<'a, str>>> = None;
+    // One turn's calls as decoded; moved into its message (inline when
+    // there is one), so the buffer serves every turn.
+    let mut out: Vec<MessageCall<'a>> = Vec::new();
 
     for item in items.clone() {
         let turn = match item {
@@ -312,7 +316,6 @@ where
             }
             Role::Assistant => {
                 calls.close();
-                let mut out = Vec::new();
                 let text = if stored_calls_into(turn, &mut out) {
                     Cow::Borrowed(turn.content.as_str())
                 } else {
@@ -342,7 +345,7 @@ where
                 let count = out.len();
                 messages.push(Message::Assistant {
                     text,
-                    tool_calls: out,
+                    tool_calls: MessageCalls::take_from(&mut out),
                 });
                 // Each call's result follows in call order: a synthetic
                 // one until a stored result answers it.
