@@ -4,7 +4,7 @@
 //! Two tiers. A healthy history (every id fresh, every result right after
 //! its call) needs to remember nothing but one 64-bit keyed hash per call
 //! id ([`super::id_hash`]) and which calls of the open assistant message
-//! are answered: the fast tier, ~9 bytes per call. The first time that is
+//! are answered: the fast tier, ~12 bytes per call. The first time that is
 //! not enough (an id whose hash was seen, or a result that does not
 //! answer a call of the open message: a duplicate id, a moved, duplicate
 //! or orphan result) the exact tier is built once from the messages so far

@@ -48,7 +48,11 @@ impl<'a> MessageCalls<'a> {
         {
             return Self::one(call);
         }
-        MessageCalls(Repr::Many(buffer.drain(..).collect()))
+        // Not `mem::take`: the message gets an exact-size copy and the
+        // buffer keeps its capacity for the next turn (none: no allocation).
+        #[allow(clippy::drain_collect)]
+        let calls = buffer.drain(..).collect();
+        MessageCalls(Repr::Many(calls))
     }
 
     /// The same calls owning everything they hold.
