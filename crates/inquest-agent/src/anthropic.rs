@@ -466,7 +466,7 @@ mod tests {
             Message::User { text: "why".into() },
             Message::Assistant {
                 text: " ".into(),
-                tool_calls: vec![call("a", r#"{"q":1}"#), call("b", "{oops")],
+                tool_calls: vec![call("a", r#"{"q":1}"#), call("b", "{oops")].into(),
             },
             result("a"),
             result("b"),
@@ -475,11 +475,11 @@ mod tests {
             },
             Message::Assistant {
                 text: "x".into(),
-                tool_calls: vec![],
+                tool_calls: vec![].into(),
             },
             Message::Assistant {
                 text: "y".into(),
-                tool_calls: vec![],
+                tool_calls: vec![].into(),
             },
         ];
         let out = messages(&transcript);

@@ -562,7 +562,7 @@ mod tests {
         };
         let assistant = message(&Message::Assistant {
             text: "".into(),
-            tool_calls: vec![call.into()],
+            tool_calls: vec![call.into()].into(),
         });
         assert_eq!(
             assistant,
@@ -626,7 +626,8 @@ mod tests {
                 tool_calls: calls(&[
                     ("a", r#"{"z":1,"a":{"y":[1.5,-2e-7,"ü"]}}"#),
                     ("b", "{oops"),
-                ]),
+                ])
+                .into(),
             },
             Message::ToolResult {
                 call_id: "a".into(),
@@ -642,11 +643,11 @@ mod tests {
             },
             Message::Assistant {
                 text: "".into(),
-                tool_calls: vec![],
+                tool_calls: vec![].into(),
             },
             Message::Assistant {
                 text: "thinking".into(),
-                tool_calls: calls(&[("c", "{}")]),
+                tool_calls: calls(&[("c", "{}")]).into(),
             },
             Message::ToolResult {
                 call_id: "c".into(),
@@ -656,7 +657,7 @@ mod tests {
             },
             Message::Assistant {
                 text: "done".into(),
-                tool_calls: vec![],
+                tool_calls: vec![].into(),
             },
         ];
         let tools = [crate::ToolSpec {

@@ -176,7 +176,8 @@ mod tests {
                     arguments: crate::ToolArguments::from_model("{}"),
                 }
                 .into(),
-            ],
+            ]
+            .into(),
         }];
         assert_eq!(
             used_call_ids(&turns, &transcript),

@@ -583,3 +583,94 @@ fn user_turn(seq: u64) -> Turn {
         created_at: OffsetDateTime::UNIX_EPOCH,
     }
 }
+
+/// Call ids a hostile or sloppy provider may store: repeats, NUL bytes,
+/// non-ASCII, long ones, near-equal ones (`c1` / `c1\0`).
+fn hostile_id() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => call_id(),
+        1 => Just("c1\0".to_owned()),
+        1 => Just("\0".to_owned()),
+        1 => Just("é✓".to_owned()),
+        1 => "\\PC{1,6}",
+        1 => "x{60,70}",
+        1 => Just("b0s0c0".to_owned()),
+    ]
+}
+
+/// Hostile edits of a stored history: a result's id or a call's id
+/// replaced, huge or NUL-bearing arguments, non-ASCII content.
+fn hostile_edit() -> impl Strategy<Value = (prop::sample::Index, u8, String)> {
+    (any::<prop::sample::Index>(), 0u8..5, hostile_id())
+}
+
+fn apply_hostile(turns: &mut [Turn], edits: &[(prop::sample::Index, u8, String)]) {
+    if turns.is_empty() {
+        return;
+    }
+    for (at, kind, id) in edits {
+        let t = &mut turns[at.index(turns.len())];
+        match (kind, t.role) {
+            (0, Role::Tool) => t.tool_call_id = Some(id.clone()),
+            (1, Role::Assistant) => {
+                if let Ok(mut calls) = t.tool_calls()
+                    && let Some(c) = calls.first_mut()
+                {
+                    c.id = id.clone();
+                    t.tool_calls_raw = ToolCall::encode_all(&calls);
+                }
+            }
+            (2, Role::Assistant) => {
+                if let Ok(mut calls) = t.tool_calls()
+                    && let Some(c) = calls.last_mut()
+                {
+                    let big = format!("{{\"blob\":\"{}\\u0000{}\"}}", "é".repeat(40_000), id);
+                    c.arguments = ToolArguments::from_model(&big);
+                    t.tool_calls_raw = ToolCall::encode_all(&calls);
+                }
+            }
+            (3, _) => t.content = format!("{id}\0✓"),
+            _ => t.tool_call_id = t.tool_call_id.take().map(|old| format!("{old}\0")),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// The rebuild's fast bookkeeping (hashes of ids, the open message)
+    /// hands over to the exact one at the first reused id or misplaced
+    /// result, wherever that is: a healthy prefix (some results lost, so
+    /// closed messages keep unanswered calls), then anything, then a
+    /// healthy history reusing the prefix's ids, with hostile edits. The
+    /// transcript and repairs equal the reference's.
+    #[test]
+    fn fast_and_exact_bookkeeping_equal_the_reference(
+        prefix in healthy(),
+        lost in prop::collection::vec(any::<prop::sample::Index>(), 0..3),
+        middle in turns(),
+        suffix in healthy(),
+        edits in prop::collection::vec(hostile_edit(), 0..4),
+    ) {
+        let mut all: Vec<Turn> = prefix;
+        let len = all.len();
+        let mut dropped: Vec<usize> = lost
+            .iter()
+            .map(|i| i.index(len))
+            .filter(|&i| all[i].role == Role::Tool)
+            .collect();
+        dropped.sort_unstable();
+        dropped.dedup();
+        for i in dropped.into_iter().rev() {
+            all.remove(i);
+        }
+        all.extend(middle.into_iter().filter(|t| t.session_id == main_session()));
+        all.extend(suffix);
+        for (i, t) in all.iter_mut().enumerate() {
+            t.seq = Seq::from_stored(i as i64 + 1).unwrap_or(Seq::FIRST);
+        }
+        let split = all.len() / 2;
+        apply_hostile(&mut all[split..], &edits);
+        check_against_reference(&all)?;
+    }
+}

@@ -101,7 +101,7 @@ async fn script_replays_in_order_and_continues_after_resume() {
     assert!(c.tool_calls.is_empty());
     transcript.push(inquest_core::Message::Assistant {
         text: c.text.into(),
-        tool_calls: vec![],
+        tool_calls: vec![].into(),
     });
 
     // Past the end: the closing plain reply, every time.

@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::message_calls::MessageCalls;
 use crate::{ToolArguments, ToolCall};
 
 /// The content of a synthetic result for a call whose result was never
@@ -35,7 +36,7 @@ pub enum Message<'a> {
     Assistant {
         text: Cow<'a, str>,
         #[serde(default, with = "calls_serde")]
-        tool_calls: Vec<MessageCall<'a>>,
+        tool_calls: MessageCalls<'a>,
     },
     /// The result of the tool call `call_id` of the preceding assistant
     /// message; `name` is the called tool's name.
@@ -84,10 +85,7 @@ impl Message<'_> {
             },
             Message::Assistant { text, tool_calls } => Message::Assistant {
                 text: Cow::Owned(text.into_owned()),
-                tool_calls: tool_calls
-                    .into_iter()
-                    .map(MessageCall::into_owned)
-                    .collect(),
+                tool_calls: tool_calls.into_owned(),
             },
             Message::ToolResult {
                 call_id,
@@ -349,7 +347,7 @@ mod calls_serde {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use serde_json::Value;
 
-    use super::{CallArguments, MessageCall};
+    use super::{CallArguments, MessageCall, MessageCalls};
     use crate::ToolCall;
 
     #[derive(Serialize)]
@@ -359,7 +357,7 @@ mod calls_serde {
         name: &'c str,
     }
 
-    pub fn serialize<S: Serializer>(calls: &[MessageCall<'_>], s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(calls: &MessageCalls<'_>, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(calls.iter().map(|c| Stored {
             arguments: &c.arguments,
             id: &c.id,
@@ -367,9 +365,7 @@ mod calls_serde {
         }))
     }
 
-    pub fn deserialize<'de, 'a, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Vec<MessageCall<'a>>, D::Error> {
+    pub fn deserialize<'de, 'a, D: Deserializer<'de>>(d: D) -> Result<MessageCalls<'a>, D::Error> {
         let value = Value::deserialize(d)?;
         let calls = ToolCall::decode_all(&value).map_err(serde::de::Error::custom)?;
         Ok(calls.into_iter().map(MessageCall::from).collect())
@@ -392,7 +388,8 @@ mod tests {
                     arguments: ToolArguments::from_model("{oops"),
                 }
                 .into(),
-            ],
+            ]
+            .into(),
         };
         let v = serde_json::to_value(&m).unwrap();
         assert_eq!(
@@ -405,7 +402,7 @@ mod tests {
             u,
             Message::Assistant {
                 text: "hi".into(),
-                tool_calls: vec![]
+                tool_calls: MessageCalls::new()
             }
         );
     }

@@ -14,8 +14,11 @@
 //! Everything takes stored [`crate::Turn`]s in seq order and never panics.
 
 mod active_time;
+mod call_index;
 mod follow_up;
+mod id_hash;
 mod message;
+mod message_calls;
 mod rebuild;
 mod recovery;
 mod restore;
@@ -27,6 +30,7 @@ pub use message::{
     CallArguments, EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message,
     MessageCall, Repair,
 };
+pub use message_calls::MessageCalls;
 pub(crate) use rebuild::decoded_calls;
 pub use rebuild::{
     Rebuilt, rebuild_messages, stored_calls, undecodable_turn_text, usable_tool_calls,

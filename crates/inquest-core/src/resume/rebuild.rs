@@ -41,20 +41,23 @@
 
 //! The rebuilt messages borrow from the turns (see [`Message`]); the cost
 //! is one pass with no copy of any text and no decoded JSON: a call's
-//! arguments stay the stored `Value`, call ids are interned once (each
-//! distinct stored id gets a number; every later lookup is by number), and
-//! the calls still waiting for a result are kept per id in a linked list,
-//! so matching a result is O(1) whatever the session's length.
+//! arguments stay the stored `Value`. Matching results to calls and
+//! finding reused ids is `call_index.rs`: a healthy history keeps one
+//! keyed hash per call id; the first reused id or misplaced result builds
+//! exact bookkeeping (interned ids, per-id lists of waiting calls) once,
+//! so matching a result stays O(1) whatever the session's length.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use serde_json::Value;
 
+use super::call_index::{Answer, CallIndex};
 use super::message::{
     CallArguments, EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message,
     MessageCall, Repair,
 };
+use super::message_calls::MessageCalls;
 use crate::{Role, ToolCall, Turn};
 
 /// A rebuilt transcript and what was changed to make it valid. Its
@@ -239,143 +242,6 @@ where
     Some(items)
 }
 
-/// No call: the end of a list.
-const NONE: u32 = u32::MAX;
-
-fn index(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(NONE - 1)
-}
-
-/// Every call of the transcript by number, in order of appearance.
-#[derive(Default)]
-struct Calls<'a> {
-    /// Stored id → interned number.
-    ids: HashMap<Cow<'a, str>, u32>,
-    /// Per interned id: its stored text, and the first and last of its
-    /// calls still without a result.
-    id_text: Vec<Cow<'a, str>>,
-    waiting: Vec<(u32, u32)>,
-    /// Per call: its interned stored id, its assistant message, the
-    /// message its result goes in, the assistant turn's seq, its
-    /// neighbours in its id's waiting list, and whether it is answered.
-    id: Vec<u32>,
-    block: Vec<u32>,
-    slot: Vec<u32>,
-    seq: Vec<u64>,
-    links: Vec<(u32, u32)>,
-    answered: Vec<bool>,
-}
-
-impl<'a> Calls<'a> {
-    fn len(&self) -> usize {
-        self.id.len()
-    }
-
-    /// Adds a call of the assistant message `block`, whose result goes in
-    /// message `slot`, with stored id `stored`; false when the id was used
-    /// by an earlier call.
-    // The `Cow` itself is cloned into the map, so a borrowed id stays
-    // borrowed (a `&str` would lose `'a`).
-    #[allow(clippy::ptr_arg)]
-    fn push(&mut self, stored: &Cow<'a, str>, block: usize, slot: usize, seq: u64) -> bool {
-        let n = index(self.id.len());
-        let next_ix = index(self.id_text.len());
-        let (ix, fresh) = match self.ids.entry(stored.clone()) {
-            std::collections::hash_map::Entry::Occupied(e) => (*e.get(), false),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(next_ix);
-                self.id_text.push(stored.clone());
-                self.waiting.push((NONE, NONE));
-                (next_ix, true)
-            }
-        };
-        self.id.push(ix);
-        self.block.push(index(block));
-        self.slot.push(index(slot));
-        self.seq.push(seq);
-        self.answered.push(false);
-        let (first, last) = self
-            .waiting
-            .get(ix as usize)
-            .copied()
-            .unwrap_or((NONE, NONE));
-        self.links.push((last, NONE));
-        if let Some(l) = self.links.get_mut(last as usize) {
-            l.1 = n;
-        }
-        let first = if first == NONE { n } else { first };
-        if let Some(w) = self.waiting.get_mut(ix as usize) {
-            *w = (first, n);
-        }
-        fresh
-    }
-
-    /// The stored id of call `n`.
-    fn stored_id(&self, n: usize) -> &str {
-        self.id
-            .get(n)
-            .and_then(|&ix| self.id_text.get(ix as usize))
-            .map_or("", |s| s.as_ref())
-    }
-
-    /// Marks call `n` answered, taking it out of its id's waiting list.
-    fn answer(&mut self, n: u32) {
-        if let Some(done) = self.answered.get_mut(n as usize) {
-            *done = true;
-        }
-        let Some(&(prev, next)) = self.links.get(n as usize) else {
-            return;
-        };
-        let Some(&ix) = self.id.get(n as usize) else {
-            return;
-        };
-        if let Some(p) = self.links.get_mut(prev as usize) {
-            p.1 = next;
-        }
-        if let Some(q) = self.links.get_mut(next as usize) {
-            q.0 = prev;
-        }
-        if let Some(w) = self.waiting.get_mut(ix as usize) {
-            if w.0 == n {
-                w.0 = next;
-            }
-            if w.1 == n {
-                w.1 = prev;
-            }
-        }
-    }
-
-    /// The call a result for stored id `id` answers, with whether it is
-    /// one of the open message's (see the module docs); `Err(known)` when
-    /// none waits, `known` saying whether a call with that id exists.
-    fn target(&self, id: &str, open: Option<usize>) -> Result<(u32, bool), bool> {
-        let Some(&ix) = self.ids.get(id) else {
-            return Err(false);
-        };
-        let (_, last) = self
-            .waiting
-            .get(ix as usize)
-            .copied()
-            .unwrap_or((NONE, NONE));
-        if last == NONE {
-            return Err(true);
-        }
-        // The open message's calls are the newest, so its waiting calls are
-        // the end of the list: the first of them is the one answered.
-        let open = open.map(index);
-        let mut in_open = None;
-        let mut n = last;
-        while n != NONE && Some(self.block.get(n as usize).copied().unwrap_or(NONE)) == open {
-            in_open = Some(n);
-            n = self.links.get(n as usize).map_or(NONE, |l| l.0);
-        }
-        Ok(match in_open {
-            Some(n) => (n, true),
-            None => (last, false),
-        })
-    }
-}
-
 /// Every id a call may end up with, so renames never collide: made the
 /// first time a call is renamed (rare: legacy sessions of providers that
 /// reused ids).
@@ -417,17 +283,18 @@ where
 {
     let mut repairs = Vec::new();
     let mut messages: Vec<Message<'a>> = Vec::with_capacity(items.size_hint().0.saturating_add(1));
-    // The assistant message answered by results right now (its index and
-    // its first call's number), if no user or assistant turn came after.
-    let mut open: Option<(usize, usize)> = None;
-    let mut calls = Calls::default();
+    // About one call per two turns (an assistant turn and its result).
+    let mut calls = CallIndex::with_capacity(items.size_hint().0 / 2 + 1);
     let mut taken: Option<HashSet<Cow<'a, str>>> = None;
+    // One turn's calls as decoded; moved into its message (inline when
+    // there is one), so the buffer serves every turn.
+    let mut out: Vec<MessageCall<'a>> = Vec::new();
 
     for item in items.clone() {
         let turn = match item {
             Item::Turn(turn) => turn,
             Item::Summary(text) => {
-                open = None;
+                calls.close();
                 messages.push(Message::User {
                     text: Cow::Owned(text),
                 });
@@ -438,7 +305,7 @@ where
         match turn.role {
             Role::Notice | Role::Compaction => {}
             Role::User => {
-                open = None;
+                calls.close();
                 let text = if is_blank(&turn.content) {
                     repairs.push(Repair::EmptyUserMessage { seq });
                     Cow::Borrowed(EMPTY_USER_MESSAGE)
@@ -448,8 +315,7 @@ where
                 messages.push(Message::User { text });
             }
             Role::Assistant => {
-                open = None;
-                let mut out = Vec::new();
+                calls.close();
                 let text = if stored_calls_into(turn, &mut out) {
                     Cow::Borrowed(turn.content.as_str())
                 } else {
@@ -464,9 +330,8 @@ where
                 }
                 let text = if blank { Cow::Borrowed("") } else { text };
                 let at = messages.len();
-                let first_call = calls.len();
-                for (k, call) in out.iter_mut().enumerate() {
-                    if !calls.push(&call.id, at, at + 1 + k, seq) {
+                for k in calls.add_calls(&messages, at, seq, &out) {
+                    if let Some(call) = out.get_mut(k) {
                         let taken = taken.get_or_insert_with(|| all_call_ids(items.clone()));
                         let new_id = fresh_id(&call.id, taken);
                         repairs.push(Repair::RenamedDuplicateToolCall {
@@ -480,7 +345,7 @@ where
                 let count = out.len();
                 messages.push(Message::Assistant {
                     text,
-                    tool_calls: out,
+                    tool_calls: MessageCalls::take_from(&mut out),
                 });
                 // Each call's result follows in call order: a synthetic
                 // one until a stored result answers it.
@@ -499,38 +364,20 @@ where
                     };
                     messages.push(result);
                 }
-                if count > 0 {
-                    open = Some((at, first_call));
-                }
             }
             Role::Tool => {
                 let call_id = turn.tool_call_id.as_deref().unwrap_or_default();
-                // The common case, without a lookup: the first waiting call
-                // of the open message with this id.
-                let near = open.and_then(|(at, first)| {
-                    let count = match messages.get(at) {
-                        Some(Message::Assistant { tool_calls, .. }) => tool_calls.len(),
-                        _ => 0,
-                    };
-                    (first..first + count).find(|&n| {
-                        !calls.answered.get(n).copied().unwrap_or(true)
-                            && calls.stored_id(n) == call_id
-                    })
-                });
-                let (n, in_open) = match near {
-                    Some(n) => (index(n), true),
-                    None => match calls.target(call_id, open.map(|(at, _)| at)) {
-                        Ok(found) => found,
-                        Err(known) => {
-                            let call_id = call_id.to_owned();
-                            repairs.push(if known {
-                                Repair::DroppedDuplicateToolResult { call_id, seq }
-                            } else {
-                                Repair::DroppedOrphanToolResult { call_id, seq }
-                            });
-                            continue;
-                        }
-                    },
+                let Answer { slot, in_open } = match calls.answer(&messages, call_id) {
+                    Ok(answer) => answer,
+                    Err(known) => {
+                        let call_id = call_id.to_owned();
+                        repairs.push(if known {
+                            Repair::DroppedDuplicateToolResult { call_id, seq }
+                        } else {
+                            Repair::DroppedOrphanToolResult { call_id, seq }
+                        });
+                        continue;
+                    }
                 };
                 if !in_open {
                     repairs.push(Repair::MovedToolResult {
@@ -538,11 +385,9 @@ where
                         from_seq: seq,
                     });
                 }
-                calls.answer(n);
-                let slot = calls.slot.get(n as usize).copied().unwrap_or(NONE);
                 if let Some(Message::ToolResult {
                     content, is_error, ..
-                }) = messages.get_mut(slot as usize)
+                }) = messages.get_mut(slot)
                 {
                     *content = Cow::Borrowed(turn.content.as_str());
                     *is_error = turn.is_error;
@@ -553,19 +398,16 @@ where
 
     // Calls never answered keep their synthetic result, in transcript
     // order.
-    for n in 0..calls.len() {
-        if calls.answered.get(n).copied().unwrap_or(true) {
-            continue;
-        }
-        let slot = calls.slot.get(n).copied().unwrap_or(NONE);
-        let name = match messages.get(slot as usize) {
+    calls.close();
+    for (call_id, slot, assistant_seq) in calls.unanswered(&messages) {
+        let name = match messages.get(slot) {
             Some(Message::ToolResult { name, .. }) => name.to_string(),
             _ => String::new(),
         };
         repairs.push(Repair::SynthesizedToolResult {
-            call_id: calls.stored_id(n).to_owned(),
+            call_id: call_id.to_owned(),
             name,
-            assistant_seq: calls.seq.get(n).copied().unwrap_or_default(),
+            assistant_seq,
         });
     }
     if messages

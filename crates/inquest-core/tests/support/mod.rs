@@ -271,7 +271,7 @@ fn checker_rejects_broken_transcripts() {
             user("q"),
             Message::Assistant {
                 text: "".into(),
-                tool_calls: vec![],
+                tool_calls: vec![].into(),
             },
         ],
         vec![user("q"), asst(&[""]), res("")],
