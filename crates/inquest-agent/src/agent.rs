@@ -244,7 +244,8 @@ impl Agent {
     ) -> BurstReport {
         let mut state = SessionState::restore(session, turns, transcript, self.tools.as_ref());
         let (window, _) = self.budget(&state);
-        state.transcript = self.fit_transcript(std::mem::take(&mut state.transcript), window);
+        let fitted = self.fit_transcript(std::mem::take(&mut state.transcript), window);
+        state.replace_transcript(fitted);
         // The server opens the `burst` span before the claim (so the claim
         // is in the burst's trace) and runs this inside it; the burst
         // number and exit reason are recorded on it. Run without one (an
@@ -274,7 +275,7 @@ impl Agent {
                 .work(sink, &mut state, &mut burst, &system, &specs, stop)
                 .await;
             if report::worth_authoring(exit)
-                && self.over_threshold(&state, report::AUTHOR_SYSTEM, 0)
+                && self.over_threshold(&mut state, report::AUTHOR_SYSTEM, 0)
                 && let Err(reason) = self
                     .compact(sink, &mut state, &mut burst, report::AUTHOR_SYSTEM, 0, stop)
                     .await
@@ -434,8 +435,8 @@ impl Agent {
                 tool_calls: calls.clone(),
                 usage: completion.usage,
             };
-            let stored = match persist(sink, state, burst, assistant).await {
-                Ok(stored) => stored,
+            let assistant_seq = match persist(sink, state, burst, assistant).await {
+                Ok(seq) => seq,
                 Err(reason) => return reason,
             };
             failpoints::hit(failpoints::AFTER_ASSISTANT_PERSISTED).await;
@@ -469,7 +470,7 @@ impl Agent {
                         .await;
                 }
                 if let Err(e) = sink
-                    .tool_call_started(state.session_id, stored.seq, call)
+                    .tool_call_started(state.session_id, assistant_seq, call)
                     .await
                 {
                     tracing::warn!(error = %crate::report::chain(&e), call_id = %call.id, "tool not started: the lease may expire before it could finish");
@@ -699,20 +700,22 @@ impl Agent {
     }
 }
 
-/// Persists one turn through the sink and records it in the state. On a
-/// failed write, the reason the burst ends with: `store_failed`, or
-/// `lease_lost` when the fenced store refused a worker that lost its lease.
+/// Persists one turn through the sink and records it in the state (moved
+/// there, not copied), returning its seq. On a failed write, the reason
+/// the burst ends with: `store_failed`, or `lease_lost` when the fenced
+/// store refused a worker that lost its lease.
 pub(crate) async fn persist(
     sink: &dyn TurnSink,
     state: &mut SessionState,
     burst: &mut BurstState,
     turn: NewTurn,
-) -> Result<Turn, ExitReason> {
+) -> Result<Seq, ExitReason> {
     match sink.append(state.session_id, turn).await {
         Ok(stored) => {
             burst.turns += 1;
-            state.turns.push(stored.clone());
-            Ok(stored)
+            let seq = stored.seq;
+            state.turns.push(stored);
+            Ok(seq)
         }
         Err(e @ SinkError::LeaseLost(_)) => {
             tracing::warn!(error = %crate::report::chain(&e), "lease lost; abandoning the burst");

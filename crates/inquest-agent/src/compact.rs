@@ -140,9 +140,14 @@ impl Agent {
     }
 
     /// Whether the next request passes the compaction threshold.
-    pub(crate) fn over_threshold(&self, state: &SessionState, system: &str, tools: usize) -> bool {
+    pub(crate) fn over_threshold(
+        &self,
+        state: &mut SessionState,
+        system: &str,
+        tools: usize,
+    ) -> bool {
         let (_, usable) = self.budget(state);
-        let estimate = estimate_tokens(system, &state.transcript, tools);
+        let estimate = state.transcript_tokens(system, tools);
         estimate > share(usable, self.context.compact_at)
     }
 
@@ -160,7 +165,7 @@ impl Agent {
     ) -> Result<(), ExitReason> {
         let (window, usable) = self.budget(state);
         let cap = self.tool_result_cap(window);
-        let before = estimate_tokens(system, &state.transcript, tools);
+        let before = state.transcript_tokens(system, tools);
         let start = view_start(&state.turns);
         let tail_budget = share(usable, TAIL_SHARE);
         let cut = choose_tail_start(&state.turns, start, tail_budget, |t| estimate_turn(t, cap));
@@ -229,7 +234,7 @@ impl Agent {
         crate::agent::persist(sink, state, burst, turn).await?;
         state.audit.input_tokens += usage.input_tokens;
         state.audit.output_tokens += usage.output_tokens;
-        state.transcript = transcript;
+        state.replace_transcript(transcript);
         tracing::info!(
             tokens_before = before,
             tokens_after,

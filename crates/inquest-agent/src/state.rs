@@ -4,7 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use inquest_core::{AuditCounters, Message, Restored, SessionId, Turn, restore, used_call_ids};
+use inquest_core::{
+    AuditCounters, Message, Restored, SessionId, Turn, compaction::RunningEstimate, restore,
+    used_call_ids,
+};
 
 use crate::{ChainCursor, sink::ToolRunner};
 
@@ -13,7 +16,9 @@ use crate::{ChainCursor, sink::ToolRunner};
 #[derive(Debug)]
 pub struct SessionState {
     pub session_id: SessionId,
-    /// The provider-valid transcript sent to the model.
+    /// The provider-valid transcript sent to the model. Grown by pushing;
+    /// replaced only through [`SessionState::replace_transcript`] (the
+    /// running token estimate counts each message once).
     pub transcript: Vec<Message<'static>>,
     /// Every stored turn, the ones this burst adds included (for active
     /// time and the report).
@@ -44,6 +49,8 @@ pub struct SessionState {
     /// are not in `call_ids`, so every new call gets a generated
     /// `inq_{seq}_{i}` id (unique by seq) instead of the provider's.
     pub partial_history: bool,
+    /// The context estimate of `transcript`, kept as it grows.
+    estimate: RunningEstimate,
 }
 
 /// Reset at every burst: the no-progress rails and the burst's own count.
@@ -92,7 +99,28 @@ impl SessionState {
             call_ids,
             learned_windows: BTreeMap::new(),
             partial_history,
+            estimate: RunningEstimate::default(),
         }
+    }
+
+    /// Replaces the transcript (the fit at burst start, a compaction).
+    pub fn replace_transcript(&mut self, transcript: Vec<Message<'static>>) {
+        self.transcript = transcript;
+        self.estimate.reset();
+    }
+
+    /// [`inquest_core::compaction::estimate_tokens`] of a request with
+    /// `system`, the transcript and `tools_bytes` of tool specs, counting
+    /// only the messages pushed since the last call.
+    pub fn transcript_tokens(&mut self, system: &str, tools_bytes: usize) -> u64 {
+        let tokens = self.estimate.tokens(system, &self.transcript, tools_bytes);
+        debug_assert_eq!(
+            tokens,
+            inquest_core::compaction::estimate_tokens(system, &self.transcript, tools_bytes),
+            "the running estimate drifted: the transcript was changed other than by a push \
+             without replace_transcript"
+        );
+        tokens
     }
 
     /// Records that provider `index` refused a request estimated at

@@ -11,6 +11,14 @@
 //! list. Turns per second are set against the bare single-row INSERT
 //! ceiling (`bench append`'s) measured in the same run with as many
 //! writers as there are concurrent sessions.
+//!
+//! Beside the rates, CPU per turn on both sides (issue 14 item 4: a
+//! figure the shared machine's load does not move much): this process's
+//! (`/proc/self/stat`) and that of the PostgreSQL backends serving this
+//! bench's database (`/proc/<pid>/stat` of the `pg_stat_activity` rows of
+//! `current_database()`, so other databases' work on a shared cluster is
+//! not counted; `-` when PostgreSQL is not on this machine). Background
+//! processes (WAL writer, checkpointer) are in neither.
 
 use std::{
     collections::BTreeMap,
@@ -129,16 +137,108 @@ struct Rate {
 struct Totals {
     turns: u64,
     elapsed: Duration,
+    /// CPU ticks of this process and of the database's backends.
+    ours: u64,
+    database: Option<u64>,
 }
 
 impl Totals {
-    fn add(&mut self, rate: Rate) {
+    fn add(&mut self, rate: Rate, cpu: (u64, Option<u64>)) {
         self.turns += rate.turns;
         self.elapsed += rate.elapsed;
+        self.ours += cpu.0;
+        self.database = match (self.database, cpu.1) {
+            (Some(a), Some(b)) => Some(a + b),
+            (None, b) if self.turns == rate.turns => b,
+            _ => None,
+        };
     }
 
     fn per_sec(&self) -> f64 {
         self.turns as f64 / self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
+    }
+
+    /// Microseconds of CPU per turn, from `ticks`.
+    fn micros_per_turn(&self, ticks: u64) -> f64 {
+        ticks as f64 * 1e6 / CLOCK_TICKS_PER_SEC / self.turns.max(1) as f64
+    }
+
+    fn cpu_columns(&self) -> String {
+        let database = self.database.map_or_else(
+            || "-".to_owned(),
+            |t| format!("{:.0}", self.micros_per_turn(t)),
+        );
+        format!("{:>5.0} {:>5}", self.micros_per_turn(self.ours), database)
+    }
+}
+
+/// `sysconf(_SC_CLK_TCK)` on Linux (fixed at 100 by its ABI on every
+/// architecture this runs on): the unit of `/proc/<pid>/stat` times.
+const CLOCK_TICKS_PER_SEC: f64 = 100.0;
+
+/// utime + stime of a process, in clock ticks.
+fn cpu_ticks(pid: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; fields after its `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15, i.e. 12 and 13 after `)`.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Reads the CPU this process and the bench database's backends used.
+struct CpuMeter {
+    client: tokio_postgres::Client,
+}
+
+impl CpuMeter {
+    async fn connect(url: &str) -> anyhow::Result<Self> {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                eprintln!("cpu meter connection: {e}");
+            }
+        });
+        Ok(Self { client })
+    }
+
+    /// (this process, the backends of this database but the meter's own).
+    async fn read(&self) -> anyhow::Result<(u64, Option<u64>)> {
+        let rows = self
+            .client
+            .query(
+                "SELECT pid FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await?;
+        let mut database = Some(0u64);
+        for row in rows {
+            let pid: i32 = row.try_get(0)?;
+            database = database
+                .zip(cpu_ticks(&pid.to_string()))
+                .map(|(a, b)| a + b);
+        }
+        Ok((cpu_ticks("self").unwrap_or(0), database))
+    }
+
+    /// Runs `phase`, returning its rate and the CPU used meanwhile (a
+    /// backend that ended during the phase takes its ticks with it: the
+    /// pool keeps its connections, so none should).
+    async fn measure(
+        &self,
+        phase: impl std::future::Future<Output = anyhow::Result<Rate>>,
+    ) -> anyhow::Result<(Rate, (u64, Option<u64>))> {
+        let before = self.read().await?;
+        let rate = phase.await?;
+        let after = self.read().await?;
+        let database = match (before.1, after.1) {
+            (Some(b), Some(a)) if a >= b => Some(a - b),
+            _ => None,
+        };
+        Ok((rate, (after.0.saturating_sub(before.0), database)))
     }
 }
 
@@ -195,9 +295,13 @@ pub async fn run(bench: LoopBench) -> anyhow::Result<()> {
         bench.span.as_secs(),
         ROUNDS
     );
+    let meter = CpuMeter::connect(&bench.url).await?;
     println!(
-        "{:>8} | {:>10} {:>9} | {:>10} | {:>6}",
-        "sessions", "loop turns", "turns/s", "ceiling/s", "ratio"
+        "CPU µs per turn (per INSERT for the ceiling): ours = this process, pg = the database's backends"
+    );
+    println!(
+        "{:>8} | {:>10} {:>9} {:>5} {:>5} | {:>10} {:>5} {:>5} | {:>6}",
+        "sessions", "loop turns", "turns/s", "ours", "pg", "ceiling/s", "ours", "pg", "ratio"
     );
     for &sessions in &bench.sessions {
         // Warm-up: one burst per session.
@@ -216,9 +320,12 @@ pub async fn run(bench: LoopBench) -> anyhow::Result<()> {
         let slice = bench.span / ROUNDS;
         let (mut ceiling, mut looped) = (Totals::default(), Totals::default());
         for _ in 0..ROUNDS {
-            ceiling.add(ceiling_phase(&store, sessions, slice, &text).await?);
-            looped.add(
-                loop_phase(
+            let (rate, cpu) = meter
+                .measure(ceiling_phase(&store, sessions, slice, &text))
+                .await?;
+            ceiling.add(rate, cpu);
+            let (rate, cpu) = meter
+                .measure(loop_phase(
                     &agent,
                     &log,
                     &store,
@@ -226,16 +333,18 @@ pub async fn run(bench: LoopBench) -> anyhow::Result<()> {
                     sessions,
                     slice,
                     bench.calls_per_burst,
-                )
-                .await?,
-            );
+                ))
+                .await?;
+            looped.add(rate, cpu);
         }
         println!(
-            "{:>8} | {:>10} {:>9.0} | {:>10.0} | {:>6.2}",
+            "{:>8} | {:>10} {:>9.0} {} | {:>10.0} {} | {:>6.2}",
             sessions,
             looped.turns,
             looped.per_sec(),
+            looped.cpu_columns(),
             ceiling.per_sec(),
+            ceiling.cpu_columns(),
             looped.per_sec() / ceiling.per_sec().max(f64::MIN_POSITIVE)
         );
     }
