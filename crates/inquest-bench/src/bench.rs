@@ -65,6 +65,11 @@ pub enum BenchCommand {
         /// Default: as fast as the store allows.
         #[arg(long)]
         rate: Option<f64>,
+        /// Run the ceiling's producer on a runtime of its own, as the
+        /// writer runs on the agent runtime (the cost of waking the
+        /// streams from another runtime's threads).
+        #[arg(long)]
+        ceiling_apart: bool,
     },
     /// Agent loop overhead: turns/s of the real loop (persist + publish +
     /// bookkeeping) with an instant in-process provider and a no-op tool,
@@ -282,6 +287,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             agent_threads,
             no_ceiling,
             rate,
+            ceiling_apart,
         } => {
             let (url, embedded) = scratch_database(database_url).await?;
             let result = crate::bench_watch::run(crate::bench_watch::WatchBench {
@@ -293,6 +299,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 agent_threads,
                 ceiling: !no_ceiling,
                 rate,
+                ceiling_apart,
             })
             .await;
             release(embedded).await?;

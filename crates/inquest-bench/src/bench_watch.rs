@@ -45,6 +45,8 @@ pub struct WatchBench {
     pub ceiling: bool,
     /// Writer pace in turns/s (`None`: as fast as the store allows).
     pub rate: Option<f64>,
+    /// Run the ceiling's producer on a runtime of its own.
+    pub ceiling_apart: bool,
 }
 
 pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
@@ -239,8 +241,18 @@ async fn collect(
     })
 }
 
-/// Delivered events/s per watcher count, for the ceiling's comparison.
-type Measured = Vec<(usize, f64)>;
+/// Per watcher count: delivered events/s and commit -> receive p50 and
+/// p99, for the ceiling's comparison.
+type Measured = Vec<(usize, f64, Duration, Duration)>;
+
+/// The time between two writes at `rate` turns/s.
+fn pace(rate: Option<f64>) -> anyhow::Result<Option<Duration>> {
+    match rate {
+        Some(rate) if rate > 0.0 => Ok(Some(Duration::from_secs_f64(1.0 / rate))),
+        Some(_) => anyhow::bail!("--rate must be above 0"),
+        None => Ok(None),
+    }
+}
 
 async fn fanout(
     bench: &WatchBench,
@@ -251,11 +263,7 @@ async fn fanout(
     let (session, burst) = running_session(log).await?;
     let burst = std::sync::Arc::new(burst);
     let content = "x".repeat(bench.payload);
-    let pace = match bench.rate {
-        Some(rate) if rate > 0.0 => Some(Duration::from_secs_f64(1.0 / rate)),
-        Some(_) => anyhow::bail!("--rate must be above 0"),
-        None => None,
-    };
+    let pace = pace(bench.rate)?;
     println!(
         "live watch fan-out ({} turns of {} bytes per phase, one session, real gRPC, writer {})",
         bench.turns,
@@ -367,7 +375,12 @@ async fn fanout(
             n * bench.turns
         );
         if n > 0 {
-            measured.push((n, got.per_sec));
+            measured.push((
+                n,
+                got.per_sec,
+                pick(&got.commit_lat, 0.5),
+                pick(&got.commit_lat, 0.99),
+            ));
         }
         drop(channels);
         while log.broadcaster().subscriber_count(session) > 0 {
@@ -383,7 +396,9 @@ async fn fanout(
 /// turn of this payload) from one producer to every stream, as fast as the
 /// streams take them, to the same clients over the same connections. No
 /// database, no watch task, no broadcaster: what delivered events/s this
-/// machine's gRPC stack manages with this many streams.
+/// machine's gRPC stack manages with this many streams. With `--rate` the
+/// producer keeps the writer's pace instead, and the figure to read is its
+/// send -> receive latency beside Inquest's commit -> receive.
 async fn ceiling(bench: &WatchBench, measured: &Measured) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -404,33 +419,72 @@ async fn ceiling(bench: &WatchBench, measured: &Measured) -> anyhow::Result<()> 
     };
     let endpoint = format!("http://{addr}");
     let content = "x".repeat(bench.payload);
-    println!("transport ceiling (bare tonic stream of pre-encoded events, same clients)");
+    let pace = pace(bench.rate)?;
     println!(
-        "{:>8} | {:>14} | {:>14} | {:>8}",
-        "watchers", "ceiling ev/s", "inquest ev/s", "ratio"
+        "transport ceiling (bare tonic stream of pre-encoded events, same clients, producer {})",
+        if pace.is_some() {
+            "at the writer's pace"
+        } else {
+            "as fast as the streams take them"
+        }
     );
-    for &(n, inquest) in measured {
+    println!(
+        "{:>8} | {:>14} | {:>14} | {:>8} | {:>22} | {:>22}",
+        "watchers",
+        "ceiling ev/s",
+        "inquest ev/s",
+        "ratio",
+        "ceiling send->recv p50/p99",
+        "inquest commit->recv p50/p99"
+    );
+    for &(n, inquest, inquest_p50, inquest_p99) in measured {
         let channels = connections(&endpoint, n).await?;
         let target = bench.turns as i64;
         let watchers = open_watchers(&channels, n, "ceiling", 0, target, bench.turns).await?;
         let senders = bare.wait_for(n).await;
         let began = Instant::now();
-        let mut sent_at = Vec::with_capacity(bench.turns);
-        for seq in 1..=target {
-            let event = EncodedWatchEvent::new(&pb::WatchEvent {
-                event: Some(Event::Turn(bare_turn(seq, &content))),
-            });
-            for tx in &senders {
-                // Backpressure: the producer waits for a full stream, so
-                // the ceiling is what the transport takes, not what it
-                // drops.
-                tx.send(Ok(event.clone()))
-                    .await
-                    .context("ceiling stream gone")?;
+        let turns = bench.turns;
+        let content = content.clone();
+        let produce = async move {
+            let mut sent_at = Vec::with_capacity(turns);
+            let first = tokio::time::Instant::now();
+            for seq in 1..=target {
+                if let Some(pace) = pace {
+                    tokio::time::sleep_until(first + pace * (seq - 1) as u32).await;
+                }
+                let event = EncodedWatchEvent::new(&pb::WatchEvent {
+                    event: Some(Event::Turn(bare_turn(seq, &content))),
+                });
+                for tx in &senders {
+                    // Backpressure: the producer waits for a full stream,
+                    // so the ceiling is what the transport takes, not what
+                    // it drops.
+                    tx.send(Ok(event.clone()))
+                        .await
+                        .context("ceiling stream gone")?;
+                }
+                sent_at.push(Instant::now());
             }
-            sent_at.push(Instant::now());
-        }
-        drop(senders);
+            drop(senders);
+            anyhow::Ok(sent_at)
+        };
+        let sent_at = if bench.ceiling_apart {
+            // The producer on a runtime of its own, as Inquest's writer
+            // is on the agent runtime: every wake-up of a stream comes
+            // from a thread that is not one of the serving runtime's.
+            let apart = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            let sent_at = apart
+                .spawn(produce)
+                .await
+                .context("ceiling producer panicked")??;
+            apart.shutdown_background();
+            sent_at
+        } else {
+            produce.await?
+        };
         let got = collect(watchers, 0, began, &sent_at, &sent_at).await?;
         anyhow::ensure!(
             got.delivered == n * bench.turns,
@@ -439,11 +493,15 @@ async fn ceiling(bench: &WatchBench, measured: &Measured) -> anyhow::Result<()> 
             n * bench.turns
         );
         println!(
-            "{:>8} | {:>14.0} | {:>14.0} | {:>8.2}",
+            "{:>8} | {:>14.0} | {:>14.0} | {:>8.2} | {:>10.2} {:>11.2} | {:>10.2} {:>11.2}",
             n,
             got.per_sec,
             inquest,
-            inquest / got.per_sec
+            inquest / got.per_sec,
+            ms(pick(&got.commit_lat, 0.5)),
+            ms(pick(&got.commit_lat, 0.99)),
+            ms(inquest_p50),
+            ms(inquest_p99),
         );
         drop(channels);
     }
