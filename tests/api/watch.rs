@@ -218,3 +218,54 @@ async fn quiet_running_session_sends_heartbeats() {
     assert!(events.iter().all(|e| matches!(e, Event::Heartbeat(_))));
     app.stop().await.unwrap();
 }
+
+/// A session watched by more streams than the hand-off threshold (32) has
+/// its live events delivered by the broadcaster's forwarding task on the
+/// serving runtime, not by the writer: every watcher still gets every turn
+/// once, in order, and ends OK only after the burst ended, including
+/// watchers that join mid-run and the turns written right before the
+/// close (which queue behind the hand-off).
+#[tokio::test]
+async fn a_widely_watched_session_reaches_every_watcher_in_order() {
+    let app = spawn_app().await;
+    let mut client = app.client().await;
+    for round in 0..4u64 {
+        let session = new_session(&mut client).await;
+        let driver = Driver::claim(&app, &session).await;
+        let mut readers = Vec::new();
+        for _ in 0..40 {
+            let stream = watch(&mut client, &session, 0).await.unwrap();
+            readers.push(tokio::spawn(collect(stream)));
+        }
+        for i in 0..30u64 {
+            driver.say(&format!("turn {i}")).await;
+            if i == 10 + round {
+                // Late joiners, from a cursor in the middle.
+                for after in [3, 7, 11] {
+                    let stream = watch(&mut client, &session, after).await.unwrap();
+                    readers.push(tokio::spawn(collect(stream)));
+                }
+            }
+            if i % (round + 2) == 0 {
+                tokio::time::sleep(Duration::from_millis(round)).await;
+            }
+        }
+        driver.finish().await;
+        for (w, reader) in readers.into_iter().enumerate() {
+            let (events, ending) = reader.await.unwrap();
+            ending.unwrap_or_else(|e| panic!("round {round} watcher {w}: {e:?}"));
+            let seqs = turn_seqs(&events);
+            let first = seqs.first().copied().unwrap_or(0);
+            assert_eq!(
+                seqs,
+                (first..=31).collect::<Vec<_>>(),
+                "round {round} watcher {w}"
+            );
+            assert!(
+                first == 1 || [4, 8, 12].contains(&first),
+                "round {round} watcher {w} started at {first}"
+            );
+        }
+    }
+    app.stop().await.unwrap();
+}

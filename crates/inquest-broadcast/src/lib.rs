@@ -18,8 +18,11 @@
 //! - [`TurnBroadcaster::close`] ends every stream of a session (after its
 //!   queued events) and latches the session as finished, so a late
 //!   subscriber gets an ended stream instead of one that never ends.
-//! - No tasks are spawned. A subscriber's map entry lives exactly as long as
-//!   its [`Subscription`] (or until the session is closed).
+//! - No tasks are spawned, except the one forwarding task of
+//!   [`TurnBroadcaster::with_fanout`], which delivers large fan-outs from
+//!   the runtime the watchers run on, in publish order, and ends with the
+//!   broadcaster. A subscriber's map entry lives exactly as long as its
+//!   [`Subscription`] (or until the session is closed).
 
 mod latch;
 
@@ -180,7 +183,29 @@ struct Inner {
     dropped: AtomicU64,
     /// Text deltas not sent to a subscriber whose channel was too full.
     dropped_deltas: AtomicU64,
+    /// Where large fan-outs are delivered, if set
+    /// ([`TurnBroadcaster::with_fanout`]).
+    fanout: OnceLock<Fanout>,
 }
+
+/// The hand-off of large fan-outs to a task on another runtime.
+struct Fanout {
+    /// To the forwarding task; bounded ([`FANOUT_QUEUE`]).
+    tx: mpsc::Sender<Deferred>,
+    /// Sessions with at least this many subscribers are handed off.
+    threshold: usize,
+}
+
+/// What the forwarding task does next, in publish order.
+enum Deferred {
+    Publish(SessionId, Event),
+    Close(SessionId),
+}
+
+/// Events waiting for the forwarding task, over all sessions. Full: the
+/// event cannot be delivered, and the session's watchers are lagged (they
+/// reconnect and read the database), as a full subscriber channel does.
+pub const FANOUT_QUEUE: usize = 4096;
 
 struct State {
     /// Live subscribers by session, then by subscriber key. A session entry
@@ -190,6 +215,10 @@ struct State {
     latch: Latch,
     /// Next subscriber key; unique for the broadcaster's lifetime.
     next_key: u64,
+    /// Per session, the items handed to the forwarding task and not yet
+    /// done. While a session has any, its publishes and its close are
+    /// handed off too, so they stay in order behind them.
+    deferred: HashMap<SessionId, usize>,
 }
 
 /// The broadcaster's side of one subscriber.
@@ -255,9 +284,11 @@ impl TurnBroadcaster {
                     sessions: HashMap::new(),
                     latch: Latch::new(latch_capacity),
                     next_key: 0,
+                    deferred: HashMap::new(),
                 }),
                 dropped: AtomicU64::new(0),
                 dropped_deltas: AtomicU64::new(0),
+                fanout: OnceLock::new(),
             }),
         }
     }
@@ -304,50 +335,44 @@ impl TurnBroadcaster {
             "event published to another session"
         );
         let mut state = self.inner.lock();
-        let Some(subscribers) = state.sessions.get_mut(&session) else {
+        let Some(subscribers) = state.sessions.get(&session) else {
             return;
         };
-        if matches!(event, Event::TextDelta(_)) {
-            let reserve = (self.inner.capacity / 4).max(1);
-            let mut skipped = 0;
-            for slot in subscribers.values_mut() {
-                let sent = slot.tx.as_ref().is_some_and(|tx| {
-                    tx.capacity() > reserve && tx.try_send(event.clone()).is_ok()
-                });
-                if !sent {
-                    skipped += 1;
+        if let Some(fanout) = self.inner.fanout.get()
+            && (subscribers.len() >= fanout.threshold || state.deferred.contains_key(&session))
+        {
+            match fanout.tx.try_send(Deferred::Publish(session, event)) {
+                Ok(()) => *state.deferred.entry(session).or_insert(0) += 1,
+                Err(_) => {
+                    tracing::warn!(%session, queue = FANOUT_QUEUE, "fan-out queue full; lagging the session's watchers");
+                    lag_slots(&mut state, session);
                 }
-            }
-            if skipped > 0 {
-                self.inner
-                    .dropped_deltas
-                    .fetch_add(skipped, Ordering::Relaxed);
             }
             return;
         }
-        let mut dropped = 0;
-        for (key, slot) in subscribers.iter_mut() {
-            let Some(tx) = &slot.tx else {
-                slot.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                dropped += 1;
-                continue;
-            };
-            match tx.try_send(event.clone()) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => {
-                    tracing::debug!(%session, subscriber = key, "watcher fell behind; ending its stream");
-                    slot.lag();
-                    slot.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                    dropped += 1;
-                }
-                // Unreachable in practice: `Subscription::drop` removes the
-                // slot before its receiver goes away.
-                Err(TrySendError::Closed(_)) => slot.tx = None,
-            }
+        self.inner.deliver(&mut state, session, event);
+    }
+
+    /// Hands the delivery of a session's events to a task on `runtime`
+    /// once the session has `threshold` subscribers or more (and keeps
+    /// handing them off while any are waiting there, so a session's events
+    /// and its close keep their order). The publisher then does one queue
+    /// send instead of waking every subscriber itself: a burst's writer on
+    /// the agent runtime waking 1,000 watch streams on the serving runtime
+    /// paid a cross-runtime wake-up for each, where the task wakes them
+    /// from one of the serving runtime's own threads. The task ends when
+    /// the last clone of this broadcaster is dropped (or with its runtime).
+    /// Set once; a second call changes nothing.
+    pub fn with_fanout(self, runtime: &tokio::runtime::Handle, threshold: usize) -> Self {
+        let (tx, rx) = mpsc::channel(FANOUT_QUEUE);
+        let fanout = Fanout {
+            tx,
+            threshold: threshold.max(1),
+        };
+        if self.inner.fanout.set(fanout).is_ok() {
+            runtime.spawn(forward(rx, Arc::downgrade(&self.inner)));
         }
-        if dropped > 0 {
-            self.inner.dropped.fetch_add(dropped, Ordering::Relaxed);
-        }
+        self
     }
 
     /// Ends every subscriber's stream of `session` (each drains its queued
@@ -356,6 +381,14 @@ impl TurnBroadcaster {
     pub fn close(&self, session: SessionId) {
         let mut state = self.inner.lock();
         state.latch.insert(session);
+        if let Some(fanout) = self.inner.fanout.get()
+            && state.deferred.contains_key(&session)
+            && fanout.tx.try_send(Deferred::Close(session)).is_ok()
+        {
+            // After the events queued before it.
+            *state.deferred.entry(session).or_insert(0) += 1;
+            return;
+        }
         // Dropping the slots drops the senders, which closes the channels.
         let removed = state.sessions.remove(&session);
         drop(state);
@@ -396,17 +429,7 @@ impl TurnBroadcaster {
     /// Marks every subscriber of `session` lagged (an event for it could
     /// not be delivered). Returns how many were newly lagged.
     pub fn lag_session(&self, session: SessionId) -> usize {
-        let mut state = self.inner.lock();
-        let mut lagged = 0;
-        if let Some(slots) = state.sessions.get_mut(&session) {
-            for slot in slots.values_mut() {
-                if slot.tx.is_some() {
-                    slot.lag();
-                    lagged += 1;
-                }
-            }
-        }
-        lagged
+        lag_slots(&mut self.inner.lock(), session)
     }
 
     /// Subscribers of `session` not yet closed, lagged ones included until
@@ -437,6 +460,96 @@ impl Inner {
     /// consistent at each step, so a panic elsewhere must not wedge watchers.
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends `event` to every subscriber of `session` now (see
+    /// [`TurnBroadcaster::publish`]).
+    fn deliver(&self, state: &mut State, session: SessionId, event: Event) {
+        let Some(subscribers) = state.sessions.get_mut(&session) else {
+            return;
+        };
+        if matches!(event, Event::TextDelta(_)) {
+            let reserve = (self.capacity / 4).max(1);
+            let mut skipped = 0;
+            for slot in subscribers.values_mut() {
+                let sent = slot.tx.as_ref().is_some_and(|tx| {
+                    tx.capacity() > reserve && tx.try_send(event.clone()).is_ok()
+                });
+                if !sent {
+                    skipped += 1;
+                }
+            }
+            if skipped > 0 {
+                self.dropped_deltas.fetch_add(skipped, Ordering::Relaxed);
+            }
+            return;
+        }
+        let mut dropped = 0;
+        for (key, slot) in subscribers.iter_mut() {
+            let Some(tx) = &slot.tx else {
+                slot.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                dropped += 1;
+                continue;
+            };
+            match tx.try_send(event.clone()) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    tracing::debug!(%session, subscriber = key, "watcher fell behind; ending its stream");
+                    slot.lag();
+                    slot.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    dropped += 1;
+                }
+                // Unreachable in practice: `Subscription::drop` removes the
+                // slot before its receiver goes away.
+                Err(TrySendError::Closed(_)) => slot.tx = None,
+            }
+        }
+        if dropped > 0 {
+            self.dropped.fetch_add(dropped, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Marks every subscriber of `session` lagged; returns how many were newly
+/// lagged.
+fn lag_slots(state: &mut State, session: SessionId) -> usize {
+    let mut lagged = 0;
+    if let Some(slots) = state.sessions.get_mut(&session) {
+        for slot in slots.values_mut() {
+            if slot.tx.is_some() {
+                slot.lag();
+                lagged += 1;
+            }
+        }
+    }
+    lagged
+}
+
+/// The forwarding task of [`TurnBroadcaster::with_fanout`]: delivers the
+/// handed-off items in order, until the broadcaster is gone.
+async fn forward(mut rx: mpsc::Receiver<Deferred>, inner: std::sync::Weak<Inner>) {
+    while let Some(item) = rx.recv().await {
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let mut state = inner.lock();
+        let session = match &item {
+            Deferred::Publish(session, _) | Deferred::Close(session) => *session,
+        };
+        if let Entry::Occupied(mut waiting) = state.deferred.entry(session) {
+            *waiting.get_mut() -= 1;
+            if *waiting.get() == 0 {
+                waiting.remove();
+            }
+        }
+        match item {
+            Deferred::Publish(session, event) => inner.deliver(&mut state, session, event),
+            Deferred::Close(session) => {
+                let removed = state.sessions.remove(&session);
+                drop(state);
+                drop(removed);
+            }
+        }
     }
 }
 

@@ -404,3 +404,86 @@ fn a_published_turn_is_encoded_once_for_every_subscriber() {
     assert_eq!(first, second);
     assert_eq!(first.as_ref(), b"turn 1");
 }
+
+// The forwarding task of `with_fanout`. The tests run on a current-thread
+// runtime, so the task runs only when a test awaits: what is handed off
+// and not yet delivered is visible in between.
+
+fn forwarded(capacity: usize, threshold: usize) -> TurnBroadcaster {
+    TurnBroadcaster::new(capacity).with_fanout(&tokio::runtime::Handle::current(), threshold)
+}
+
+#[tokio::test]
+async fn a_small_fanout_is_delivered_by_the_publisher() {
+    let b = forwarded(16, 3);
+    let s = SessionId::new();
+    let mut one = b.subscribe(s);
+    let _two = b.subscribe(s);
+    b.publish(s, turn(s, 1));
+    // Below the threshold: in the channel before publish returns.
+    assert!(matches!(one.try_next_event(), Some(Event::Turn(t)) if t.seq.get() == 1));
+}
+
+#[tokio::test]
+async fn a_large_fanout_is_handed_off_and_keeps_its_order_and_its_close() {
+    let b = forwarded(256, 3);
+    let s = SessionId::new();
+    let subs: Vec<_> = (0..3).map(|_| b.subscribe(s)).collect();
+    for n in 1..=50 {
+        b.publish(s, turn(s, n));
+    }
+    b.close(s);
+    assert!(b.is_latched(s), "latched at once");
+    let mut first = subs.into_iter();
+    let mut one = first.next().unwrap();
+    // Handed off: nothing delivered until the forwarding task runs.
+    assert!(one.try_next_event().is_none());
+    for sub in std::iter::once(one).chain(first) {
+        let items: Vec<_> = tokio::time::timeout(std::time::Duration::from_secs(5), sub.collect())
+            .await
+            .expect("the close was delivered");
+        let seqs: Vec<u64> = items.iter().map(seq_of).collect();
+        assert_eq!(seqs, (1..=50).collect::<Vec<_>>());
+    }
+    assert_eq!(session_entries(&b), 0);
+    assert!(b.inner.lock().deferred.is_empty());
+}
+
+#[tokio::test]
+async fn a_session_stays_handed_off_while_items_wait() {
+    let b = forwarded(256, 2);
+    let s = SessionId::new();
+    let mut kept = b.subscribe(s);
+    let gone = b.subscribe(s);
+    b.publish(s, turn(s, 1)); // two subscribers: handed off
+    drop(gone);
+    // One subscriber now, but turn 1 still waits: turn 2 must queue behind
+    // it, not overtake it.
+    b.publish(s, turn(s, 2));
+    assert!(kept.try_next_event().is_none());
+    let a = kept.recv().await.unwrap();
+    let b2 = kept.recv().await.unwrap();
+    assert_eq!((seq_of(&a), seq_of(&b2)), (1, 2));
+    // Nothing waits any more: the next publish goes direct.
+    b.publish(s, turn(s, 3));
+    assert!(matches!(kept.try_next_event(), Some(Event::Turn(t)) if t.seq.get() == 3));
+}
+
+#[tokio::test]
+async fn a_full_fanout_queue_lags_the_session_never_blocks() {
+    let b = forwarded(FANOUT_QUEUE * 2, 1);
+    let s = SessionId::new();
+    let sub = b.subscribe(s);
+    for n in 1..=(FANOUT_QUEUE as i64 + 10) {
+        b.publish(s, turn(s, n));
+    }
+    assert!(sub.is_lagged(), "an event that could not be queued lags");
+    let items: Vec<_> = tokio::time::timeout(std::time::Duration::from_secs(5), sub.collect())
+        .await
+        .expect("the lagged stream ended");
+    // Whatever was queued before the gap arrives in order, then Lagged.
+    assert!(matches!(items.last(), Some(SubscriptionItem::Lagged)));
+    let seqs: Vec<u64> = items[..items.len() - 1].iter().map(seq_of).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(seqs.len() < FANOUT_QUEUE + 10);
+}

@@ -113,11 +113,15 @@ impl Application {
             }
         };
         let admin = bind_admin(&config.admin).await;
-        let log = TurnLog::new(
-            store.clone(),
-            TurnBroadcaster::new(config.watch.channel_capacity),
-        )
-        .with_lease_timing(LeaseTiming {
+        let mut broadcaster = TurnBroadcaster::new(config.watch.channel_capacity);
+        if runtime.handle().is_some() {
+            // Bursts publish from the agent runtime; a session watched by
+            // many is delivered from this (the serving) runtime's threads,
+            // where its watch streams run.
+            broadcaster =
+                broadcaster.with_fanout(&tokio::runtime::Handle::current(), FANOUT_THRESHOLD);
+        }
+        let log = TurnLog::new(store.clone(), broadcaster).with_lease_timing(LeaseTiming {
             ttl: config.lease.ttl,
             margin: config.lease.margin(),
         });
@@ -375,6 +379,12 @@ impl Application {
         Ok(())
     }
 }
+
+/// Subscribers from which a session's live events are delivered by the
+/// broadcaster's forwarding task on the serving runtime instead of by the
+/// publishing burst (`TurnBroadcaster::with_fanout`). Below it, the burst
+/// wakes its few watchers itself (one hand-off less).
+const FANOUT_THRESHOLD: usize = 32;
 
 /// How long shutdown waits, after the grace, for tasks to notice that
 /// their running tools were abandoned.
