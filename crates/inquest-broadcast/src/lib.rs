@@ -328,6 +328,10 @@ impl TurnBroadcaster {
     /// a slow watcher's channel to the point where the committed turn that
     /// follows them could not be queued; a watcher that missed a delta
     /// sees a gap in its offsets and waits for the turn.
+    ///
+    /// With [`TurnBroadcaster::with_fanout`] set, the sends to a widely
+    /// watched session happen shortly after, on the forwarding task, in
+    /// the same order.
     pub fn publish(&self, session: SessionId, event: Event) {
         debug_assert_eq!(
             event.session_id(),
@@ -344,8 +348,11 @@ impl TurnBroadcaster {
             match fanout.tx.try_send(Deferred::Publish(session, event)) {
                 Ok(()) => *state.deferred.entry(session).or_insert(0) += 1,
                 Err(_) => {
-                    tracing::warn!(%session, queue = FANOUT_QUEUE, "fan-out queue full; lagging the session's watchers");
-                    lag_slots(&mut state, session);
+                    let lagged = lag_slots(&mut state, session);
+                    // Once per lagging, not per event while the queue is full.
+                    if lagged > 0 {
+                        tracing::warn!(%session, queue = FANOUT_QUEUE, watchers = lagged, "fan-out queue full; lagging the session's watchers");
+                    }
                 }
             }
             return;
