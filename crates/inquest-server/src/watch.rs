@@ -52,14 +52,8 @@
 //! client slow to take them holds neither.
 
 use std::{
-    collections::{HashMap, HashSet},
-    future::Future,
-    pin::Pin,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
-    task::{Context, Poll},
+    collections::HashSet,
+    sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
@@ -72,9 +66,15 @@ use inquest_proto::{
     v1::{self as pb, watch_event::Event as WireEvent},
 };
 use inquest_store::{SessionRow, StoreError};
-use tokio_stream::Stream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Status};
+
+mod slots;
+mod stream;
+
+pub use slots::{WATCH_RETRY_AFTER, WatchMetrics, WatchSlot, WatchSlots};
+use stream::Outbox;
+pub use stream::WatchStream;
 
 use crate::{
     api_limits::ApiLimits,
@@ -83,118 +83,6 @@ use crate::{
     status::ApiError,
     turn_log::TurnLog,
 };
-
-/// Counters over all watch streams of this server. The atomics are read
-/// without locks by tests and the benchmark and only grow; `slots` counts
-/// the streams open now.
-#[derive(Debug, Default)]
-pub struct WatchMetrics {
-    pub streams_opened: AtomicU64,
-    pub streams_lagged: AtomicU64,
-    /// Live events not delivered to a watcher because it had fallen behind
-    /// (summed over watchers).
-    pub dropped_events: AtomicU64,
-    /// The streams open now (the caps count these).
-    pub slots: WatchSlots,
-}
-
-/// How long a watch refused by a cap is told to wait before retrying.
-pub const WATCH_RETRY_AFTER: Duration = Duration::from_secs(1);
-
-/// Watch streams open now, in all and per session. A std mutex: held for
-/// a counter update only, never across an await.
-#[derive(Debug, Default)]
-pub struct WatchSlots {
-    counts: Mutex<SlotCounts>,
-}
-
-#[derive(Debug, Default)]
-struct SlotCounts {
-    total: usize,
-    per_session: HashMap<SessionId, usize>,
-}
-
-impl WatchSlots {
-    fn counts(&self) -> std::sync::MutexGuard<'_, SlotCounts> {
-        // Nothing panics while holding it; a poisoned lock still counts.
-        self.counts.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Streams open on this replica.
-    pub fn open(&self) -> usize {
-        self.counts().total
-    }
-
-    /// Streams open on this replica for `session`.
-    pub fn open_for(&self, session: SessionId) -> usize {
-        self.counts()
-            .per_session
-            .get(&session)
-            .copied()
-            .unwrap_or(0)
-    }
-}
-
-/// One open stream's place under the caps; dropping it frees the place.
-pub struct WatchSlot {
-    metrics: Arc<WatchMetrics>,
-    session: SessionId,
-}
-
-impl WatchSlot {
-    /// Takes a place for a stream of `session`, or says which cap is
-    /// reached.
-    fn take(
-        metrics: &Arc<WatchMetrics>,
-        session: SessionId,
-        limits: &ApiLimits,
-    ) -> Result<Self, ApiError> {
-        let mut counts = metrics.slots.counts();
-        let here = counts.per_session.get(&session).copied().unwrap_or(0);
-        let refused = if counts.total >= limits.max_watch_streams {
-            Some((
-                format!("this replica has {} watch streams open", counts.total),
-                "max_watch_streams",
-                limits.max_watch_streams,
-            ))
-        } else if here >= limits.max_watch_streams_per_session {
-            Some((
-                format!("session {session} has {here} watch streams open on this replica"),
-                "max_watch_streams_per_session",
-                limits.max_watch_streams_per_session,
-            ))
-        } else {
-            None
-        };
-        if let Some((what, limit, value)) = refused {
-            return Err(ApiError::ResourceExhausted {
-                what,
-                limit,
-                value,
-                retry_after: WATCH_RETRY_AFTER,
-            });
-        }
-        counts.total += 1;
-        *counts.per_session.entry(session).or_insert(0) += 1;
-        Ok(Self {
-            metrics: Arc::clone(metrics),
-            session,
-        })
-    }
-}
-
-impl Drop for WatchSlot {
-    fn drop(&mut self) {
-        let mut counts = self.metrics.slots.counts();
-        counts.total = counts.total.saturating_sub(1);
-        if let Some(n) = counts.per_session.get_mut(&self.session) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                counts.per_session.remove(&self.session);
-            }
-        }
-    }
-}
 
 /// What every watch stream needs; one per server.
 #[derive(Clone)]
@@ -278,84 +166,6 @@ impl Watches {
             out,
         };
         Ok((stream, row))
-    }
-}
-
-type Item = Result<EncodedWatchEvent, Status>;
-
-/// A watch stream as tonic sees it: each `poll_next` first hands out the
-/// event the watcher left in the outbox, and otherwise polls the watcher
-/// on, until it leaves one or waits (for the broadcaster, the database, a
-/// timer). Dropping it drops the watcher: that is how a client's leaving
-/// ends the watch. Each event is encoded before it is handed over: a live
-/// turn once for all its watchers (`PublishedTurn::wire`), everything else
-/// per stream.
-pub struct WatchStream {
-    /// The watcher; `None` once it has ended.
-    run: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
-    out: Outbox,
-}
-
-impl Stream for WatchStream {
-    type Item = Item;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
-        let this = self.get_mut();
-        if let Some(item) = this.out.take() {
-            return Poll::Ready(Some(item));
-        }
-        let Some(run) = this.run.as_mut() else {
-            return Poll::Ready(None);
-        };
-        // The outbox is empty here, so the watcher's next send goes
-        // through; a second one in the same poll waits (returns Pending
-        // with the outbox full, answered below without a wake-up).
-        let finished = run.as_mut().poll(cx).is_ready();
-        if finished {
-            this.run = None;
-        }
-        match this.out.take() {
-            Some(item) => Poll::Ready(Some(item)),
-            None if finished => Poll::Ready(None),
-            None => Poll::Pending,
-        }
-    }
-}
-
-/// The one-event hand-off between a watcher and its [`WatchStream`]. A
-/// std mutex, only ever taken by the task polling the stream (so never
-/// contended) and never across an await.
-#[derive(Clone, Default)]
-struct Outbox {
-    slot: Arc<Mutex<Option<Item>>>,
-}
-
-impl Outbox {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Item>> {
-        // Nothing panics while holding it.
-        self.slot.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn take(&self) -> Option<Item> {
-        self.slot().take()
-    }
-
-    /// Leaves `item` for the stream to hand out: at once if the outbox is
-    /// empty (the event counts as sent, as with a channel send that found
-    /// room), otherwise after the stream has handed out the one before.
-    /// Waiting registers no waker: the outbox is full, so the stream
-    /// returns that item and is polled again for the next one.
-    async fn send(&self, item: Item) {
-        let mut item = Some(item);
-        std::future::poll_fn(|_| {
-            let mut slot = self.slot();
-            if slot.is_some() {
-                return Poll::Pending;
-            }
-            *slot = item.take();
-            Poll::Ready(())
-        })
-        .await;
     }
 }
 
@@ -847,104 +657,5 @@ impl RecentIds {
 
     fn contains(&self, id: &str) -> bool {
         self.set.contains(id)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::AtomicBool;
-
-    use tokio_stream::StreamExt;
-
-    use super::*;
-
-    fn event(n: u8) -> Item {
-        Ok(EncodedWatchEvent::from_encoded(bytes::Bytes::from(vec![n])))
-    }
-
-    fn byte(item: Item) -> u8 {
-        item.ok()
-            .map(EncodedWatchEvent::into_bytes)
-            .and_then(|b| b.first().copied())
-            .unwrap_or(0)
-    }
-
-    fn stream_of(out: Outbox, run: impl Future<Output = ()> + Send + 'static) -> WatchStream {
-        WatchStream {
-            run: Some(Box::pin(run)),
-            out,
-        }
-    }
-
-    #[tokio::test]
-    async fn events_sent_in_one_poll_come_out_in_order_then_the_end() {
-        let out = Outbox::default();
-        let sender = out.clone();
-        let mut stream = stream_of(out, async move {
-            for n in 1..=3 {
-                sender.send(event(n)).await;
-            }
-            sender.send(Err(Status::aborted("last words"))).await;
-        });
-        let mut got = Vec::new();
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(_) => got.push(byte(item)),
-                Err(status) => {
-                    assert_eq!(status.code(), Code::Aborted);
-                    got.push(0);
-                }
-            }
-        }
-        assert_eq!(got, [1, 2, 3, 0]);
-        assert!(stream.next().await.is_none(), "ended stays ended");
-    }
-
-    #[tokio::test]
-    async fn events_between_waits_arrive_as_they_are_sent() {
-        let out = Outbox::default();
-        let sender = out.clone();
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<u8>(4);
-        let mut stream = stream_of(out, async move {
-            while let Some(n) = rx.recv().await {
-                sender.send(event(n)).await;
-            }
-        });
-        for n in [7, 8, 9] {
-            tx.send(n).await.unwrap();
-            let item = tokio::time::timeout(Duration::from_secs(5), stream.next())
-                .await
-                .expect("the stream was woken")
-                .expect("an item");
-            assert_eq!(byte(item), n);
-        }
-        drop(tx);
-        assert!(stream.next().await.is_none());
-    }
-
-    #[tokio::test]
-    async fn dropping_the_stream_drops_the_watcher() {
-        struct Guard(Arc<AtomicBool>);
-        impl Drop for Guard {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::SeqCst);
-            }
-        }
-        let dropped = Arc::new(AtomicBool::new(false));
-        let guard = Guard(Arc::clone(&dropped));
-        let out = Outbox::default();
-        let sender = out.clone();
-        let mut stream = stream_of(out, async move {
-            let _guard = guard;
-            sender.send(event(1)).await;
-            std::future::pending::<()>().await;
-        });
-        assert_eq!(byte(stream.next().await.expect("an item")), 1);
-        assert!(!dropped.load(Ordering::SeqCst));
-        drop(stream);
-        assert!(
-            dropped.load(Ordering::SeqCst),
-            "the watcher outlived its stream"
-        );
     }
 }
