@@ -199,7 +199,10 @@ struct Fanout {
 /// What the forwarding task does next, in publish order.
 enum Deferred {
     Publish(SessionId, Event),
-    Close(SessionId),
+    /// Ends the subscribers whose key is below the bound: those there at
+    /// the close. One that subscribed after a reopen, while the close still
+    /// waited, belongs to the next burst and stays.
+    Close(SessionId, u64),
 }
 
 /// Events waiting for the forwarding task, over all sessions. Full: the
@@ -390,7 +393,10 @@ impl TurnBroadcaster {
         state.latch.insert(session);
         if let Some(fanout) = self.inner.fanout.get()
             && state.deferred.contains_key(&session)
-            && fanout.tx.try_send(Deferred::Close(session)).is_ok()
+            && fanout
+                .tx
+                .try_send(Deferred::Close(session, state.next_key))
+                .is_ok()
         {
             // After the events queued before it.
             *state.deferred.entry(session).or_insert(0) += 1;
@@ -541,7 +547,7 @@ async fn forward(mut rx: mpsc::Receiver<Deferred>, inner: std::sync::Weak<Inner>
         };
         let mut state = inner.lock();
         let session = match &item {
-            Deferred::Publish(session, _) | Deferred::Close(session) => *session,
+            Deferred::Publish(session, _) | Deferred::Close(session, _) => *session,
         };
         if let Entry::Occupied(mut waiting) = state.deferred.entry(session) {
             *waiting.get_mut() -= 1;
@@ -551,8 +557,15 @@ async fn forward(mut rx: mpsc::Receiver<Deferred>, inner: std::sync::Weak<Inner>
         }
         match item {
             Deferred::Publish(session, event) => inner.deliver(&mut state, session, event),
-            Deferred::Close(session) => {
-                let removed = state.sessions.remove(&session);
+            Deferred::Close(session, below) => {
+                let mut removed = Vec::new();
+                if let Entry::Occupied(mut slots) = state.sessions.entry(session) {
+                    removed.extend(slots.get_mut().extract_if(|key, _| *key < below));
+                    if slots.get().is_empty() {
+                        slots.remove();
+                    }
+                }
+                // The senders drop outside the lock, closing the channels.
                 drop(state);
                 drop(removed);
             }

@@ -487,3 +487,44 @@ async fn a_full_fanout_queue_lags_the_session_never_blocks() {
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     assert!(seqs.len() < FANOUT_QUEUE + 10);
 }
+
+#[tokio::test]
+async fn a_handed_off_close_spares_a_subscriber_of_the_reopened_session() {
+    let b = forwarded(256, 1);
+    let s = SessionId::new();
+    let old = b.subscribe(s);
+    b.publish(s, turn(s, 1)); // handed off
+    b.close(s); // waits behind turn 1
+    // A follow-up reopens the session and a watcher of the new burst
+    // subscribes before the forwarding task has run the close.
+    b.reopen(s);
+    let mut new = b.subscribe(s);
+    let items: Vec<_> = tokio::time::timeout(std::time::Duration::from_secs(5), old.collect())
+        .await
+        .expect("the close reached the old subscriber");
+    assert_eq!(items.iter().map(seq_of).collect::<Vec<_>>(), [1]);
+    assert_eq!(b.subscriber_count(s), 1, "the new subscriber stays");
+    b.publish(s, turn(s, 2));
+    let mut seqs = Vec::new();
+    while let Some(item) = tokio::time::timeout(std::time::Duration::from_secs(5), new.recv())
+        .await
+        .expect("the new subscriber is live")
+    {
+        let n = seq_of(&item);
+        seqs.push(n);
+        if n == 2 {
+            break;
+        }
+    }
+    // Turn 1 was delivered to every subscriber there when it was
+    // forwarded (the watch stream skips what its cursor has passed).
+    assert_eq!(seqs.last(), Some(&2), "{seqs:?}");
+    assert!(!new.is_closed());
+    b.close(s);
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_secs(5), new.recv())
+            .await
+            .expect("closed")
+            .is_none()
+    );
+}
