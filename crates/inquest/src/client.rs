@@ -1,5 +1,7 @@
 //! Client commands: talk gRPC to a running `inquest serve`.
 
+use std::time::{Duration, Instant};
+
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
@@ -300,6 +302,89 @@ pub fn should_reconnect(status: &tonic::Status) -> bool {
                 | tonic::Code::Internal
                 | tonic::Code::Cancelled
         ),
+    }
+}
+
+/// Whether a unary call that failed with `status` may be sent again: the
+/// server or its store is down or restarting, or the write's outcome is
+/// unknown. Only for reads and for writes that carry an idempotency key,
+/// which makes a second send store nothing twice.
+pub fn should_retry_call(status: &tonic::Status) -> bool {
+    match ErrorReason::of(status) {
+        Some(r) => matches!(
+            r.reason,
+            Reason::StoreUnavailable | Reason::ShuttingDown | Reason::WriteOutcomeUnknown
+        ),
+        None => matches!(
+            status.code(),
+            tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+        ),
+    }
+}
+
+/// How long a command goes on retrying a server or store that is down (a
+/// restart, a PostgreSQL failover) before it gives up with the last error.
+pub const RETRY_FOR: Duration = Duration::from_secs(120);
+
+/// Paces the retries of one outage: backoff from 400 ms to 3.2 s, and a
+/// deadline [`RETRY_FOR`] after its first failure. Anything that gets
+/// through ends the outage ([`Retry::reset`]).
+pub struct Retry {
+    since: Option<Instant>,
+    attempt: u32,
+    budget: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self::within(RETRY_FOR)
+    }
+}
+
+impl Retry {
+    pub fn within(budget: Duration) -> Self {
+        Retry {
+            since: None,
+            attempt: 0,
+            budget,
+        }
+    }
+
+    /// Something got through: the next failure starts a new outage.
+    pub fn reset(&mut self) {
+        self.since = None;
+        self.attempt = 0;
+    }
+
+    /// After a failure worth retrying: sleeps the next backoff, or fails
+    /// with `last` once the outage has lasted the budget.
+    pub async fn pause(&mut self, last: &tonic::Status) -> anyhow::Result<()> {
+        let since = *self.since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= self.budget {
+            anyhow::bail!(
+                "gave up after {} s of retrying; last error {:?}: {}",
+                self.budget.as_secs(),
+                last.code(),
+                last.message()
+            );
+        }
+        self.attempt += 1;
+        tokio::time::sleep(backoff(self.attempt)).await;
+        Ok(())
+    }
+}
+
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis(200u64.saturating_mul(1 << attempt.min(4)))
+}
+
+/// A key for a write the user gave none for, so that the command itself
+/// can retry it safely.
+pub fn idempotency_key(given: String) -> String {
+    if given.is_empty() {
+        format!("cli-{}", uuid::Uuid::new_v4())
+    } else {
+        given
     }
 }
 

@@ -6,7 +6,7 @@ use clap::Args;
 use inquest_proto::v1 as pb;
 
 use crate::{
-    client::{Target, status_error},
+    client::{Retry, Target, idempotency_key, should_retry_call, status_error},
     watch::follow,
 };
 
@@ -53,15 +53,20 @@ pub async fn investigate(args: InvestigateArgs) -> anyhow::Result<()> {
             format!("Investigate: {}\n\n{}", args.title, args.description)
         }
     });
-    let session = client
-        .start_session(pb::StartSessionRequest {
-            incident_id: incident.id.clone(),
-            message,
-            idempotency_key: String::new(),
-        })
-        .await
-        .map_err(status_error)?
-        .into_inner();
+    // Keyed, so a retry through an outage starts one session.
+    let request = pb::StartSessionRequest {
+        incident_id: incident.id.clone(),
+        message,
+        idempotency_key: idempotency_key(String::new()),
+    };
+    let mut retry = Retry::default();
+    let session = loop {
+        match client.start_session(request.clone()).await {
+            Ok(r) => break r.into_inner(),
+            Err(status) if should_retry_call(&status) => retry.pause(&status).await?,
+            Err(status) => return Err(status_error(status)),
+        }
+    };
     if !args.json {
         println!("incident {}\nsession  {}\n", incident.id, session.id);
     }
@@ -80,14 +85,18 @@ async fn print_report(
     burst: u32,
     json: bool,
 ) -> anyhow::Result<()> {
-    let r = client
-        .get_report(pb::GetReportRequest {
-            session_id: session_id.to_owned(),
-            burst,
-        })
-        .await
-        .map_err(status_error)?
-        .into_inner();
+    let request = pb::GetReportRequest {
+        session_id: session_id.to_owned(),
+        burst,
+    };
+    let mut retry = Retry::default();
+    let r = loop {
+        match client.get_report(request.clone()).await {
+            Ok(r) => break r.into_inner(),
+            Err(status) if should_retry_call(&status) => retry.pause(&status).await?,
+            Err(status) => return Err(status_error(status)),
+        }
+    };
     if json {
         println!(
             "{}",

@@ -4,6 +4,8 @@
 //! `inquest watch --follow` goes on across bursts: after one settles it
 //! polls `GetSession` (a watch of a settled session ends at once) until the
 //! next one starts, and stops when the session is cancelled or on Ctrl-C.
+//! A server or store that is down is retried through with backoff for
+//! [`RETRY_FOR`](crate::client::RETRY_FOR) before a command gives up.
 
 use std::{
     io::{IsTerminal, Write},
@@ -14,10 +16,11 @@ use clap::Args;
 use inquest_proto::v1::{self as pb, watch_event::Event};
 use serde_json::json;
 
-use crate::client::{Target, reconnect_after, should_reconnect, status_error};
+use crate::client::{
+    Retry, Target, idempotency_key, reconnect_after, should_reconnect, should_retry_call,
+    status_error,
+};
 
-/// Reconnect attempts in a row without receiving anything before giving up.
-const MAX_RETRIES: u32 = 8;
 const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 
 #[derive(Args)]
@@ -46,6 +49,8 @@ pub struct SendArgs {
     session_id: String,
     message: String,
     /// Makes the call safe to retry: the same key stores one message.
+    /// Without one a fresh key is made, so that this command's own
+    /// retries (while the server is unavailable) store it once.
     #[arg(long, default_value = "")]
     idempotency_key: String,
     /// One JSON object per line, for scripts.
@@ -128,21 +133,40 @@ async fn next_burst(
 /// Sends the message, then watches from it on (the new burst).
 pub async fn send(args: SendArgs) -> anyhow::Result<()> {
     let mut client = args.target.connect().await?;
-    let seq = client
-        .send_message(pb::SendMessageRequest {
-            session_id: args.session_id.clone(),
-            message: args.message,
-            idempotency_key: args.idempotency_key,
-        })
-        .await
-        .map_err(status_error)?
-        .into_inner()
-        .seq;
+    let request = pb::SendMessageRequest {
+        session_id: args.session_id.clone(),
+        message: args.message,
+        idempotency_key: idempotency_key(args.idempotency_key),
+    };
+    let mut retry = Retry::default();
+    let seq = loop {
+        match client.send_message(request.clone()).await {
+            Ok(r) => break r.into_inner().seq,
+            Err(status) if should_retry_call(&status) => retry.pause(&status).await?,
+            Err(status) => return Err(status_error(status)),
+        }
+    };
     follow(&mut client, &args.session_id, seq - 1, args.json).await
 }
 
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(200u64.saturating_mul(1 << attempt.min(5)))
+/// The session, read through an outage of the server or its store.
+pub(crate) async fn get_session(
+    client: &mut crate::client::Client,
+    session: &str,
+) -> anyhow::Result<pb::Session> {
+    let mut retry = Retry::default();
+    loop {
+        match client
+            .get_session(pb::GetSessionRequest {
+                session_id: session.into(),
+            })
+            .await
+        {
+            Ok(s) => return Ok(s.into_inner()),
+            Err(status) if should_retry_call(&status) => retry.pause(&status).await?,
+            Err(status) => return Err(status_error(status)),
+        }
+    }
 }
 
 /// Follows one burst until it settles.
@@ -166,7 +190,8 @@ async fn follow_burst(
     mut after_seq: i64,
     view: &mut View,
 ) -> anyhow::Result<(pb::Session, i64)> {
-    let mut attempt = 0;
+    // Reconnects in a row without receiving anything are one outage.
+    let mut retry = Retry::default();
     loop {
         let reason = match client
             .watch_session(pb::WatchSessionRequest {
@@ -184,7 +209,7 @@ async fn follow_burst(
                     };
                     match message {
                         Ok(Some(event)) => {
-                            attempt = 0;
+                            retry.reset();
                             if let Some(event) = event.event {
                                 if let Event::Turn(t) = &event {
                                     after_seq = after_seq.max(t.seq);
@@ -193,13 +218,9 @@ async fn follow_burst(
                             }
                         }
                         Ok(None) => {
-                            let s = client
-                                .get_session(pb::GetSessionRequest {
-                                    session_id: session.into(),
-                                })
-                                .await
-                                .map_err(status_error)?
-                                .into_inner();
+                            // The burst settled; its status is read
+                            // through a store outage that began since.
+                            let s = get_session(client, session).await?;
                             view.end(&s);
                             return Ok((s, after_seq));
                         }
@@ -211,17 +232,9 @@ async fn follow_burst(
             Err(status) if should_reconnect(&status) => status,
             Err(status) => return Err(status_error(status)),
         };
-        attempt += 1;
-        if attempt > MAX_RETRIES {
-            anyhow::bail!(
-                "gave up after {MAX_RETRIES} reconnects; last error {:?}: {}",
-                reason.code(),
-                reason.message()
-            );
-        }
         after_seq = reconnect_after(&reason, after_seq);
         view.reconnect(after_seq, &reason);
-        tokio::time::sleep(backoff(attempt)).await;
+        retry.pause(&reason).await?;
     }
 }
 

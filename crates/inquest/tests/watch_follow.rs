@@ -2,7 +2,9 @@
 //! it shows the first burst, waits past its end, shows the burst a
 //! follow-up sent through the API opens, and exits 0 when the session is
 //! cancelled; Ctrl-C (SIGINT) ends it quietly with 0 too. Without
-//! `--follow`, watch ends when the burst settles.
+//! `--follow`, watch ends when the burst settles. Through a PostgreSQL
+//! outage longer than a few reconnects, `watch` and `send` retry until it
+//! is over, and `send` stores its message once.
 
 mod support;
 
@@ -14,7 +16,7 @@ use std::{
 };
 
 use inquest_proto::v1 as pb;
-use support::{Server, create_incident, settled, start_session};
+use support::{Server, all_turns, create_incident, faults::OwnCluster, settled, start_session};
 
 /// A running CLI process whose stdout lines are collected.
 struct Cli {
@@ -235,5 +237,100 @@ async fn watch_follow_shows_every_burst_until_the_session_is_cancelled() {
     // The failpoint's hang outlives the cancel and the shutdown grace: a
     // SIGTERM still ends the server, and cleanly (exit 0), once the grace
     // and the abandon wait are over.
+    server.stop().await;
+}
+
+/// PostgreSQL is down for 40 s, longer than the eight reconnects the CLI
+/// used to give up after (~32 s). Started during the outage, `watch` of a
+/// completed session and `send` of a follow-up both retry through it (the
+/// server answers STORE_UNAVAILABLE all along); once PostgreSQL is back,
+/// `send` stores its message once (the key it made for it makes its
+/// retries safe), both follow the burst it opens to its end and exit 0.
+#[tokio::test]
+async fn watch_and_send_ride_out_a_postgres_outage() {
+    let cluster = OwnCluster::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.json"),
+        r#"[{"text": "First look: nothing obvious yet."},
+            {"text": "The deploy at 14:05 is the cause."}]"#,
+    )
+    .unwrap();
+    let config = dir.path().join("inquest.toml");
+    std::fs::write(
+        &config,
+        "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n",
+    )
+    .unwrap();
+    let server = Server::start_with(
+        "server",
+        &[
+            "--database-url",
+            &cluster.url(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    let mut c = server.client().await;
+    let incident = create_incident(&mut c, "outage").await;
+    let session = start_session(&mut c, &incident.id, "What happened?")
+        .await
+        .unwrap();
+    let first = settled(&mut c, &session.id).await;
+    assert_eq!(first.status(), pb::SessionStatus::Completed, "{first:?}");
+
+    cluster.stop().await;
+    let mut watch = Cli::start(&server, &["watch", &session.id]);
+    let mut send = Cli::start(&server, &["send", &session.id, "And the deploys?"]);
+    watch.wait_for("(stream interrupted", 1).await;
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    assert!(
+        watch.running(),
+        "watch gave up during the outage: {}",
+        watch.stderr.lock().unwrap()
+    );
+    assert!(
+        send.running(),
+        "send gave up during the outage: {}",
+        send.stderr.lock().unwrap()
+    );
+    cluster.start_again().await;
+
+    for (name, cli) in [("send", &mut send), ("watch", &mut watch)] {
+        let status = cli.exit().await;
+        assert!(
+            status.success(),
+            "{name}: {status}: {}\n{}",
+            cli.stderr.lock().unwrap(),
+            cli.output()
+        );
+        // `watch` may end on the first burst or on the follow-up's.
+        assert_eq!(cli.count("-- session "), 1, "{name}: {}", cli.output());
+        assert_eq!(
+            cli.count("-- session failed"),
+            0,
+            "{name}: {}",
+            cli.output()
+        );
+    }
+    // The follow-up's burst ends waiting for the user (the script's last
+    // reply asks nothing of a tool).
+    assert_eq!(send.count("-- session idle"), 1, "{}", send.output());
+    assert_eq!(
+        send.count("The deploy at 14:05 is the cause."),
+        1,
+        "{}",
+        send.output()
+    );
+    let turns = all_turns(&mut c, &session.id).await;
+    let sent = turns
+        .iter()
+        .filter(|t| t.content == "And the deploys?")
+        .count();
+    assert_eq!(sent, 1, "the follow-up was stored once: {turns:#?}");
+    let s = settled(&mut c, &session.id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Idle, "{s:?}");
     server.stop().await;
 }
