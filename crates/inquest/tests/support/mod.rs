@@ -28,9 +28,34 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A child process killed (SIGKILL) and reaped when dropped, so a test
+/// that panics leaves no server running behind it.
+pub struct Reaped(Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        // Already reaped (stop, kill9): both are no-ops.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A running `inquest serve`.
 pub struct Server {
-    child: Child,
+    child: Reaped,
     pub port: u16,
     /// Every stderr line so far (also echoed to the test's stderr, prefixed
     /// with the server's name).
@@ -64,7 +89,7 @@ impl Server {
         for (k, v) in env {
             command.env(k, v);
         }
-        let mut child = command.spawn().unwrap();
+        let mut child = Reaped(command.spawn().unwrap());
         let lines = Arc::new(Mutex::new(Vec::new()));
         let stderr = child.stderr.take().unwrap();
         let sink = Arc::clone(&lines);
