@@ -68,6 +68,33 @@ pub type Client =
 
 impl Target {
     pub async fn connect(&self) -> anyhow::Result<Client> {
+        let endpoint = self.endpoint()?;
+        let channel = endpoint
+            .connect()
+            .await
+            .with_context(|| format!("cannot reach the inquest server at {}", self.server))?;
+        self.client(channel)
+    }
+
+    /// [`Target::connect`] for the commands that ride out an outage
+    /// (watch, send, investigate): a server that cannot be reached (it is
+    /// restarting) is retried like any other unavailable call.
+    pub async fn connect_retrying(&self) -> anyhow::Result<Client> {
+        let endpoint = self.endpoint()?;
+        let mut retry = Retry::default();
+        loop {
+            match endpoint.connect().await {
+                Ok(channel) => return self.client(channel),
+                Err(e) => {
+                    let last = format!("cannot reach the inquest server at {}: {e}", self.server);
+                    retry.pause(&last).await?;
+                }
+            }
+        }
+    }
+
+    /// The server's address and TLS settings: what a retry cannot mend.
+    fn endpoint(&self) -> anyhow::Result<tonic::transport::Endpoint> {
         let mut endpoint = Channel::from_shared(self.server.clone())
             .with_context(|| format!("{:?} is not a server address", self.server))?;
         if self.server.starts_with("https://") {
@@ -92,10 +119,10 @@ impl Target {
                 .tls_config(tls)
                 .context("configuring TLS to the server")?;
         }
-        let channel = endpoint
-            .connect()
-            .await
-            .with_context(|| format!("cannot reach the inquest server at {}", self.server))?;
+        Ok(endpoint)
+    }
+
+    fn client(&self, channel: Channel) -> anyhow::Result<Client> {
         let bearer = match &self.token {
             Some(t) => Some(
                 format!("Bearer {}", t.trim())
@@ -305,6 +332,16 @@ pub fn should_reconnect(status: &tonic::Status) -> bool {
     }
 }
 
+/// A failed call as one line: its code and message (not its binary
+/// details).
+pub struct Failure<'a>(pub &'a tonic::Status);
+
+impl std::fmt::Display for Failure<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.0.code(), self.0.message())
+    }
+}
+
 /// Whether a unary call that failed with `status` may be sent again: the
 /// server or its store is down or restarting, or the write's outcome is
 /// unknown. Only for reads and for writes that carry an idempotency key,
@@ -357,15 +394,20 @@ impl Retry {
     }
 
     /// After a failure worth retrying: sleeps the next backoff, or fails
-    /// with `last` once the outage has lasted the budget.
-    pub async fn pause(&mut self, last: &tonic::Status) -> anyhow::Result<()> {
+    /// with `last` once the outage has lasted the budget. The first pause
+    /// of an outage says so on stderr (stdout stays the command's output).
+    pub async fn pause(&mut self, last: &dyn std::fmt::Display) -> anyhow::Result<()> {
         let since = *self.since.get_or_insert_with(Instant::now);
         if since.elapsed() >= self.budget {
             anyhow::bail!(
-                "gave up after {} s of retrying; last error {:?}: {}",
+                "gave up after {} s of retrying; last error: {last}",
                 self.budget.as_secs(),
-                last.code(),
-                last.message()
+            );
+        }
+        if self.attempt == 0 {
+            eprintln!(
+                "inquest: {last}; retrying for up to {} s",
+                self.budget.as_secs()
             );
         }
         self.attempt += 1;

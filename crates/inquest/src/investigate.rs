@@ -6,7 +6,7 @@ use clap::Args;
 use inquest_proto::v1 as pb;
 
 use crate::{
-    client::{Retry, Target, idempotency_key, should_retry_call, status_error},
+    client::{Failure, Retry, Target, idempotency_key, should_retry_call, status_error},
     watch::follow,
 };
 
@@ -37,7 +37,7 @@ pub struct ReportArgs {
 }
 
 pub async fn investigate(args: InvestigateArgs) -> anyhow::Result<()> {
-    let mut client = args.target.connect().await?;
+    let mut client = args.target.connect_retrying().await?;
     let incident = client
         .create_incident(pb::CreateIncidentRequest {
             title: args.title.clone(),
@@ -63,7 +63,7 @@ pub async fn investigate(args: InvestigateArgs) -> anyhow::Result<()> {
     let session = loop {
         match client.start_session(request.clone()).await {
             Ok(r) => break r.into_inner(),
-            Err(status) if should_retry_call(&status) => retry.pause(&status).await?,
+            Err(status) if should_retry_call(&status) => retry.pause(&Failure(&status)).await?,
             Err(status) => return Err(status_error(status)),
         }
     };
@@ -75,7 +75,7 @@ pub async fn investigate(args: InvestigateArgs) -> anyhow::Result<()> {
 }
 
 pub async fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let mut client = args.target.connect().await?;
+    let mut client = args.target.connect_retrying().await?;
     print_report(&mut client, &args.session_id, args.burst, false).await
 }
 
@@ -93,7 +93,7 @@ async fn print_report(
     let r = loop {
         match client.get_report(request.clone()).await {
             Ok(r) => break r.into_inner(),
-            Err(status) if should_retry_call(&status) => retry.pause(&status).await?,
+            Err(status) if should_retry_call(&status) => retry.pause(&Failure(&status)).await?,
             Err(status) => return Err(status_error(status)),
         }
     };

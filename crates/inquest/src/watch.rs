@@ -17,7 +17,7 @@ use inquest_proto::v1::{self as pb, watch_event::Event};
 use serde_json::json;
 
 use crate::client::{
-    Retry, Target, idempotency_key, reconnect_after, should_reconnect, should_retry_call,
+    Failure, Retry, Target, idempotency_key, reconnect_after, should_reconnect, should_retry_call,
     status_error,
 };
 
@@ -61,7 +61,7 @@ pub struct SendArgs {
 }
 
 pub async fn watch(args: WatchArgs) -> anyhow::Result<()> {
-    let mut client = args.target.connect().await?;
+    let mut client = args.target.connect_retrying().await?;
     if !args.follow {
         return follow(&mut client, &args.session_id, args.after_seq, args.json).await;
     }
@@ -132,7 +132,7 @@ async fn next_burst(
 
 /// Sends the message, then watches from it on (the new burst).
 pub async fn send(args: SendArgs) -> anyhow::Result<()> {
-    let mut client = args.target.connect().await?;
+    let mut client = args.target.connect_retrying().await?;
     let request = pb::SendMessageRequest {
         session_id: args.session_id.clone(),
         message: args.message,
@@ -142,7 +142,7 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
     let seq = loop {
         match client.send_message(request.clone()).await {
             Ok(r) => break r.into_inner().seq,
-            Err(status) if should_retry_call(&status) => retry.pause(&status).await?,
+            Err(status) if should_retry_call(&status) => retry.pause(&Failure(&status)).await?,
             Err(status) => return Err(status_error(status)),
         }
     };
@@ -163,7 +163,7 @@ pub(crate) async fn get_session(
             .await
         {
             Ok(s) => return Ok(s.into_inner()),
-            Err(status) if should_retry_call(&status) => retry.pause(&status).await?,
+            Err(status) if should_retry_call(&status) => retry.pause(&Failure(&status)).await?,
             Err(status) => return Err(status_error(status)),
         }
     }
@@ -234,7 +234,7 @@ async fn follow_burst(
         };
         after_seq = reconnect_after(&reason, after_seq);
         view.reconnect(after_seq, &reason);
-        retry.pause(&reason).await?;
+        retry.pause(&Failure(&reason)).await?;
     }
 }
 

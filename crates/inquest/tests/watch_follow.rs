@@ -3,8 +3,9 @@
 //! follow-up sent through the API opens, and exits 0 when the session is
 //! cancelled; Ctrl-C (SIGINT) ends it quietly with 0 too. Without
 //! `--follow`, watch ends when the burst settles. Through a PostgreSQL
-//! outage longer than a few reconnects, `watch` and `send` retry until it
-//! is over, and `send` stores its message once.
+//! outage longer than a few reconnects, or while the server restarts,
+//! `watch` and `send` retry until it is over, and `send` stores its
+//! message once.
 
 mod support;
 
@@ -27,12 +28,13 @@ struct Cli {
 
 impl Cli {
     fn start(server: &Server, args: &[&str]) -> Cli {
+        Self::start_at(server.port, args)
+    }
+
+    fn start_at(port: u16, args: &[&str]) -> Cli {
         let mut child = Command::new(env!("CARGO_BIN_EXE_inquest"))
             .args(args)
-            .env(
-                "INQUEST_SERVER",
-                format!("http://127.0.0.1:{}", server.port),
-            )
+            .env("INQUEST_SERVER", format!("http://127.0.0.1:{port}"))
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -332,5 +334,81 @@ async fn watch_and_send_ride_out_a_postgres_outage() {
     assert_eq!(sent, 1, "the follow-up was stored once: {turns:#?}");
     let s = settled(&mut c, &session.id).await;
     assert_eq!(s.status(), pb::SessionStatus::Idle, "{s:?}");
+    server.stop().await;
+}
+
+/// The server is killed (-9) and started again on the same port 3 s later.
+/// `send`, started while nothing listens, waits for the server instead of
+/// failing; `watch --follow`, attached before the kill, reconnects. Both
+/// show the follow-up's burst; the message is stored once.
+#[tokio::test]
+async fn send_and_watch_ride_out_a_server_restart() {
+    let (_, url) = inquest_tests::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.json"),
+        r#"[{"text": "First look: nothing obvious yet."},
+            {"text": "The deploy at 14:05 is the cause."}]"#,
+    )
+    .unwrap();
+    let config = dir.path().join("inquest.toml");
+    std::fs::write(
+        &config,
+        "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n",
+    )
+    .unwrap();
+    let args = ["--database-url", &url, "--config", config.to_str().unwrap()];
+    let server = Server::start_with("server", &args, &[]).await;
+    let port = server.port;
+    let mut c = server.client().await;
+    let incident = create_incident(&mut c, "restart").await;
+    let session = start_session(&mut c, &incident.id, "What happened?")
+        .await
+        .unwrap();
+    settled(&mut c, &session.id).await;
+    let mut follow = Cli::start(&server, &["watch", "--follow", &session.id]);
+    follow.wait_for("(waiting for the next burst", 1).await;
+
+    server.kill9().await;
+    let mut send = Cli::start_at(port, &["send", &session.id, "And the deploys?"]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        send.running(),
+        "send gave up while the server was down: {}",
+        send.stderr.lock().unwrap()
+    );
+    let server = Server::start_on(port, "server", &args, &[]).await;
+
+    let status = send.exit().await;
+    assert!(
+        status.success(),
+        "{status}: {}\n{}",
+        send.stderr.lock().unwrap(),
+        send.output()
+    );
+    assert_eq!(
+        send.count("The deploy at 14:05 is the cause."),
+        1,
+        "{}",
+        send.output()
+    );
+    follow
+        .wait_for("The deploy at 14:05 is the cause.", 1)
+        .await;
+    assert_eq!(
+        follow.count("First look: nothing obvious yet."),
+        1,
+        "{}",
+        follow.output()
+    );
+    let mut c = server.client().await;
+    let turns = all_turns(&mut c, &session.id).await;
+    let sent = turns
+        .iter()
+        .filter(|t| t.content == "And the deploys?")
+        .count();
+    assert_eq!(sent, 1, "the follow-up was stored once: {turns:#?}");
+    follow.signal("INT");
+    assert!(follow.exit().await.success());
     server.stop().await;
 }

@@ -74,7 +74,12 @@ impl Server {
     /// [`Server::start`] with a name (its replica id, and the prefix of its
     /// echoed log lines) and extra environment (e.g. `INQUEST_FAILPOINTS`).
     pub async fn start_with(name: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let port = free_port();
+        Self::start_on(free_port(), name, args, env).await
+    }
+
+    /// [`Server::start_with`] on a given port (e.g. to restart a server
+    /// where its clients expect it).
+    pub async fn start_on(port: u16, name: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut command = Command::new(env!("CARGO_BIN_EXE_inquest"));
         command
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
