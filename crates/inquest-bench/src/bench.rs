@@ -70,6 +70,12 @@ pub enum BenchCommand {
         /// streams from another runtime's threads).
         #[arg(long)]
         ceiling_apart: bool,
+        /// Spread each phase's watchers evenly over this many sessions,
+        /// each with its own writer running at the same time (the fan-out
+        /// with several producers, as on a replica with many live
+        /// sessions). Each writer writes `--turns` turns.
+        #[arg(long, default_value_t = 1)]
+        sessions: usize,
     },
     /// Agent loop overhead: turns/s of the real loop (persist + publish +
     /// bookkeeping) with an instant in-process provider and a no-op tool,
@@ -288,6 +294,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             no_ceiling,
             rate,
             ceiling_apart,
+            sessions,
         } => {
             let (url, embedded) = scratch_database(database_url).await?;
             let result = crate::bench_watch::run(crate::bench_watch::WatchBench {
@@ -300,6 +307,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 ceiling: !no_ceiling,
                 rate,
                 ceiling_apart,
+                sessions,
             })
             .await;
             release(embedded).await?;

@@ -174,10 +174,10 @@ impl Totals {
 
 /// `sysconf(_SC_CLK_TCK)` on Linux (fixed at 100 by its ABI on every
 /// architecture this runs on): the unit of `/proc/<pid>/stat` times.
-const CLOCK_TICKS_PER_SEC: f64 = 100.0;
+pub(crate) const CLOCK_TICKS_PER_SEC: f64 = 100.0;
 
 /// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: &str) -> Option<u64> {
+pub(crate) fn cpu_ticks(pid: &str) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces; fields after its `)`.
     let rest = &stat[stat.rfind(')')? + 1..];

@@ -47,6 +47,8 @@ pub struct WatchBench {
     pub rate: Option<f64>,
     /// Run the ceiling's producer on a runtime of its own.
     pub ceiling_apart: bool,
+    /// Sessions the watchers are spread over, one writer each.
+    pub sessions: usize,
 }
 
 pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
@@ -141,6 +143,7 @@ type Seen = (Vec<(i64, Instant)>, bool);
 /// until it has seen `target`.
 async fn open_watchers(
     channels: &[Channel],
+    first: usize,
     n: usize,
     session: &str,
     head: i64,
@@ -148,8 +151,11 @@ async fn open_watchers(
     capacity: usize,
 ) -> anyhow::Result<JoinSet<anyhow::Result<Seen>>> {
     let mut watchers: JoinSet<anyhow::Result<Seen>> = JoinSet::new();
-    for w in 0..n {
-        let mut client = InvestigationsClient::new(channels[w / STREAMS_PER_CONNECTION].clone());
+    for w in first..first + n {
+        let channel = channels
+            .get(w / STREAMS_PER_CONNECTION)
+            .context("fewer connections than streams need")?;
+        let mut client = InvestigationsClient::new(channel.clone());
         let mut stream = client
             .watch_session(pb::WatchSessionRequest {
                 session_id: session.to_owned(),
@@ -191,8 +197,37 @@ struct Received {
     commit_lat: Vec<Duration>,
     /// Receipt minus the moment its send (append) began.
     start_lat: Vec<Duration>,
+    /// The last receipt.
+    last_receive: Instant,
+}
+
+impl Received {
+    /// Another session's watchers of the same phase.
+    fn merge(&mut self, other: Received) {
+        self.delivered += other.delivered;
+        self.lagged += other.lagged;
+        self.commit_lat.extend(other.commit_lat);
+        self.start_lat.extend(other.start_lat);
+        self.last_receive = self.last_receive.max(other.last_receive);
+    }
+
+    fn sort(&mut self) {
+        self.commit_lat.sort();
+        self.start_lat.sort();
+    }
+
     /// Delivered events / (first send → last receipt).
-    per_sec: f64,
+    fn per_sec(&self, began: Instant) -> f64 {
+        let span = self
+            .last_receive
+            .saturating_duration_since(began)
+            .as_secs_f64();
+        if span > 0.0 {
+            self.delivered as f64 / span
+        } else {
+            0.0
+        }
+    }
 }
 
 async fn collect(
@@ -224,26 +259,37 @@ async fn collect(
             }
         }
     }
-    commit_lat.sort();
-    start_lat.sort();
-    let span = last_receive.saturating_duration_since(began).as_secs_f64();
-    let per_sec = if span > 0.0 {
-        delivered as f64 / span
-    } else {
-        0.0
-    };
-    Ok(Received {
+    let mut got = Received {
         delivered,
         lagged,
         commit_lat,
         start_lat,
-        per_sec,
-    })
+        last_receive,
+    };
+    got.sort();
+    Ok(got)
 }
 
-/// Per watcher count: delivered events/s and commit -> receive p50 and
-/// p99, for the ceiling's comparison.
-type Measured = Vec<(usize, f64, Duration, Duration)>;
+/// Per watcher count: delivered events/s, commit -> receive p50 and p99,
+/// and this process's CPU per delivered event, for the ceiling's
+/// comparison.
+type Measured = Vec<(usize, f64, Duration, Duration, Option<f64>)>;
+
+/// This process's CPU time (server and clients), in clock ticks.
+fn own_cpu() -> Option<u64> {
+    crate::bench_loop::cpu_ticks("self")
+}
+
+/// Microseconds of this process's CPU per delivered event since `before`.
+fn cpu_per_event(before: Option<u64>, delivered: usize) -> Option<f64> {
+    let spent = own_cpu()?.checked_sub(before?)?;
+    (delivered > 0)
+        .then(|| spent as f64 * 1e6 / crate::bench_loop::CLOCK_TICKS_PER_SEC / delivered as f64)
+}
+
+fn micros(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("{v:.2}"))
+}
 
 /// The time between two writes at `rate` turns/s.
 fn pace(rate: Option<f64>) -> anyhow::Result<Option<Duration>> {
@@ -260,21 +306,38 @@ async fn fanout(
     writer_runtime: Option<tokio::runtime::Handle>,
     endpoint: &str,
 ) -> anyhow::Result<Measured> {
-    let (session, burst) = running_session(log).await?;
-    let burst = std::sync::Arc::new(burst);
+    anyhow::ensure!(bench.sessions >= 1, "--sessions must be at least 1");
+    let mut sessions = Vec::with_capacity(bench.sessions);
+    for _ in 0..bench.sessions {
+        let (session, burst) = running_session(log).await?;
+        sessions.push((session, std::sync::Arc::new(burst)));
+    }
     let content = "x".repeat(bench.payload);
     let pace = pace(bench.rate)?;
     println!(
-        "live watch fan-out ({} turns of {} bytes per phase, one session, real gRPC, writer {})",
+        "live watch fan-out ({} turns of {} bytes per phase and session, {}, real gRPC, {} {})",
         bench.turns,
         bench.payload,
+        if bench.sessions == 1 {
+            "one session".to_owned()
+        } else {
+            format!(
+                "{} sessions written at once, the watchers spread evenly",
+                bench.sessions
+            )
+        },
+        if bench.sessions == 1 {
+            "writer"
+        } else {
+            "each writer"
+        },
         match bench.rate {
             Some(rate) => format!("paced at {rate} turns/s"),
             None => "as fast as the store allows".to_owned(),
         }
     );
     println!(
-        "{:>8} | {:>10} {:>6} | {:>14} | {:>18} {:>9} | {:>18} {:>9} | {:>6}",
+        "{:>8} | {:>10} {:>6} | {:>14} | {:>18} {:>9} | {:>18} {:>9} | {:>6} | {:>9}",
         "watchers",
         "writes/s",
         "ratio",
@@ -283,13 +346,14 @@ async fn fanout(
         "p99",
         "append->recv p50",
         "p99",
-        "lagged"
+        "lagged",
+        "cpu us/ev"
     );
-    // Writer: as fast as the store allows (or at `--rate`), through
+    // A writer: as fast as the store allows (or at `--rate`), through
     // persist-then-publish, where a burst would run (the agent runtime, if
     // split off).
-    let write = |turns: usize, pace: Option<Duration>| {
-        let burst = std::sync::Arc::clone(&burst);
+    let write = |burst: &std::sync::Arc<BurstLog>, turns: usize, pace: Option<Duration>| {
+        let burst = std::sync::Arc::clone(burst);
         let content = content.clone();
         let work = async move {
             let mut started_at = Vec::with_capacity(turns);
@@ -321,52 +385,87 @@ async fn fanout(
     };
     // Warm the pool, the prepared statements and the table's pages so the
     // 0-watcher baseline is not measured cold.
-    write(bench.turns / 4, None)
-        .await
-        .context("writer panicked")??;
+    let warm: Vec<_> = sessions
+        .iter()
+        .map(|(_, burst)| write(burst, bench.turns / 4, None))
+        .collect();
+    for w in warm {
+        w.await.context("writer panicked")??;
+    }
     let mut baseline = None;
     let mut measured = Vec::new();
     for &n in std::iter::once(&0).chain(bench.watchers.iter()) {
-        let head = log
-            .session(session)
-            .await?
-            .head_seq
-            .map_or(0, |s| s.as_i64());
-        let target = head + bench.turns as i64;
         let channels = connections(endpoint, n).await?;
-        let watchers = open_watchers(
-            &channels,
-            n,
-            &session.to_string(),
-            head,
-            target,
-            bench.turns,
-        )
-        .await?;
-        while log.broadcaster().subscriber_count(session) < n {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        // Per session: its watchers, its head before the phase, and how
+        // many watch it.
+        let mut phase = Vec::with_capacity(sessions.len());
+        let mut first = 0;
+        for (k, (session, _)) in sessions.iter().enumerate() {
+            let head = log
+                .session(*session)
+                .await?
+                .head_seq
+                .map_or(0, |s| s.as_i64());
+            let count = n / sessions.len() + usize::from(k < n % sessions.len());
+            let watchers = open_watchers(
+                &channels,
+                first,
+                count,
+                &session.to_string(),
+                head,
+                head + bench.turns as i64,
+                bench.turns,
+            )
+            .await?;
+            first += count;
+            phase.push((watchers, head, count));
         }
+        for ((session, _), (_, _, count)) in sessions.iter().zip(&phase) {
+            while log.broadcaster().subscriber_count(*session) < *count {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        let cpu_before = own_cpu();
         let began = Instant::now();
-        let (started_at, committed_at) = write(bench.turns, pace)
-            .await
-            .context("writer panicked")??;
-        let write_secs = committed_at
-            .last()
-            .map_or(0.0, |end| end.duration_since(began).as_secs_f64());
-        let writes_per_sec = bench.turns as f64 / write_secs;
+        let writers: Vec<_> = sessions
+            .iter()
+            .map(|(_, burst)| write(burst, bench.turns, pace))
+            .collect();
+        let mut written = Vec::with_capacity(writers.len());
+        for w in writers {
+            written.push(w.await.context("writer panicked")??);
+        }
+        let write_secs = written
+            .iter()
+            .filter_map(|(_, committed_at)| committed_at.last())
+            .map(|end| end.duration_since(began).as_secs_f64())
+            .fold(0.0, f64::max);
+        let writes_per_sec = (bench.turns * sessions.len()) as f64 / write_secs;
         let base = *baseline.get_or_insert(writes_per_sec);
-        let got = collect(watchers, head, began, &started_at, &committed_at).await?;
+        let mut got: Option<Received> = None;
+        for ((watchers, head, _), (started_at, committed_at)) in phase.into_iter().zip(&written) {
+            let one = collect(watchers, head, began, started_at, committed_at).await?;
+            match &mut got {
+                Some(all) => all.merge(one),
+                None => got = Some(one),
+            }
+        }
+        let mut got = got.context("no session")?;
+        got.sort();
+        let per_sec = got.per_sec(began);
+        let cpu = cpu_per_event(cpu_before, got.delivered);
         println!(
-            "{:>8} | {:>10.0} {:>6.2} | {:>14.0} | {:>18.2} {:>9.2} | {:>18.2} {:>9.2} | {:>6}",
+            "{:>8} | {:>10.0} {:>6.2} | {:>14.0} | {:>18.2} {:>9.2} | {:>18.2} {:>9.2} | {:>6} | {:>9}",
             n,
             writes_per_sec,
             writes_per_sec / base,
-            got.per_sec,
+            per_sec,
             ms(pick(&got.commit_lat, 0.5)),
             ms(pick(&got.commit_lat, 0.99)),
             ms(pick(&got.start_lat, 0.5)),
             ms(pick(&got.start_lat, 0.99)),
-            got.lagged
+            got.lagged,
+            micros(cpu)
         );
         anyhow::ensure!(
             got.lagged > 0 || got.delivered == n * bench.turns,
@@ -377,17 +476,22 @@ async fn fanout(
         if n > 0 {
             measured.push((
                 n,
-                got.per_sec,
+                per_sec,
                 pick(&got.commit_lat, 0.5),
                 pick(&got.commit_lat, 0.99),
+                cpu,
             ));
         }
         drop(channels);
-        while log.broadcaster().subscriber_count(session) > 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        for (session, _) in &sessions {
+            while log.broadcaster().subscriber_count(*session) > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
         }
     }
-    burst.close(inquest_core::ExitReason::AwaitingUser).await?;
+    for (_, burst) in &sessions {
+        burst.close(inquest_core::ExitReason::AwaitingUser).await?;
+    }
     Ok(measured)
 }
 
@@ -429,19 +533,21 @@ async fn ceiling(bench: &WatchBench, measured: &Measured) -> anyhow::Result<()> 
         }
     );
     println!(
-        "{:>8} | {:>14} | {:>14} | {:>8} | {:>22} | {:>22}",
+        "{:>8} | {:>14} | {:>14} | {:>8} | {:>22} | {:>22} | {:>21}",
         "watchers",
         "ceiling ev/s",
         "inquest ev/s",
         "ratio",
         "ceiling send->recv p50/p99",
-        "inquest commit->recv p50/p99"
+        "inquest commit->recv p50/p99",
+        "cpu us/ev ceiling/inquest"
     );
-    for &(n, inquest, inquest_p50, inquest_p99) in measured {
+    for &(n, inquest, inquest_p50, inquest_p99, inquest_cpu) in measured {
         let channels = connections(&endpoint, n).await?;
         let target = bench.turns as i64;
-        let watchers = open_watchers(&channels, n, "ceiling", 0, target, bench.turns).await?;
+        let watchers = open_watchers(&channels, 0, n, "ceiling", 0, target, bench.turns).await?;
         let senders = bare.wait_for(n).await;
+        let cpu_before = own_cpu();
         let began = Instant::now();
         let turns = bench.turns;
         let content = content.clone();
@@ -486,6 +592,8 @@ async fn ceiling(bench: &WatchBench, measured: &Measured) -> anyhow::Result<()> 
             produce.await?
         };
         let got = collect(watchers, 0, began, &sent_at, &sent_at).await?;
+        let ceiling = got.per_sec(began);
+        let cpu = cpu_per_event(cpu_before, got.delivered);
         anyhow::ensure!(
             got.delivered == n * bench.turns,
             "ceiling: {n} streams received {} events, not {}",
@@ -493,15 +601,17 @@ async fn ceiling(bench: &WatchBench, measured: &Measured) -> anyhow::Result<()> 
             n * bench.turns
         );
         println!(
-            "{:>8} | {:>14.0} | {:>14.0} | {:>8.2} | {:>10.2} {:>11.2} | {:>10.2} {:>11.2}",
+            "{:>8} | {:>14.0} | {:>14.0} | {:>8.2} | {:>10.2} {:>11.2} | {:>10.2} {:>11.2} | {:>10} {:>10}",
             n,
-            got.per_sec,
+            ceiling,
             inquest,
-            inquest / got.per_sec,
+            inquest / ceiling,
             ms(pick(&got.commit_lat, 0.5)),
             ms(pick(&got.commit_lat, 0.99)),
             ms(inquest_p50),
             ms(inquest_p99),
+            micros(cpu),
+            micros(inquest_cpu),
         );
         drop(channels);
     }
