@@ -370,20 +370,28 @@ pub struct Retry {
     since: Option<Instant>,
     attempt: u32,
     budget: Duration,
+    /// Say on stderr when an outage begins (not where the output shows
+    /// the reconnects itself, as a watch does).
+    announce: bool,
 }
 
 impl Default for Retry {
     fn default() -> Self {
-        Self::within(RETRY_FOR)
+        Retry {
+            since: None,
+            attempt: 0,
+            budget: RETRY_FOR,
+            announce: true,
+        }
     }
 }
 
 impl Retry {
-    pub fn within(budget: Duration) -> Self {
+    /// A retry that says nothing on stderr.
+    pub fn quiet() -> Self {
         Retry {
-            since: None,
-            attempt: 0,
-            budget,
+            announce: false,
+            ..Retry::default()
         }
     }
 
@@ -404,7 +412,7 @@ impl Retry {
                 self.budget.as_secs(),
             );
         }
-        if self.attempt == 0 {
+        if self.attempt == 0 && self.announce {
             eprintln!(
                 "inquest: {last}; retrying for up to {} s",
                 self.budget.as_secs()
@@ -418,6 +426,24 @@ impl Retry {
 
 fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(200u64.saturating_mul(1 << attempt.min(4)))
+}
+
+/// Sends a unary call made by `call` until it answers, retrying through an
+/// outage (see [`should_retry_call`]) within [`RETRY_FOR`]; other errors
+/// end it at once. For reads and keyed writes only.
+pub async fn retrying<T, F, Fut>(mut call: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    let mut retry = Retry::default();
+    loop {
+        match call().await {
+            Ok(response) => return Ok(response.into_inner()),
+            Err(status) if should_retry_call(&status) => retry.pause(&Failure(&status)).await?,
+            Err(status) => return Err(status_error(status)),
+        }
+    }
 }
 
 /// A key for a write the user gave none for, so that the command itself

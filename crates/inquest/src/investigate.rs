@@ -6,7 +6,7 @@ use clap::Args;
 use inquest_proto::v1 as pb;
 
 use crate::{
-    client::{Failure, Retry, Target, idempotency_key, should_retry_call, status_error},
+    client::{Target, idempotency_key, retrying, status_error},
     watch::follow,
 };
 
@@ -59,14 +59,11 @@ pub async fn investigate(args: InvestigateArgs) -> anyhow::Result<()> {
         message,
         idempotency_key: idempotency_key(String::new()),
     };
-    let mut retry = Retry::default();
-    let session = loop {
-        match client.start_session(request.clone()).await {
-            Ok(r) => break r.into_inner(),
-            Err(status) if should_retry_call(&status) => retry.pause(&Failure(&status)).await?,
-            Err(status) => return Err(status_error(status)),
-        }
-    };
+    let session = retrying(|| {
+        let (mut client, request) = (client.clone(), request.clone());
+        async move { client.start_session(request).await }
+    })
+    .await?;
     if !args.json {
         println!("incident {}\nsession  {}\n", incident.id, session.id);
     }
@@ -89,14 +86,11 @@ async fn print_report(
         session_id: session_id.to_owned(),
         burst,
     };
-    let mut retry = Retry::default();
-    let r = loop {
-        match client.get_report(request.clone()).await {
-            Ok(r) => break r.into_inner(),
-            Err(status) if should_retry_call(&status) => retry.pause(&Failure(&status)).await?,
-            Err(status) => return Err(status_error(status)),
-        }
-    };
+    let r = retrying(|| {
+        let (mut client, request) = (client.clone(), request.clone());
+        async move { client.get_report(request).await }
+    })
+    .await?;
     if json {
         println!(
             "{}",

@@ -17,7 +17,7 @@ use inquest_proto::v1::{self as pb, watch_event::Event};
 use serde_json::json;
 
 use crate::client::{
-    Failure, Retry, Target, idempotency_key, reconnect_after, should_reconnect, should_retry_call,
+    Failure, Retry, Target, idempotency_key, reconnect_after, retrying, should_reconnect,
     status_error,
 };
 
@@ -138,14 +138,12 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
         message: args.message,
         idempotency_key: idempotency_key(args.idempotency_key),
     };
-    let mut retry = Retry::default();
-    let seq = loop {
-        match client.send_message(request.clone()).await {
-            Ok(r) => break r.into_inner().seq,
-            Err(status) if should_retry_call(&status) => retry.pause(&Failure(&status)).await?,
-            Err(status) => return Err(status_error(status)),
-        }
-    };
+    let seq = retrying(|| {
+        let (mut client, request) = (client.clone(), request.clone());
+        async move { client.send_message(request).await }
+    })
+    .await?
+    .seq;
     follow(&mut client, &args.session_id, seq - 1, args.json).await
 }
 
@@ -154,19 +152,14 @@ pub(crate) async fn get_session(
     client: &mut crate::client::Client,
     session: &str,
 ) -> anyhow::Result<pb::Session> {
-    let mut retry = Retry::default();
-    loop {
-        match client
-            .get_session(pb::GetSessionRequest {
-                session_id: session.into(),
-            })
-            .await
-        {
-            Ok(s) => return Ok(s.into_inner()),
-            Err(status) if should_retry_call(&status) => retry.pause(&Failure(&status)).await?,
-            Err(status) => return Err(status_error(status)),
-        }
-    }
+    retrying(|| {
+        let mut client = client.clone();
+        let request = pb::GetSessionRequest {
+            session_id: session.into(),
+        };
+        async move { client.get_session(request).await }
+    })
+    .await
 }
 
 /// Follows one burst until it settles.
@@ -190,8 +183,9 @@ async fn follow_burst(
     mut after_seq: i64,
     view: &mut View,
 ) -> anyhow::Result<(pb::Session, i64)> {
-    // Reconnects in a row without receiving anything are one outage.
-    let mut retry = Retry::default();
+    // Reconnects in a row without receiving anything are one outage (the
+    // view shows each one).
+    let mut retry = Retry::quiet();
     loop {
         let reason = match client
             .watch_session(pb::WatchSessionRequest {
