@@ -94,9 +94,19 @@ impl Target {
     }
 
     /// The server's address and TLS settings: what a retry cannot mend.
+    /// A server that stops answering (a stopped process, a partition) is
+    /// noticed instead of waited on forever: connecting gives up after
+    /// 5 s, a call's answer after 30 s, and an open connection whose
+    /// HTTP/2 pings go unanswered for 10 s is closed, which ends its
+    /// streams with UNAVAILABLE (a watch then reconnects).
     fn endpoint(&self) -> anyhow::Result<tonic::transport::Endpoint> {
         let mut endpoint = Channel::from_shared(self.server.clone())
-            .with_context(|| format!("{:?} is not a server address", self.server))?;
+            .with_context(|| format!("{:?} is not a server address", self.server))?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(30))
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true);
         if self.server.starts_with("https://") {
             let mut tls = tonic::transport::ClientTlsConfig::new();
             let Some(ca) = &self.ca_cert else {

@@ -412,3 +412,86 @@ async fn send_and_watch_ride_out_a_server_restart() {
     assert!(follow.exit().await.success());
     server.stop().await;
 }
+
+/// A stopped server (SIGSTOP: its connections stay open and silent) is
+/// noticed by an attached `watch`: its HTTP/2 pings go unanswered, the
+/// connection is closed and the watch says it is reconnecting, instead
+/// of waiting on the silent stream forever. Once the server runs again
+/// (SIGCONT) the watch goes on, and ends 0 when the session is cancelled.
+#[tokio::test]
+async fn watch_notices_a_stopped_server_and_reconnects_when_it_runs_again() {
+    let (_, url) = inquest_tests::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.json"),
+        r#"[{"text": "Checking the deploy log.",
+             "tool_calls": [{"name": "read_file", "arguments": {"path": "deploys.log"}}]}]"#,
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("evidence")).unwrap();
+    std::fs::write(dir.path().join("evidence/deploys.log"), "14:05 deploy\n").unwrap();
+    let config = dir.path().join("inquest.toml");
+    std::fs::write(
+        &config,
+        "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n\n\
+         [tools]\nfiles_root = \"evidence\"\nfiles_server = \"evidence\"\n",
+    )
+    .unwrap();
+    // The tool call hangs, so the burst stays running: a live stream.
+    let server = Server::start_with(
+        "server",
+        &["--database-url", &url, "--config", config.to_str().unwrap()],
+        &[("INQUEST_FAILPOINTS", "before-tool-run=1*return(hang)")],
+    )
+    .await;
+    let mut c = server.client().await;
+    let incident = create_incident(&mut c, "stopped").await;
+    let session = start_session(&mut c, &incident.id, "What happened?")
+        .await
+        .unwrap();
+    server
+        .wait_for_log("failpoint before-tool-run reached")
+        .await;
+    let mut watch = Cli::start(&server, &["watch", &session.id]);
+    watch.wait_for(".. running read_file", 1).await;
+
+    server.signal("STOP");
+    // Pings every 10 s, closed after 10 s unanswered: well within the
+    // minute `wait_for` allows.
+    let noticed = tokio::time::timeout(
+        Duration::from_secs(60),
+        watch.wait_for("(stream interrupted", 1),
+    )
+    .await;
+    server.signal("CONT");
+    assert!(
+        noticed.is_ok(),
+        "the watch never noticed: {}",
+        watch.output()
+    );
+    assert!(watch.running(), "{}", watch.stderr.lock().unwrap());
+
+    let cancelled = c
+        .cancel_session(pb::CancelSessionRequest {
+            session_id: session.id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(cancelled.status(), pb::SessionStatus::Cancelled);
+    let status = watch.exit().await;
+    assert!(
+        status.success(),
+        "{status}: {}\n{}",
+        watch.stderr.lock().unwrap(),
+        watch.output()
+    );
+    assert_eq!(watch.count("-- session cancelled"), 1, "{}", watch.output());
+    assert_eq!(
+        watch.count("Checking the deploy log."),
+        1,
+        "{}",
+        watch.output()
+    );
+    server.stop().await;
+}
