@@ -130,32 +130,57 @@ impl Drop for Cli {
     }
 }
 
+/// A scripted provider's `script.json` and an `inquest.toml` serving it,
+/// with the built-in file tools over `evidence/` (which holds
+/// `deploys.log`), in a temporary directory.
+struct Scripted {
+    _dir: tempfile::TempDir,
+    config: String,
+}
+
+impl Scripted {
+    fn new(script: &str) -> Scripted {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("script.json"), script).unwrap();
+        std::fs::create_dir(dir.path().join("evidence")).unwrap();
+        std::fs::write(dir.path().join("evidence/deploys.log"), "14:05 deploy\n").unwrap();
+        let config = dir.path().join("inquest.toml");
+        std::fs::write(
+            &config,
+            "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n\n\
+             [tools]\nfiles_root = \"evidence\"\nfiles_server = \"evidence\"\n",
+        )
+        .unwrap();
+        Scripted {
+            config: config.to_str().unwrap().to_owned(),
+            _dir: dir,
+        }
+    }
+
+    /// `serve` arguments for a server of this config on `url`.
+    fn args<'a>(&'a self, url: &'a str) -> [&'a str; 4] {
+        ["--database-url", url, "--config", &self.config]
+    }
+}
+
+/// Two plain answers: the first burst's, then a follow-up's.
+const TWO_ANSWERS: &str = r#"[{"text": "First look: nothing obvious yet."},
+    {"text": "The deploy at 14:05 is the cause."}]"#;
+
 #[tokio::test]
 async fn watch_follow_shows_every_burst_until_the_session_is_cancelled() {
     let (_, url) = inquest_tests::fresh_database().await;
-    let dir = tempfile::tempdir().unwrap();
     // Burst 1: one plain answer. Burst 2 (the follow-up): a tool call that
     // the armed failpoint hangs before, so the burst is still running when
     // the test cancels it.
-    std::fs::write(
-        dir.path().join("script.json"),
+    let scripted = Scripted::new(
         r#"[{"text": "First look: nothing obvious yet."},
             {"text": "Checking the deploy log.",
              "tool_calls": [{"name": "read_file", "arguments": {"path": "deploys.log"}}]}]"#,
-    )
-    .unwrap();
-    std::fs::create_dir(dir.path().join("evidence")).unwrap();
-    std::fs::write(dir.path().join("evidence/deploys.log"), "14:05 deploy\n").unwrap();
-    let config = dir.path().join("inquest.toml");
-    std::fs::write(
-        &config,
-        "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n\n\
-         [tools]\nfiles_root = \"evidence\"\nfiles_server = \"evidence\"\n",
-    )
-    .unwrap();
+    );
     let server = Server::start_with(
         "server",
-        &["--database-url", &url, "--config", config.to_str().unwrap()],
+        &scripted.args(&url),
         &[("INQUEST_FAILPOINTS", "before-tool-run=1*return(hang)")],
     )
     .await;
@@ -251,30 +276,9 @@ async fn watch_follow_shows_every_burst_until_the_session_is_cancelled() {
 #[tokio::test]
 async fn watch_and_send_ride_out_a_postgres_outage() {
     let cluster = OwnCluster::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("script.json"),
-        r#"[{"text": "First look: nothing obvious yet."},
-            {"text": "The deploy at 14:05 is the cause."}]"#,
-    )
-    .unwrap();
-    let config = dir.path().join("inquest.toml");
-    std::fs::write(
-        &config,
-        "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n",
-    )
-    .unwrap();
-    let server = Server::start_with(
-        "server",
-        &[
-            "--database-url",
-            &cluster.url(),
-            "--config",
-            config.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
+    let scripted = Scripted::new(TWO_ANSWERS);
+    let url = cluster.url();
+    let server = Server::start_with("server", &scripted.args(&url), &[]).await;
     let mut c = server.client().await;
     let incident = create_incident(&mut c, "outage").await;
     let session = start_session(&mut c, &incident.id, "What happened?")
@@ -344,20 +348,8 @@ async fn watch_and_send_ride_out_a_postgres_outage() {
 #[tokio::test]
 async fn send_and_watch_ride_out_a_server_restart() {
     let (_, url) = inquest_tests::fresh_database().await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("script.json"),
-        r#"[{"text": "First look: nothing obvious yet."},
-            {"text": "The deploy at 14:05 is the cause."}]"#,
-    )
-    .unwrap();
-    let config = dir.path().join("inquest.toml");
-    std::fs::write(
-        &config,
-        "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n",
-    )
-    .unwrap();
-    let args = ["--database-url", &url, "--config", config.to_str().unwrap()];
+    let scripted = Scripted::new(TWO_ANSWERS);
+    let args = scripted.args(&url);
     let server = Server::start_with("server", &args, &[]).await;
     let port = server.port;
     let mut c = server.client().await;
@@ -421,26 +413,14 @@ async fn send_and_watch_ride_out_a_server_restart() {
 #[tokio::test]
 async fn watch_notices_a_stopped_server_and_reconnects_when_it_runs_again() {
     let (_, url) = inquest_tests::fresh_database().await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("script.json"),
+    let scripted = Scripted::new(
         r#"[{"text": "Checking the deploy log.",
              "tool_calls": [{"name": "read_file", "arguments": {"path": "deploys.log"}}]}]"#,
-    )
-    .unwrap();
-    std::fs::create_dir(dir.path().join("evidence")).unwrap();
-    std::fs::write(dir.path().join("evidence/deploys.log"), "14:05 deploy\n").unwrap();
-    let config = dir.path().join("inquest.toml");
-    std::fs::write(
-        &config,
-        "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n\n\
-         [tools]\nfiles_root = \"evidence\"\nfiles_server = \"evidence\"\n",
-    )
-    .unwrap();
+    );
     // The tool call hangs, so the burst stays running: a live stream.
     let server = Server::start_with(
         "server",
-        &["--database-url", &url, "--config", config.to_str().unwrap()],
+        &scripted.args(&url),
         &[("INQUEST_FAILPOINTS", "before-tool-run=1*return(hang)")],
     )
     .await;
