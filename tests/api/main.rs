@@ -8,6 +8,7 @@ mod agent_support;
 mod agent_watch;
 mod auth;
 mod backpressure;
+mod burst_lane;
 mod call_ids;
 mod caps_provider;
 mod caps_tools;

@@ -72,12 +72,13 @@ pub struct StoreConfig {
     pub replica_id: ReplicaId,
     /// How long a lease claim or renewal holds.
     pub lease_ttl: Duration,
-    /// Where the burst lane's connection tasks run (`None`: wherever the
-    /// connection is opened). A connection's I/O is driven by a task
-    /// spawned when it opens; the server puts the burst lane's on the
-    /// runtime bursts run on, so a turn write's reply is read there even
-    /// when the connection was opened by an RPC handler (an on-access
-    /// claim) on the serving runtime.
+    /// Where the burst lane's connections are opened and driven (`None`:
+    /// wherever one is asked for). A socket is bound to the reactor of the
+    /// runtime it is opened on, and a connection's I/O task is spawned
+    /// beside it; the server puts the burst lane's on the runtime bursts
+    /// run on, so a turn write's reply is read there even when the
+    /// connection was asked for by an RPC handler (an on-access claim) on
+    /// the serving runtime.
     pub burst_runtime: Option<tokio::runtime::Handle>,
 }
 
@@ -127,20 +128,54 @@ where
     > {
         let tls = self.tls.clone();
         let pg = pg.clone();
+        let runtime = self.runtime.clone();
         Box::pin(async move {
-            let (client, connection) = pg.connect(tls).await?;
-            let drive = async move {
-                if let Err(e) = connection.await {
-                    tracing::warn!(error = %e, "database connection ended with an error");
-                }
+            let Some(runtime) = runtime else {
+                return open(pg, tls).await;
             };
-            let task = match &self.runtime {
-                Some(runtime) => runtime.spawn(drive),
-                None => tokio::spawn(drive),
-            };
-            Ok((client, task))
+            // Connect there, not just drive there: a socket answers to the
+            // reactor of the runtime it was opened on, so one opened on the
+            // serving runtime (a claim made by an RPC handler) would wake
+            // its connection task only when that runtime's busy workers next
+            // poll for I/O, milliseconds late under a fan-out.
+            // Owned: a caller that gives up (the pool's create timeout)
+            // ends the attempt, as it would end one made here.
+            let mut attempt = AbortOnDrop(runtime.spawn(open(pg.clone(), tls.clone())));
+            match (&mut attempt.0).await {
+                Ok(opened) => opened,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // That runtime is shutting down: open it here instead.
+                Err(_) => open(pg, tls).await,
+            }
         })
     }
+}
+
+/// A task that ends when its handle is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Opens a connection and spawns its I/O task on the current runtime.
+async fn open<T>(
+    pg: tokio_postgres::Config,
+    tls: T,
+) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>
+where
+    T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, connection) = pg.connect(tls).await?;
+    let drive = tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "database connection ended with an error");
+        }
+    });
+    Ok((client, drive))
 }
 
 /// Handle to the database. Cheap to clone.
