@@ -125,7 +125,20 @@ impl Application {
             ttl: config.lease.ttl,
             margin: config.lease.margin(),
         });
-        let agent = build_agent(config).await?;
+        let agent = match runtime.handle() {
+            // Connected from the agent runtime: an MCP server's pipes (and
+            // an HTTP one's connections) answer to the reactor of the
+            // runtime they were opened on, and the tool calls that read
+            // them run in bursts there; opened here, every tool result
+            // would wait for a busy serving runtime to poll for I/O.
+            Some(handle) => {
+                let config = config.clone();
+                let mut built =
+                    AbortOnDrop(handle.spawn(async move { build_agent(&config).await }));
+                (&mut built.0).await.context("connecting the agent")??
+            }
+            None => build_agent(config).await?,
+        };
         Ok(Self {
             listener,
             admin,
@@ -377,6 +390,15 @@ impl Application {
         }
         tracing::info!("shutdown complete");
         Ok(())
+    }
+}
+
+/// A task that ends when its handle is dropped (startup given up).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
