@@ -297,12 +297,33 @@ async fn an_overflowing_feed_queue_lags_watchers_and_loses_nothing() {
         "{first:?}"
     );
     const TURNS: i64 = 300;
-    let writer = tokio::spawn(async move {
-        for i in 0..TURNS {
-            driver.say(&format!("turn {i}")).await;
-        }
-        driver.finish().await;
+    const HELD: i64 = 50;
+    // The writer runs on a runtime of its own (its connections live on
+    // the app's burst runtime), so it goes on while this thread, where
+    // replica b reads its LISTEN connection, is held below.
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("the writer's runtime");
+        runtime.block_on(async move {
+            for i in 0..TURNS {
+                driver.say(&format!("turn {i}")).await;
+                if i + 1 == HELD {
+                    let _ = held_tx.send(());
+                }
+            }
+            driver.finish().await;
+        });
     });
+    // Hold this thread while the first turns commit: their notifications
+    // then reach replica b together, and its one-slot queue overflows
+    // whatever the machine's timing (a writer that b kept up with would
+    // leave the overflow, and this test, to chance).
+    held_rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the writer committed its first turns");
     let mut seqs = vec![1];
     let mut lagged = 0;
     loop {
@@ -320,7 +341,7 @@ async fn an_overflowing_feed_queue_lags_watchers_and_loses_nothing() {
             Err(status) => panic!("watch failed: {status:?}"),
         }
     }
-    writer.await.expect("writer");
+    writer.join().expect("writer");
     let want: Vec<i64> = (1..=TURNS + 1).collect();
     assert_eq!(seqs, want, "turns lost, repeated or out of order");
     assert!(
