@@ -167,6 +167,18 @@ impl Scripted {
 const TWO_ANSWERS: &str = r#"[{"text": "First look: nothing obvious yet."},
     {"text": "The deploy at 14:05 is the cause."}]"#;
 
+/// Arms the first tool call to hang before it runs, so its burst stays
+/// running: a live stream to watch.
+const HANG_BEFORE_TOOL: (&str, &str) = ("INQUEST_FAILPOINTS", "before-tool-run=1*return(hang)");
+
+/// A new incident titled `title` and a session asking "What happened?".
+async fn asked(c: &mut support::Client, title: &str) -> pb::Session {
+    let incident = create_incident(c, title).await;
+    start_session(c, &incident.id, "What happened?")
+        .await
+        .expect("starting the session")
+}
+
 #[tokio::test]
 async fn watch_follow_shows_every_burst_until_the_session_is_cancelled() {
     let (_, url) = inquest_tests::fresh_database().await;
@@ -178,17 +190,9 @@ async fn watch_follow_shows_every_burst_until_the_session_is_cancelled() {
             {"text": "Checking the deploy log.",
              "tool_calls": [{"name": "read_file", "arguments": {"path": "deploys.log"}}]}]"#,
     );
-    let server = Server::start_with(
-        "server",
-        &scripted.args(&url),
-        &[("INQUEST_FAILPOINTS", "before-tool-run=1*return(hang)")],
-    )
-    .await;
+    let server = Server::start_with("server", &scripted.args(&url), &[HANG_BEFORE_TOOL]).await;
     let mut c = server.client().await;
-    let incident = create_incident(&mut c, "follow me").await;
-    let session = start_session(&mut c, &incident.id, "What happened?")
-        .await
-        .unwrap();
+    let session = asked(&mut c, "follow me").await;
     let first = settled(&mut c, &session.id).await;
     assert_eq!(first.status(), pb::SessionStatus::Completed, "{first:?}");
 
@@ -280,10 +284,7 @@ async fn watch_and_send_ride_out_a_postgres_outage() {
     let url = cluster.url();
     let server = Server::start_with("server", &scripted.args(&url), &[]).await;
     let mut c = server.client().await;
-    let incident = create_incident(&mut c, "outage").await;
-    let session = start_session(&mut c, &incident.id, "What happened?")
-        .await
-        .unwrap();
+    let session = asked(&mut c, "outage").await;
     let first = settled(&mut c, &session.id).await;
     assert_eq!(first.status(), pb::SessionStatus::Completed, "{first:?}");
 
@@ -353,10 +354,7 @@ async fn send_and_watch_ride_out_a_server_restart() {
     let server = Server::start_with("server", &args, &[]).await;
     let port = server.port;
     let mut c = server.client().await;
-    let incident = create_incident(&mut c, "restart").await;
-    let session = start_session(&mut c, &incident.id, "What happened?")
-        .await
-        .unwrap();
+    let session = asked(&mut c, "restart").await;
     settled(&mut c, &session.id).await;
     let mut follow = Cli::start(&server, &["watch", "--follow", &session.id]);
     follow.wait_for("(waiting for the next burst", 1).await;
@@ -418,17 +416,9 @@ async fn watch_notices_a_stopped_server_and_reconnects_when_it_runs_again() {
              "tool_calls": [{"name": "read_file", "arguments": {"path": "deploys.log"}}]}]"#,
     );
     // The tool call hangs, so the burst stays running: a live stream.
-    let server = Server::start_with(
-        "server",
-        &scripted.args(&url),
-        &[("INQUEST_FAILPOINTS", "before-tool-run=1*return(hang)")],
-    )
-    .await;
+    let server = Server::start_with("server", &scripted.args(&url), &[HANG_BEFORE_TOOL]).await;
     let mut c = server.client().await;
-    let incident = create_incident(&mut c, "stopped").await;
-    let session = start_session(&mut c, &incident.id, "What happened?")
-        .await
-        .unwrap();
+    let session = asked(&mut c, "stopped").await;
     server
         .wait_for_log("failpoint before-tool-run reached")
         .await;
