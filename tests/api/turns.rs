@@ -399,3 +399,62 @@ async fn updated_at_follows_the_newest_turn() {
     assert!(cancelled.updated_at >= turn.created_at);
     app.stop().await.unwrap();
 }
+
+/// Migration V18 moved the session row's checks into domains and replaced
+/// the turns -> sessions foreign key by a rule that sessions are never
+/// deleted (both cheaper for every append). What the old constraints
+/// refused is still refused, with the same error class, and an append's
+/// turn still cannot outlive its session.
+#[tokio::test]
+async fn the_schema_refuses_what_the_append_constraints_refused() {
+    let app = spawn_app().await;
+    let id = session(&app).await;
+    app.store.append_turn(id, assistant("a")).await.unwrap();
+    let db = inquest_tests::connect(&app.db_url).await;
+    let uuid = *id.as_uuid();
+    let code = async |sql: &str| -> Option<tokio_postgres::error::SqlState> {
+        match db.execute(sql, &[&uuid]).await {
+            Ok(n) => panic!("{sql}: accepted ({n} rows)"),
+            Err(e) => e.code().cloned(),
+        }
+    };
+    use tokio_postgres::error::SqlState;
+    for sql in [
+        "UPDATE sessions SET status = 'bogus' WHERE id = $1",
+        "UPDATE sessions SET head_seq = -1 WHERE id = $1",
+        "UPDATE sessions SET head_seq = head_seq - 100 WHERE id = $1",
+    ] {
+        assert_eq!(code(sql).await, Some(SqlState::CHECK_VIOLATION), "{sql}");
+    }
+    assert_eq!(
+        code("DELETE FROM sessions WHERE id = $1").await,
+        Some(SqlState::RAISE_EXCEPTION)
+    );
+    // Every legal status is still accepted, and read back as text.
+    for status in [
+        "pending",
+        "running",
+        "idle",
+        "completed",
+        "failed",
+        "cancelled",
+        "awaiting_confirmation",
+    ] {
+        let back: String = db
+            .query_one(
+                "UPDATE sessions SET status = $2::text WHERE id = $1 RETURNING status",
+                &[&uuid, &status],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(back, status);
+    }
+    let turns: i64 = db
+        .query_one("SELECT count(*) FROM turns WHERE session_id = $1", &[&uuid])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(turns, 2, "the session and its turns are still there");
+    app.stop().await.unwrap();
+}

@@ -55,10 +55,10 @@ pub async fn insert_session(
         .get(0);
     let sql = if has_tenants {
         "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant) \
-         SELECT $1, $2, $3, $4, $5, tenant FROM incidents WHERE id = $2"
+         SELECT $1, $2, $3::text, $4::bigint, $5, tenant FROM incidents WHERE id = $2"
     } else {
         "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count) \
-         VALUES ($1, $2, $3, $4, $5)"
+         VALUES ($1, $2, $3::text, $4::bigint, $5)"
     };
     db.execute(
         sql,

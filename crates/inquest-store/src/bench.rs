@@ -70,7 +70,7 @@ impl Store {
             let tx = c.transaction().await?;
             tx.execute(
                 "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant) \
-                 SELECT $1, $2, 'idle', $3, $3, tenant FROM incidents WHERE id = $2",
+                 SELECT $1, $2, 'idle', $3::bigint, $3, tenant FROM incidents WHERE id = $2",
                 &[session.as_uuid(), incident.as_uuid(), &turns],
             )
             .await?;
@@ -131,7 +131,7 @@ impl Store {
             )
             .await?;
             tx.execute(
-                "UPDATE sessions SET head_seq = $2, turn_count = $2 WHERE id = $1",
+                "UPDATE sessions SET head_seq = $2::bigint, turn_count = $2 WHERE id = $1",
                 &[session.as_uuid(), &(turns + 1)],
             )
             .await?;

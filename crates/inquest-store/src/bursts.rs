@@ -144,7 +144,7 @@ impl Store {
         let origin = self.replica.as_str().to_owned();
         self.detached(async move {
             let update = format!(
-                "UPDATE sessions SET status = $3, exit_reason = COALESCE($4, exit_reason), \
+                "UPDATE sessions SET status = $3::text, exit_reason = COALESCE($4, exit_reason), \
                  lease_owner = CASE WHEN $7 THEN lease_owner END, \
                  lease_expires_at = CASE WHEN $7 THEN lease_expires_at END, \
                  watch_replicas = CASE WHEN $8 THEN watch_replicas ELSE '{{}}' END, \
@@ -226,7 +226,7 @@ async fn send_message_tx(
     let opened = tx
         .query_opt(
             &format!(
-                "UPDATE sessions SET status = $3, updated_at = now() \
+                "UPDATE sessions SET status = $3::text, updated_at = now() \
                  WHERE id = $1 AND status = ANY($4) \
                  RETURNING id, pg_notify('{CHANNEL}', {})",
                 status_payload_sql("$2::text", "id", "status")

@@ -60,7 +60,10 @@ pub struct TurnPage {
 /// predicate the row met, seven for a running session (issue 14 item 3,
 /// docs/benchmarks.md "Turn appends"); `tests/api/turns.rs`
 /// `an_append_changes_no_indexed_session_column` keeps it so.
-const APPEND_SQL: &str = "WITH bumped AS ( \
+macro_rules! append_sql {
+    ($used:literal) => {
+        concat!(
+            "WITH bumped AS ( \
              UPDATE sessions SET head_seq = head_seq + 1, turn_count = turn_count + 1, \
                  tool_calls = tool_calls + $8, input_tokens = input_tokens + $9, \
                  output_tokens = output_tokens + $10, \
@@ -72,13 +75,9 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
              WHERE id = $1 AND ($11::bigint IS NULL OR lease_epoch = $11) \
              RETURNING head_seq, tenant, \
                  cardinality(array_remove(watch_replicas, $12::text)) > 0 AS watched), \
-         used AS ( \
-             INSERT INTO token_usage (tenant, day, session_id, tokens) \
-             SELECT bumped.tenant, (now() AT TIME ZONE 'UTC')::date, $1, $9 + $10 FROM bumped \
-             WHERE $9 + $10 > 0 \
-             ON CONFLICT (tenant, day, session_id) \
-             DO UPDATE SET tokens = token_usage.tokens + EXCLUDED.tokens), \
-         ins AS ( \
+             ",
+            $used,
+            "ins AS ( \
              INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
                                 tool_name, is_error, input_tokens, output_tokens, write_id, \
                                 escaped, recovery_plan, cache_read_input_tokens, \
@@ -95,7 +94,27 @@ const APPEND_SQL: &str = "WITH bumped AS ( \
                      'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at, 'x', $14, \
                      'rp', $15::jsonb, 'cr', $16, 'cw', $17, 'cu', $18::bigint))::text AS whole, \
              json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, \
-                 'q', ins.seq)::text AS brief) p";
+                 'q', ins.seq)::text AS brief) p"
+        )
+    };
+}
+
+/// The append of a turn that spent tokens: it also adds them to its
+/// session's row of today in `token_usage`.
+const APPEND_SQL: &str = append_sql!(
+    "used AS ( \
+             INSERT INTO token_usage (tenant, day, session_id, tokens) \
+             SELECT bumped.tenant, (now() AT TIME ZONE 'UTC')::date, $1, $9 + $10 FROM bumped \
+             WHERE $9 + $10 > 0 \
+             ON CONFLICT (tenant, day, session_id) \
+             DO UPDATE SET tokens = token_usage.tokens + EXCLUDED.tokens), \
+     "
+);
+
+/// The append of a turn that spent no tokens (a tool result, a user
+/// message, a notice): no `token_usage` clause, whose insert PostgreSQL
+/// would set up for every statement even when it writes no row.
+const APPEND_SQL_NO_TOKENS: &str = append_sql!("");
 
 /// Names one turn write of a burst, so that sending the same write again
 /// (after an answer that never came) applies it at most once and finds out
@@ -173,7 +192,12 @@ async fn insert_turn_seen(
     let stored_call_id = call_id.map(|id| text::field(id, escaped));
     let stored_tool_name = tool_name.map(|name| text::field(name, escaped));
     // Prepared once per connection (deadpool caches it).
-    let stmt = client.prepare_cached(APPEND_SQL).await?;
+    let sql = if usage.input_tokens > 0 || usage.output_tokens > 0 {
+        APPEND_SQL
+    } else {
+        APPEND_SQL_NO_TOKENS
+    };
+    let stmt = client.prepare_cached(sql).await?;
     let write_uuid = write.map(|w| w.0);
     let row = client
         .query_opt(

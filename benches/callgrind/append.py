@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""PostgreSQL's instructions per turn append, counted by callgrind.
+
+Counts, with `valgrind --tool=callgrind`, the instructions a PostgreSQL
+backend spends executing the store's append statement (as
+`crates/inquest-store/src/turns.rs` builds it, read from the checkout given)
+and `inquest-bench append`'s bare INSERT ceiling, on a schema made by the
+checkout's own `migrations/`. Instruction counts do not depend on what else
+the machine is doing, so two checkouts can be compared exactly where the
+benchmarks' rates move by ±10% between runs.
+
+How: a throwaway cluster is initialised and migrated, then for each
+statement a single-user backend (`postgres --single`, no client, no
+network) prepares it and runs it N times under callgrind, each EXECUTE its
+own transaction, as autocommitted appends are. The figure printed per
+statement is the inclusive count of the inner `PortalRun` (the statement's
+executor start, run and end, its constraints and triggers) divided by N:
+what the parse of the EXECUTE line and the commit add is the same for
+every statement and left out.
+
+Usage (as root it runs PostgreSQL as the `postgres` user):
+
+    python3 benches/callgrind/append.py [--repo PATH] [--n 1000]
+
+Needs valgrind and PostgreSQL's server binaries (`pg_config --bindir`, or
+/usr/lib/postgresql/15/bin).
+"""
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SESSION = "00000000-0000-0000-0000-000000000002"
+CEILING_SESSION = "00000000-0000-0000-0000-000000000003"
+PAYLOAD = "'" + "x" * 1024 + "'"
+APPEND_TYPES = (
+    "uuid,text,text,jsonb,text,text,boolean,bigint,bigint,bigint,bigint,text,uuid,"
+    "boolean,jsonb,bigint,bigint,bigint"
+)
+
+
+def bindir():
+    try:
+        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True)
+        d = out.stdout.strip()
+        if out.returncode == 0 and os.path.exists(os.path.join(d, "postgres")):
+            return d
+    except FileNotFoundError:
+        pass
+    d = "/usr/lib/postgresql/15/bin"
+    if os.path.exists(os.path.join(d, "postgres")):
+        return d
+    sys.exit("PostgreSQL's server binaries not found (pg_config --bindir)")
+
+
+def rust_literals(text):
+    """The Rust string literals of `text`, with `\\` line continuations."""
+    out = []
+    for m in re.finditer(r'"((?:[^"\\]|\\.)*)"', text, re.S):
+        s = re.sub(r"\\\n\s*", "", m.group(1))
+        out.append(s.replace('\\"', '"'))
+    return out
+
+
+def append_statements(repo):
+    """{name: sql} of the append statement(s) in the checkout's turns.rs."""
+    src = open(os.path.join(repo, "crates/inquest-store/src/turns.rs")).read()
+    m = re.search(r"macro_rules! append_sql \{(.*?)\n\}\n", src, re.S)
+    if m:
+        head, tail = rust_literals(m.group(1))
+        used = re.search(r"const APPEND_SQL: &str = append_sql!\((.*?)\);", src, re.S)
+        (used_cte,) = rust_literals(used.group(1))
+        return {
+            "append, tokens spent": head + used_cte + tail,
+            "append, no tokens": head + tail,
+        }
+    # Before the statement had two variants: one constant.
+    m = re.search(r'const APPEND_SQL: &str = ("(?:[^"\\]|\\.)*");', src, re.S)
+    (sql,) = rust_literals(m.group(1))
+    return {"append, tokens spent": sql, "append, no tokens": sql}
+
+
+def as_postgres(cmd, **kw):
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--"] + cmd
+    return subprocess.run(cmd, **kw)
+
+
+def single_user(bin_dir, data, sql, out_file=None):
+    cmd = [os.path.join(bin_dir, "postgres"), "--single", "-D", data,
+           "-c", "fsync=off", "-c", "synchronous_commit=off", "bench"]
+    if out_file:
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}"] + cmd
+    r = as_postgres(cmd, input=sql, capture_output=True, text=True)
+    errors = [line for line in r.stdout.splitlines() + r.stderr.splitlines() if "ERROR" in line]
+    if r.returncode != 0 or errors:
+        sys.exit(f"single-user backend failed: {errors[:3] or r.stderr[-2000:]}")
+
+
+def inner_portal_run(out_file):
+    r = subprocess.run(["callgrind_annotate", "--inclusive=yes", out_file],
+                       capture_output=True, text=True, check=True)
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*([\d,]+) .*:PortalRun'2 ", line)
+        if m:
+            return int(m.group(1).replace(",", ""))
+    sys.exit(f"no inner PortalRun in {out_file}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", default=os.path.join(os.path.dirname(__file__), "..", ".."))
+    ap.add_argument("--n", type=int, default=1000)
+    args = ap.parse_args()
+    repo = os.path.abspath(args.repo)
+    bin_dir = bindir()
+    work = tempfile.mkdtemp(prefix="inquest-callgrind-")
+    os.chmod(work, 0o777)
+    data = os.path.join(work, "data")
+    try:
+        as_postgres([os.path.join(bin_dir, "initdb"), "-D", data, "-A", "trust", "-U",
+                     "postgres"], check=True, capture_output=True)
+        migrations = sorted(
+            (f for f in os.listdir(os.path.join(repo, "migrations")) if f.endswith(".sql")),
+            key=lambda f: int(re.match(r"V(\d+)__", f).group(1)),
+        )
+        setup = ["CREATE DATABASE bench"]
+        single = []
+        for f in migrations:
+            single.append(open(os.path.join(repo, "migrations", f)).read())
+        single.append(
+            "CREATE TABLE bench_ceiling (LIKE turns INCLUDING DEFAULTS INCLUDING CONSTRAINTS, "
+            "PRIMARY KEY (session_id, seq));\n"
+            "INSERT INTO incidents (id, title, tenant) VALUES "
+            "('00000000-0000-0000-0000-000000000001', 't', 'default');\n"
+            f"INSERT INTO sessions (id, incident_id, status, tenant) VALUES ('{SESSION}', "
+            "'00000000-0000-0000-0000-000000000001', 'running', 'default');\n"
+        )
+        # The setup runs over a normal connection (multi-statement files).
+        port = "25499"
+        as_postgres([os.path.join(bin_dir, "pg_ctl"), "-D", data, "-l",
+                     os.path.join(work, "log"), "-w", "-o",
+                     f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={work}",
+                     "start"], check=True, capture_output=True)
+        try:
+            psql = ["psql", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "-q",
+                    "-v", "ON_ERROR_STOP=1"]
+            for s in setup:
+                subprocess.run(psql + ["-c", s], check=True)
+            for s in single:
+                subprocess.run(psql + ["-d", "bench"], input=s, text=True, check=True)
+        finally:
+            as_postgres([os.path.join(bin_dir, "pg_ctl"), "-D", data, "-w", "stop"],
+                        check=True, capture_output=True)
+
+        statements = {
+            "bare INSERT (ceiling)": (
+                "PREPARE s(uuid,bigint,text) AS INSERT INTO bench_ceiling "
+                "(session_id, seq, role, content, tool_calls) "
+                "VALUES ($1, $2, 'assistant', $3, '[]')",
+                lambda i: f"EXECUTE s('{CEILING_SESSION}', {i + 1}, {PAYLOAD})",
+            )
+        }
+        for name, sql in append_statements(repo).items():
+            tokens = "100,50" if "tokens spent" in name else "0,0"
+            statements[name] = (
+                f"PREPARE s({APPEND_TYPES}) AS {sql}",
+                lambda i, t=tokens: f"EXECUTE s('{SESSION}','assistant',{PAYLOAD},'[]',NULL,"
+                f"NULL,false,0,{t},NULL,'r1',NULL,false,NULL,0,0,NULL)",
+            )
+        print(f"repo {repo}: PostgreSQL instructions per statement "
+              f"(inner PortalRun, {args.n} executions, callgrind)")
+        for name, (prepare, execute) in statements.items():
+            copy = os.path.join(work, "copy")
+            shutil.copytree(data, copy, symlinks=True)
+            if os.geteuid() == 0:
+                subprocess.run(["chown", "-R", "postgres", copy], check=True)
+            out = os.path.join(work, "callgrind.out")
+            lines = [prepare] + [execute(i) for i in range(args.n)]
+            single_user(bin_dir, copy, "\n".join(lines) + "\n", out)
+            per = inner_portal_run(out) / args.n
+            print(f"  {name:24} {per / 1000:8.1f} k")
+            shutil.rmtree(copy)
+            os.remove(out)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
