@@ -250,3 +250,60 @@ async fn a_turn_is_priced_at_the_provider_that_answered_it() {
     assert_eq!(s.cost_usd, cost_of(&cheap, usage).usd());
     assert_eq!(report.cost_usd, sum(&cheap, &[usage, usage]).usd());
 }
+
+/// A provider (or a proxy in front of one) that reports `u64::MAX` tokens
+/// must not make its turns unstorable: every count is clamped to
+/// `MAX_TOKENS_PER_CALL`, the session's and the tenant's sums stay inside
+/// a bigint, and the session finishes and reopens as any other.
+#[tokio::test]
+async fn absurd_token_counts_from_a_provider_are_clamped_and_the_session_goes_on() {
+    const MAX: i64 = inquest_core::MAX_TOKENS_PER_CALL as i64;
+    for flavor in [Flavor::Anthropic, Flavor::OpenAi] {
+        let fake = FakeProvider::start(flavor).await.unwrap();
+        let huge: Usage = (u64::MAX, u64::MAX, u64::MAX, u64::MAX);
+        fake.reply(reply("Listing.", huge).call("c1", "list_files", "{}"))
+            .reply(reply("Pool exhaustion.", huge))
+            .reply(reply("S1", huge));
+        let mut entry = provider(&fake, flavor, "hostile");
+        entry.price = Some(PRICE);
+        let app = spawn_app_with(|config| {
+            config.providers = vec![entry];
+            evidence_tools(config);
+        })
+        .await;
+        let mut client = app.client().await;
+        let id = start(&mut client, ASK).await;
+        let (report1, _) = finished(&mut client, &id, 1).await;
+        assert_eq!(report1.exit_reason, "completed", "{flavor:?}: {report1:?}");
+
+        fake.reply(reply("Nothing else.", huge))
+            .reply(reply("S2", huge));
+        send(&mut client, &id, "anything else?").await;
+        let (report2, s) = finished(&mut client, &id, 2).await;
+        assert_eq!(
+            report2.exit_reason, "awaiting_user",
+            "{flavor:?}: {report2:?}"
+        );
+
+        let all = turns(&mut client, &id).await;
+        let assistants = assistant_turns(&all);
+        assert_eq!(assistants.len(), 3, "{flavor:?}");
+        for turn in &assistants {
+            assert_eq!(
+                (turn.input_tokens, turn.output_tokens),
+                (MAX, MAX),
+                "{flavor:?} turn {}",
+                turn.seq
+            );
+            assert!(turn.cache_read_input_tokens <= MAX, "{flavor:?}");
+            assert!(turn.cost_usd.is_some_and(f64::is_finite), "{flavor:?}");
+        }
+        assert_eq!(
+            (s.input_tokens, s.output_tokens),
+            (3 * MAX, 3 * MAX),
+            "{flavor:?}"
+        );
+        assert!(s.cost_complete, "{flavor:?}");
+        assert_eq!(report2.burst_input_tokens, 2 * MAX, "{flavor:?}");
+    }
+}

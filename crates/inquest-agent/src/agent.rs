@@ -441,8 +441,14 @@ impl Agent {
             };
             failpoints::hit(failpoints::AFTER_ASSISTANT_PERSISTED).await;
             state.audit.tool_calls += calls.len() as u64;
-            state.audit.input_tokens += completion.usage.input_tokens;
-            state.audit.output_tokens += completion.usage.output_tokens;
+            state.audit.input_tokens = state
+                .audit
+                .input_tokens
+                .saturating_add(completion.usage.input_tokens);
+            state.audit.output_tokens = state
+                .audit
+                .output_tokens
+                .saturating_add(completion.usage.output_tokens);
             state.transcript.push(Message::Assistant {
                 text: text.into(),
                 tool_calls: calls.iter().cloned().map(Into::into).collect(),

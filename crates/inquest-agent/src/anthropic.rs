@@ -405,17 +405,16 @@ pub fn parse_response(answer: &Value) -> Result<Completion, ProviderError> {
         count("cache_read_input_tokens"),
         count("cache_creation_input_tokens"),
     );
-    let usage = TokenUsage {
-        // The API's `input_tokens` leaves out the cached parts; ours counts
-        // every prompt token, with the cached parts also on their own.
-        input_tokens: count("input_tokens")
+    // The API's `input_tokens` leaves out the cached parts; ours counts
+    // every prompt token, with the cached parts also on their own.
+    let usage = TokenUsage::reported(
+        count("input_tokens")
             .saturating_add(read)
             .saturating_add(write),
-        output_tokens: count("output_tokens"),
-        cache_read_input_tokens: read,
-        cache_creation_input_tokens: write,
-        cost: None,
-    };
+        count("output_tokens"),
+        read,
+        write,
+    );
     let stop_reason = match answer["stop_reason"].as_str() {
         Some("end_turn") => StopReason::EndTurn,
         Some("tool_use") => StopReason::ToolUse,

@@ -232,8 +232,11 @@ impl Agent {
             usage,
         };
         crate::agent::persist(sink, state, burst, turn).await?;
-        state.audit.input_tokens += usage.input_tokens;
-        state.audit.output_tokens += usage.output_tokens;
+        state.audit.input_tokens = state.audit.input_tokens.saturating_add(usage.input_tokens);
+        state.audit.output_tokens = state
+            .audit
+            .output_tokens
+            .saturating_add(usage.output_tokens);
         state.replace_transcript(transcript);
         tracing::info!(
             tokens_before = before,

@@ -523,18 +523,17 @@ pub fn parse_response(answer: &Value) -> Result<Completion, ProviderError> {
         }
     }
     let usage = &answer["usage"];
-    let usage = TokenUsage {
-        // `prompt_tokens` includes the cached ones.
-        input_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
-        output_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
-        cache_read_input_tokens: usage["prompt_tokens_details"]["cached_tokens"]
+    // `prompt_tokens` includes the cached ones. The format reports no cache
+    // writes (OpenAI's caching is automatic and writes are not billed
+    // apart).
+    let usage = TokenUsage::reported(
+        usage["prompt_tokens"].as_u64().unwrap_or(0),
+        usage["completion_tokens"].as_u64().unwrap_or(0),
+        usage["prompt_tokens_details"]["cached_tokens"]
             .as_u64()
             .unwrap_or(0),
-        // The format reports no cache writes (OpenAI's caching is automatic
-        // and writes are not billed apart).
-        cache_creation_input_tokens: 0,
-        cost: None,
-    };
+        0,
+    );
     let stop_reason = match choice["finish_reason"].as_str() {
         Some("stop") => StopReason::EndTurn,
         Some("tool_calls" | "function_call") => StopReason::ToolUse,

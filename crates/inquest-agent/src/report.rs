@@ -104,8 +104,8 @@ pub fn build(
 ) -> BurstReport {
     let mut audit = state.audit;
     if let Some(author) = &author_usage {
-        audit.input_tokens += author.input_tokens;
-        audit.output_tokens += author.output_tokens;
+        audit.input_tokens = audit.input_tokens.saturating_add(author.input_tokens);
+        audit.output_tokens = audit.output_tokens.saturating_add(author.output_tokens);
     }
     let skills_used = skills
         .iter()

@@ -225,7 +225,16 @@ impl ScriptProvider {
             }
             None => (self.final_text.clone(), Vec::new(), None),
         };
-        let usage = usage.unwrap_or_else(|| estimate_usage(request, &text, &tool_calls));
+        let usage = match usage {
+            // A script is a provider too: its figures get the same clamp.
+            Some(u) => TokenUsage::reported(
+                u.input_tokens,
+                u.output_tokens,
+                u.cache_read_input_tokens,
+                u.cache_creation_input_tokens,
+            ),
+            None => estimate_usage(request, &text, &tool_calls),
+        };
         let stop_reason = if tool_calls.is_empty() {
             StopReason::EndTurn
         } else {

@@ -45,4 +45,7 @@ pub use tools::{
     SideEffect, ToolCatalog, ToolClassOverrides, ToolClasses, ToolInfo, ToolServers,
     tool_idempotency_key,
 };
-pub use turn::{Carried, CompactionInfo, NewTurn, Role, TokenUsage, ToolArguments, ToolCall, Turn};
+pub use turn::{
+    Carried, CompactionInfo, MAX_TOKENS_PER_CALL, NewTurn, Role, TokenUsage, ToolArguments,
+    ToolCall, Turn,
+};

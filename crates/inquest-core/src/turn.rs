@@ -208,7 +208,28 @@ pub struct TokenUsage {
     pub cost: Option<crate::cost::Cost>,
 }
 
+/// The most tokens one model call may report in any one count; a larger
+/// figure is clamped to it. No model's window comes within a hundred times
+/// of it, and it keeps every sum the store keeps (a session's counters, a
+/// tenant's day, their cost) far inside a bigint: a provider (or a proxy in
+/// front of it) reporting `u64::MAX` must not make the turn that carries
+/// it unstorable.
+pub const MAX_TOKENS_PER_CALL: u64 = 1 << 28;
+
 impl TokenUsage {
+    /// Counts as a provider reported them, each clamped to
+    /// [`MAX_TOKENS_PER_CALL`]; cost unknown until a price is applied.
+    pub fn reported(input: u64, output: u64, cache_read: u64, cache_creation: u64) -> Self {
+        let clamp = |n: u64| n.min(MAX_TOKENS_PER_CALL);
+        Self {
+            input_tokens: clamp(input),
+            output_tokens: clamp(output),
+            cache_read_input_tokens: clamp(cache_read),
+            cache_creation_input_tokens: clamp(cache_creation),
+            cost: None,
+        }
+    }
+
     /// Input and output counts only (cache counts zero, cost unknown).
     pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
         Self {

@@ -172,7 +172,7 @@ pub(super) fn reply_body(reply: &FakeReply, usage: &TokenUsage, model: &str) -> 
         "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
-                  "total_tokens": usage.input_tokens + usage.output_tokens,
+                  "total_tokens": usage.input_tokens.saturating_add(usage.output_tokens),
                   "prompt_tokens_details": {"cached_tokens": usage.cache_read_input_tokens}}
     })
 }

@@ -186,7 +186,7 @@ pub(super) fn pieces(
                     "model": model, "choices": [],
                     "usage": {"prompt_tokens": usage.input_tokens,
                               "completion_tokens": usage.output_tokens,
-                              "total_tokens": usage.input_tokens + usage.output_tokens,
+                              "total_tokens": usage.input_tokens.saturating_add(usage.output_tokens),
                               "prompt_tokens_details": {"cached_tokens": usage.cache_read_input_tokens}}})))));
             }
             out.push_back(plain(Bytes::from_static(b"data: [DONE]\n\n")));
