@@ -57,6 +57,11 @@ pub enum BenchCommand {
         /// Default: the server's default (the number of CPUs).
         #[arg(long)]
         agent_threads: Option<usize>,
+        /// `[runtime] serving_nice` of the server (the serving runtime's
+        /// threads, which here also carry the watchers' clients and the
+        /// ceiling). Default: the server's default.
+        #[arg(long)]
+        serving_nice: Option<u8>,
         /// Skip the bare-tonic transport ceiling.
         #[arg(long)]
         no_ceiling: bool,
@@ -291,6 +296,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             payload,
             idle_watchers,
             agent_threads,
+            serving_nice,
             no_ceiling,
             rate,
             ceiling_apart,
@@ -304,6 +310,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 payload,
                 idle_watchers,
                 agent_threads,
+                serving_nice,
                 ceiling: !no_ceiling,
                 rate,
                 ceiling_apart,

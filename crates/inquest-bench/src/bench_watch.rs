@@ -43,6 +43,8 @@ pub struct WatchBench {
     pub idle_watchers: usize,
     /// `[runtime] agent_threads` (`None`: the server's default).
     pub agent_threads: Option<usize>,
+    /// `[runtime] serving_nice` (`None`: the server's default).
+    pub serving_nice: Option<u8>,
     /// Also measure the bare-tonic transport ceiling.
     pub ceiling: bool,
     /// Writer pace in turns/s (`None`: as fast as the store allows).
@@ -63,13 +65,17 @@ pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
     if let Some(threads) = bench.agent_threads {
         config.runtime.agent_threads = threads;
     }
+    if let Some(nice) = bench.serving_nice {
+        config.runtime.serving_nice = nice;
+    }
     let app = Application::build(&config, &bench.url).await?;
     let addr = app.local_addr()?;
     let log = app.turn_log().clone();
     let writer_runtime = app.agent_runtime().handle().cloned();
     println!(
-        "agent_threads = {} (the writer runs {})",
+        "agent_threads = {}, serving_nice = {} (the writer runs {})",
         config.runtime.agent_threads,
+        config.runtime.serving_nice,
         if writer_runtime.is_some() {
             "on the agent runtime, apart from the serving one"
         } else {

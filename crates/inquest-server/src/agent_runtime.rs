@@ -97,12 +97,23 @@ pub struct RuntimeSection {
     /// serving gRPC and watch streams. Default: the number of CPUs. 0 runs
     /// bursts on the serving runtime.
     pub agent_threads: usize,
+    /// How many nice levels below the process the serving runtime's worker
+    /// threads run (`crate::priority`), so that when the cores are full
+    /// the OS runs bursts first. 0 keeps them level; ignored when
+    /// `agent_threads` is 0 (nothing to put first). At most
+    /// [`crate::priority::MAX_SERVING_NICE`].
+    pub serving_nice: u8,
 }
+
+/// `[runtime] serving_nice` by default (docs/benchmarks.md, "Serving
+/// threads a few nice levels down").
+pub const DEFAULT_SERVING_NICE: u8 = 5;
 
 impl Default for RuntimeSection {
     fn default() -> Self {
         Self {
             agent_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            serving_nice: DEFAULT_SERVING_NICE,
         }
     }
 }

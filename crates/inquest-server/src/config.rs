@@ -330,6 +330,12 @@ impl Config {
                 reason: format!("{e}"),
             })?;
         }
+        if let Some(v) = get("INQUEST_SERVING_NICE") {
+            self.runtime.serving_nice = v.parse().map_err(|e| ConfigError::Env {
+                name: "INQUEST_SERVING_NICE",
+                reason: format!("{e}"),
+            })?;
+        }
         if let Some(v) = get("INQUEST_MAX_MESSAGE_BYTES") {
             self.limits.max_message_bytes = v.parse().map_err(|e| ConfigError::Env {
                 name: "INQUEST_MAX_MESSAGE_BYTES",
@@ -357,6 +363,12 @@ impl Config {
             return Err(ConfigError::Invalid(format!(
                 "runtime.agent_threads must be at most {}",
                 crate::agent_runtime::MAX_AGENT_THREADS
+            )));
+        }
+        if self.runtime.serving_nice > crate::priority::MAX_SERVING_NICE {
+            return Err(ConfigError::Invalid(format!(
+                "runtime.serving_nice must be at most {} (the lowest priority there is)",
+                crate::priority::MAX_SERVING_NICE
             )));
         }
         self.tenants.validate().map_err(ConfigError::Invalid)?;
@@ -538,6 +550,29 @@ mod tests {
         );
         assert!(Config::from_toml("[runtime]\nthreads = 2").is_err());
         c.runtime.agent_threads = 100_000;
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn serving_nice_comes_from_the_file_and_the_environment_and_is_bounded() {
+        assert_eq!(
+            Config::default().runtime.serving_nice,
+            crate::agent_runtime::DEFAULT_SERVING_NICE
+        );
+        let mut c = Config::from_toml("[runtime]\nserving_nice = 0").unwrap();
+        assert_eq!(c.runtime.serving_nice, 0);
+        c.apply_env(|k| (k == "INQUEST_SERVING_NICE").then(|| "12".into()))
+            .unwrap();
+        assert_eq!(c.runtime.serving_nice, 12);
+        assert!(c.validate().is_ok());
+        for bad in ["-1", "x", "300"] {
+            assert!(
+                c.apply_env(|k| (k == "INQUEST_SERVING_NICE").then(|| bad.into()))
+                    .is_err(),
+                "{bad}"
+            );
+        }
+        c.runtime.serving_nice = 20;
         assert!(c.validate().is_err());
     }
 

@@ -18,6 +18,7 @@ pub mod convert;
 mod duration_text;
 pub mod health;
 pub mod oidc;
+pub mod priority;
 pub mod reason;
 pub mod resume;
 pub mod runner;

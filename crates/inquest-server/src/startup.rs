@@ -88,6 +88,21 @@ impl Application {
             .map(crate::tls::Certificates::load)
             .transpose()?;
         let runtime = AgentRuntime::new(config.runtime.agent_threads)?;
+        // After the agent runtime's threads exist (they keep the process's
+        // priority; a thread inherits its creator's) and after an embedded
+        // PostgreSQL was started (`serve`).
+        if runtime.handle().is_some() && config.runtime.serving_nice > 0 {
+            match crate::priority::lower_serving_workers(config.runtime.serving_nice) {
+                Ok(nice) => tracing::info!(
+                    nice,
+                    "serving threads yield to bursts: they run at this nice value from their next wake-up (runtime.serving_nice)"
+                ),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "cannot read this thread's priority; serving threads keep the process's"
+                ),
+            }
+        }
         let store = Store::connect(&inquest_store::StoreConfig {
             burst_runtime: runtime.handle().cloned(),
             ..config.store_config(database_url)

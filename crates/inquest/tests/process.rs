@@ -236,3 +236,129 @@ async fn token_commands_issue_list_and_revoke_what_the_server_checks() {
     }
     assert!(refused_after, "a revoked token still works");
 }
+
+/// Each thread of process `pid`: (name, nice value), from `/proc`.
+fn threads_of(pid: u32) -> Vec<(String, i32)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        // The thread may have ended since the listing.
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(dir.join("comm")),
+            std::fs::read_to_string(dir.join("stat")),
+        ) else {
+            continue;
+        };
+        out.push((comm.trim().to_owned(), stat_nice(&stat)));
+    }
+    out
+}
+
+/// Field 19 of a `/proc/…/stat` line (the nice value); the name in
+/// parentheses may hold spaces, so fields are counted after its `)`.
+fn stat_nice(stat: &str) -> i32 {
+    let after = &stat[stat.rfind(')').unwrap() + 1..];
+    after.split_whitespace().nth(16).unwrap().parse().unwrap()
+}
+
+/// PostgreSQL processes whose command line names `data_dir` (the
+/// embedded cluster's postmaster, started by `pg_ctl`, is no child of the
+/// server): their nice values.
+fn postgres_of(data_dir: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let (Ok(cmdline), Ok(stat)) = (
+            std::fs::read(entry.path().join("cmdline")),
+            std::fs::read_to_string(entry.path().join("stat")),
+        ) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if stat.contains("(postgres)") && cmdline.contains(data_dir) {
+            out.push(stat_nice(&stat));
+        }
+    }
+    out
+}
+
+/// `[runtime] serving_nice` (default 5): once they have served calls, the
+/// serving runtime's worker threads run five nice levels below the
+/// process, and the agent runtime's threads (bursts) and the embedded
+/// PostgreSQL stay at the process's; with `INQUEST_SERVING_NICE=0` no
+/// thread is lowered.
+#[tokio::test]
+async fn serving_threads_yield_to_bursts_and_the_database_does_not() {
+    let dir = tempfile::Builder::new()
+        .prefix("inquest-nice-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let data_dir = dir.path().to_str().unwrap().to_owned();
+    let server = Server::start(&["--data-dir", &data_dir]).await;
+    let pid = server.pid();
+    // The main thread (it only drives startup) keeps the process's value.
+    let base = stat_nice(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap());
+    let lowered = (base + 5).min(19);
+    let c = server.client().await;
+    let mut threads = Vec::new();
+    for round in 0..300 {
+        // Calls at once, so every worker wakes to serve some.
+        let mut calls = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let mut c = c.clone();
+            calls.spawn(async move { create_incident(&mut c, &format!("nice {round}.{i}")).await });
+        }
+        calls.join_all().await;
+        threads = threads_of(pid);
+        let workers: Vec<i32> = threads
+            .iter()
+            .filter(|(name, _)| name == "tokio-rt-worker")
+            .map(|(_, nice)| *nice)
+            .collect();
+        if !workers.is_empty() && workers.iter().all(|n| *n == lowered) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let workers = threads.iter().filter(|(name, _)| name == "tokio-rt-worker");
+    assert!(
+        workers.clone().count() > 0 && workers.clone().all(|(_, n)| *n == lowered),
+        "serving workers not at {lowered}: {threads:?}"
+    );
+    let agents: Vec<_> = threads
+        .iter()
+        .filter(|(name, _)| name == "inquest-agent")
+        .collect();
+    assert!(!agents.is_empty(), "no agent runtime threads: {threads:?}");
+    assert!(
+        agents.iter().all(|(_, n)| *n == base),
+        "agent threads lowered: {threads:?}"
+    );
+    let postgres = postgres_of(&data_dir);
+    assert!(
+        !postgres.is_empty(),
+        "no embedded PostgreSQL under {data_dir}"
+    );
+    assert!(
+        postgres.iter().all(|n| *n == base),
+        "the embedded PostgreSQL was lowered: {postgres:?}"
+    );
+    server.stop().await;
+
+    let (_, url) = inquest_tests::fresh_database().await;
+    let level = Server::start_with(
+        "level",
+        &["--database-url", &url],
+        &[("INQUEST_SERVING_NICE", "0")],
+    )
+    .await;
+    let mut c = level.client().await;
+    for i in 0..16 {
+        create_incident(&mut c, &format!("level {i}")).await;
+    }
+    let threads = threads_of(level.pid());
+    assert!(
+        threads.iter().all(|(_, n)| *n == base),
+        "INQUEST_SERVING_NICE=0 lowered a thread: {threads:?}"
+    );
+    level.stop().await;
+}
