@@ -364,11 +364,12 @@ impl Application {
         };
         tracing::info!(%addr, tls, "serving inquest.v1.Investigations");
         tokio::pin!(server);
+        // Biased, shutdown first: the server stops with the same token, and
+        // with no call in flight it may already be done when this select
+        // is polled; an unbiased pick of the server branch then skipped
+        // the shutdown's log line (which operators and tests wait for).
         let grace_ends = tokio::select! {
-            result = &mut server => {
-                result.context("gRPC server failed")?;
-                tokio::time::Instant::now() + self.grace
-            }
+            biased;
             () = shutdown.cancelled() => {
                 let grace_ends = tokio::time::Instant::now() + self.grace;
                 tracing::info!(grace = ?self.grace, "shutting down: no new connections, no new model calls or tools; finishing in-flight calls and running tools");
@@ -377,6 +378,10 @@ impl Application {
                     Err(_) => tracing::warn!("in-flight calls did not finish within the grace period"),
                 }
                 grace_ends
+            }
+            result = &mut server => {
+                result.context("gRPC server failed")?;
+                tokio::time::Instant::now() + self.grace
             }
         };
         // Bursts saw the shutdown token: they start nothing new, running
