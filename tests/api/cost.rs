@@ -10,7 +10,9 @@ use inquest_core::{Cost, Price, TokenUsage};
 use inquest_proto::v1 as pb;
 use inquest_tests::spawn_app_with;
 
-use crate::agent_support::{evidence_tools, finished, provider, send, session, start, turns};
+use crate::agent_support::{
+    Client, evidence_tools, finished, provider, send, session, start, turns,
+};
 
 const ASK: &str = "why is checkout slow?";
 
@@ -50,19 +52,31 @@ fn assistant_turns(all: &[pb::SessionTurn]) -> Vec<&pb::SessionTurn> {
         .collect()
 }
 
-#[tokio::test]
-async fn cost_and_cached_tokens_add_up_over_two_bursts_in_turns_reports_and_the_session() {
-    let fake = FakeProvider::start(Flavor::Anthropic).await.unwrap();
-    let (a, b, author1): (Usage, Usage, Usage) = (
-        (1000, 50, 600, 300),
-        (1500, 40, 900, 500),
-        (2000, 100, 0, 1200),
-    );
-    let (c, author2): (Usage, Usage) = ((2600, 60, 2000, 400), (3000, 80, 2500, 0));
-    fake.reply(reply("Listing.", a).call("c1", "list_files", "{}"))
-        .reply(reply("Pool exhaustion.", b))
-        .reply(reply("S1", author1));
-    let mut entry = provider(&fake, Flavor::Anthropic, "claude");
+/// A priced app over a fake of `flavor`, two bursts through it: a start
+/// whose loop asks for one tool call (`first[0]`), answers (`first[1]`)
+/// and writes its report (`first[2]`), then a follow-up that answers
+/// (`second[0]`) and writes its report (`second[1]`).
+struct TwoBursts {
+    fake: FakeProvider,
+    client: Client,
+    id: String,
+    report1: pb::Report,
+    report2: pb::Report,
+    session: pb::Session,
+    _app: inquest_tests::TestApp,
+}
+
+async fn two_bursts(
+    flavor: Flavor,
+    name: &str,
+    first: [Usage; 3],
+    second: [Usage; 2],
+) -> TwoBursts {
+    let fake = FakeProvider::start(flavor).await.unwrap();
+    fake.reply(reply("Listing.", first[0]).call("c1", "list_files", "{}"))
+        .reply(reply("Pool exhaustion.", first[1]))
+        .reply(reply("S1", first[2]));
+    let mut entry = provider(&fake, flavor, name);
     entry.price = Some(PRICE);
     let app = spawn_app_with(|config| {
         config.providers = vec![entry];
@@ -72,13 +86,44 @@ async fn cost_and_cached_tokens_add_up_over_two_bursts_in_turns_reports_and_the_
     let mut client = app.client().await;
     let id = start(&mut client, ASK).await;
     let (report1, _) = finished(&mut client, &id, 1).await;
-    assert_eq!(report1.exit_reason, "completed");
+    assert_eq!(report1.exit_reason, "completed", "{flavor:?}: {report1:?}");
 
-    fake.reply(reply("Nothing else.", c))
-        .reply(reply("S2", author2));
+    fake.reply(reply("Nothing else.", second[0]))
+        .reply(reply("S2", second[1]));
     send(&mut client, &id, "anything else?").await;
-    let (report2, s) = finished(&mut client, &id, 2).await;
-    assert_eq!(report2.exit_reason, "awaiting_user");
+    let (report2, session) = finished(&mut client, &id, 2).await;
+    assert_eq!(
+        report2.exit_reason, "awaiting_user",
+        "{flavor:?}: {report2:?}"
+    );
+    TwoBursts {
+        fake,
+        client,
+        id,
+        report1,
+        report2,
+        session,
+        _app: app,
+    }
+}
+
+#[tokio::test]
+async fn cost_and_cached_tokens_add_up_over_two_bursts_in_turns_reports_and_the_session() {
+    let (a, b, author1): (Usage, Usage, Usage) = (
+        (1000, 50, 600, 300),
+        (1500, 40, 900, 500),
+        (2000, 100, 0, 1200),
+    );
+    let (c, author2): (Usage, Usage) = ((2600, 60, 2000, 400), (3000, 80, 2500, 0));
+    let TwoBursts {
+        fake,
+        mut client,
+        id,
+        report1,
+        report2,
+        session: s,
+        _app,
+    } = two_bursts(Flavor::Anthropic, "claude", [a, b, author1], [c, author2]).await;
 
     // Per turn: the counts as the provider reported them (input counts
     // the whole prompt), the cost at the answering provider's price.
@@ -259,31 +304,14 @@ async fn a_turn_is_priced_at_the_provider_that_answered_it() {
 async fn absurd_token_counts_from_a_provider_are_clamped_and_the_session_goes_on() {
     const MAX: i64 = inquest_core::MAX_TOKENS_PER_CALL as i64;
     for flavor in [Flavor::Anthropic, Flavor::OpenAi] {
-        let fake = FakeProvider::start(flavor).await.unwrap();
         let huge: Usage = (u64::MAX, u64::MAX, u64::MAX, u64::MAX);
-        fake.reply(reply("Listing.", huge).call("c1", "list_files", "{}"))
-            .reply(reply("Pool exhaustion.", huge))
-            .reply(reply("S1", huge));
-        let mut entry = provider(&fake, flavor, "hostile");
-        entry.price = Some(PRICE);
-        let app = spawn_app_with(|config| {
-            config.providers = vec![entry];
-            evidence_tools(config);
-        })
-        .await;
-        let mut client = app.client().await;
-        let id = start(&mut client, ASK).await;
-        let (report1, _) = finished(&mut client, &id, 1).await;
-        assert_eq!(report1.exit_reason, "completed", "{flavor:?}: {report1:?}");
-
-        fake.reply(reply("Nothing else.", huge))
-            .reply(reply("S2", huge));
-        send(&mut client, &id, "anything else?").await;
-        let (report2, s) = finished(&mut client, &id, 2).await;
-        assert_eq!(
-            report2.exit_reason, "awaiting_user",
-            "{flavor:?}: {report2:?}"
-        );
+        let TwoBursts {
+            mut client,
+            id,
+            report2,
+            session: s,
+            ..
+        } = two_bursts(flavor, "hostile", [huge; 3], [huge; 2]).await;
 
         let all = turns(&mut client, &id).await;
         let assistants = assistant_turns(&all);
