@@ -134,7 +134,7 @@ async fn a_replaced_worker_cannot_append_report_or_close() {
 
 /// Collects notifications until `marker` (sent after the writes under test:
 /// NOTIFY is delivered in commit order, so everything before it arrived).
-async fn until_marker(
+pub(crate) async fn until_marker(
     rx: &mut mpsc::UnboundedReceiver<ListenEvent>,
     marker: &str,
 ) -> Vec<Notification> {
@@ -154,7 +154,7 @@ async fn until_marker(
 }
 
 /// A plain NOTIFY of `text` on the channel, from its own connection.
-async fn marker(url: &str, text: &str) {
+pub(crate) async fn marker(url: &str, text: &str) {
     inquest_tests::connect(url)
         .await
         .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &text])

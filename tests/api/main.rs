@@ -19,6 +19,7 @@ mod error_details;
 mod errors;
 mod faults;
 mod faults_support;
+mod group_commit;
 mod health;
 mod hostile;
 mod idempotency;

@@ -31,6 +31,10 @@ pub enum BenchCommand {
         /// Turn content size in bytes.
         #[arg(long, default_value_t = 1024)]
         payload: usize,
+        /// `[store] append_statements`: turn-append statements run at
+        /// once before appends are grouped. Default: the server's default.
+        #[arg(long, default_value_t = inquest_store::DEFAULT_APPEND_STATEMENTS)]
+        append_statements: usize,
     },
     /// Live-watch fan-out: writer rate, delivered events/s and
     /// persist->receive latency with 1, 100 and 1,000 gRPC watchers, and
@@ -103,6 +107,10 @@ pub enum BenchCommand {
         /// Turn text size in bytes.
         #[arg(long, default_value_t = 256)]
         payload: usize,
+        /// `[store] append_statements`: turn-append statements run at
+        /// once before appends are grouped. Default: the server's default.
+        #[arg(long, default_value_t = inquest_store::DEFAULT_APPEND_STATEMENTS)]
+        append_statements: usize,
     },
     /// Replicas: cross-replica watch latency against same-replica, kill -9
     /// to recovery notice against the lease TTL, and sessions/s of three
@@ -283,9 +291,17 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             writers,
             seconds,
             payload,
+            append_statements,
         } => {
             let (url, embedded) = scratch_database(database_url).await?;
-            let result = append(&url, &writers, Duration::from_secs(seconds), payload).await;
+            let result = append(
+                &url,
+                &writers,
+                Duration::from_secs(seconds),
+                payload,
+                append_statements,
+            )
+            .await;
             release(embedded).await?;
             result
         }
@@ -326,6 +342,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             seconds,
             calls_per_burst,
             payload,
+            append_statements,
         } => {
             let (url, embedded) = scratch_database(database_url).await?;
             let result = crate::bench_loop::run(crate::bench_loop::LoopBench {
@@ -334,6 +351,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 span: Duration::from_secs(seconds),
                 calls_per_burst,
                 payload,
+                append_statements,
             })
             .await;
             release(embedded).await?;
@@ -549,10 +567,12 @@ async fn append(
     writer_counts: &[usize],
     span: Duration,
     payload: usize,
+    append_statements: usize,
 ) -> anyhow::Result<()> {
     let max_writers = writer_counts.iter().copied().max().unwrap_or(1);
     let mut config = StoreConfig::new(url);
     config.max_connections = max_writers;
+    config.append_statements = append_statements;
     let store = Store::connect(&config)?;
     store.migrate().await?;
     store.create_ceiling_table().await?;

@@ -48,6 +48,8 @@ pub struct LoopBench {
     pub calls_per_burst: u32,
     /// Size of each turn's text in bytes.
     pub payload: usize,
+    /// `StoreConfig::append_statements`.
+    pub append_statements: usize,
 }
 
 /// Answers at once: a tool call while the transcript holds fewer than
@@ -250,6 +252,7 @@ pub async fn run(bench: LoopBench) -> anyhow::Result<()> {
     let max = bench.sessions.iter().copied().max().unwrap_or(1);
     let mut config = StoreConfig::new(&bench.url);
     config.max_connections = max;
+    config.append_statements = bench.append_statements;
     let store = Store::connect(&config)?;
     store.migrate().await?;
     store.create_ceiling_table().await?;

@@ -62,6 +62,10 @@ pub struct StoreSection {
     /// A separate pool for running bursts: turn writes, lease claims and
     /// renewals, closes. API traffic cannot exhaust it.
     pub burst_connections: usize,
+    /// Turn-append statements each pool runs at once; appends arriving
+    /// while they are busy go out together in one statement (group
+    /// commit, `inquest-store` `group.rs`).
+    pub append_statements: usize,
     #[serde(with = "duration_text")]
     pub op_timeout: Duration,
     #[serde(with = "duration_text")]
@@ -210,6 +214,7 @@ impl Default for StoreSection {
         Self {
             max_connections: s.max_connections,
             burst_connections: s.burst_connections,
+            append_statements: s.append_statements,
             op_timeout: s.op_timeout,
             turn_write_timeout: s.turn_write_timeout,
             connect_timeout: s.connect_timeout,
@@ -377,6 +382,7 @@ impl Config {
         for (name, n) in [
             ("store.max_connections", self.store.max_connections),
             ("store.burst_connections", self.store.burst_connections),
+            ("store.append_statements", self.store.append_statements),
             ("limits.max_running_bursts", self.limits.max_running_bursts),
             (
                 "limits.feed_queue_capacity",
@@ -472,6 +478,7 @@ impl Config {
                 .unwrap_or_else(inquest_store::ReplicaId::generate),
             lease_ttl: self.lease.ttl,
             burst_runtime: None,
+            append_statements: self.store.append_statements,
         }
     }
 }

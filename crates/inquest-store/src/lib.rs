@@ -15,6 +15,7 @@ mod bench;
 mod bursts;
 pub mod embedded;
 mod error;
+mod group;
 mod idempotency;
 mod incidents;
 mod lease;
@@ -39,6 +40,7 @@ use tracing::Instrument;
 pub use audit::{AuditEntry, AuditEvent, AuditPage};
 pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;
+pub use group::{DEFAULT_APPEND_STATEMENTS, MAX_GROUP};
 pub use idempotency::EXPIRE_BATCH;
 pub use incidents::{Incident, IncidentPage};
 pub use lease::{Lease, Renewal, ReplicaId};
@@ -80,6 +82,11 @@ pub struct StoreConfig {
     /// connection was asked for by an RPC handler (an on-access claim) on
     /// the serving runtime.
     pub burst_runtime: Option<tokio::runtime::Handle>,
+    /// How many turn-append statements each lane runs at once. Appends
+    /// that arrive while these are busy wait and go out together, one
+    /// statement for up to [`MAX_GROUP`] sessions (group commit, see
+    /// `group.rs`); with fewer appends in flight each goes out alone.
+    pub append_statements: usize,
 }
 
 impl StoreConfig {
@@ -94,6 +101,7 @@ impl StoreConfig {
             replica_id: ReplicaId::generate(),
             lease_ttl: Duration::from_secs(30),
             burst_runtime: None,
+            append_statements: DEFAULT_APPEND_STATEMENTS,
         }
     }
 }
@@ -190,6 +198,8 @@ pub struct Store {
     /// hands one out per operation and takes it back when the operation's
     /// future completes or is dropped.
     pool: Pool,
+    /// The turn appends waiting for a statement on this handle's lane.
+    appends: std::sync::Arc<group::AppendQueue>,
     /// Both lanes, so either handle can make the other.
     lanes: Lanes,
     /// Detached turn writes. A write keeps running when its caller goes
@@ -220,6 +230,8 @@ pub struct LaneStatus {
 struct Lanes {
     api: Pool,
     burst: Pool,
+    api_appends: std::sync::Arc<group::AppendQueue>,
+    burst_appends: std::sync::Arc<group::AppendQueue>,
 }
 
 impl Store {
@@ -264,9 +276,12 @@ impl Store {
                 config.burst_connections.max(1),
                 config.burst_runtime.clone(),
             )?,
+            api_appends: group::AppendQueue::new(config.append_statements),
+            burst_appends: group::AppendQueue::new(config.append_statements),
         };
         Ok(Self {
             pool: lanes.api.clone(),
+            appends: lanes.api_appends.clone(),
             lanes,
             writes: TaskTracker::new(),
             op_timeout: config.op_timeout,
@@ -281,6 +296,7 @@ impl Store {
     pub fn for_bursts(&self) -> Self {
         Self {
             pool: self.lanes.burst.clone(),
+            appends: self.lanes.burst_appends.clone(),
             ..self.clone()
         }
     }

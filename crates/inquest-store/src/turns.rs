@@ -128,6 +128,10 @@ impl WriteId {
     pub fn new() -> Self {
         Self(Uuid::new_v4())
     }
+
+    pub(crate) fn as_uuid(&self) -> &Uuid {
+        &self.0
+    }
 }
 
 /// The unique index that makes a repeated write id a conflict.
@@ -162,8 +166,99 @@ pub struct Appended {
     pub watched_elsewhere: bool,
 }
 
+/// A turn as the append statements bind it: its text fields in the
+/// stored encoding ([`crate::text`]) and the counts the session row adds.
+pub(crate) struct Staged<'t> {
+    pub(crate) turn: &'t NewTurn,
+    pub(crate) call_id: Option<&'t str>,
+    pub(crate) tool_name: Option<&'t str>,
+    pub(crate) is_error: bool,
+    pub(crate) usage: inquest_core::TokenUsage,
+    pub(crate) tool_calls: serde_json::Value,
+    pub(crate) recovery_plan: Option<serde_json::Value>,
+    /// Some text field holds U+0000, which PostgreSQL refuses: every text
+    /// field of the row is stored escaped.
+    pub(crate) escaped: bool,
+}
+
+impl<'t> Staged<'t> {
+    pub(crate) fn new(turn: &'t NewTurn) -> Self {
+        let (call_id, tool_name, is_error) = match turn.tool_result_of() {
+            Some((id, name, err)) => (Some(id), Some(name), err),
+            None => (None, None, false),
+        };
+        let tool_calls = turn.tool_calls_stored();
+        let recovery_plan = turn.recovery_plan_stored();
+        let escaped = text::has_nul(turn.content())
+            || call_id.is_some_and(text::has_nul)
+            || tool_name.is_some_and(text::has_nul)
+            || text::json_has_nul(&tool_calls)
+            || recovery_plan.as_ref().is_some_and(text::json_has_nul);
+        Self {
+            turn,
+            call_id,
+            tool_name,
+            is_error,
+            usage: turn.usage(),
+            tool_calls,
+            recovery_plan,
+            escaped,
+        }
+    }
+
+    /// The bound values, in the stored encoding.
+    pub(crate) fn fields(&self) -> StoredFields<'_> {
+        StoredFields {
+            content: text::field(self.turn.content(), self.escaped),
+            tool_calls: text::json_field(&self.tool_calls, self.escaped),
+            recovery_plan: self
+                .recovery_plan
+                .as_ref()
+                .map(|plan| text::json_field(plan, self.escaped)),
+            call_id: self.call_id.map(|id| text::field(id, self.escaped)),
+            tool_name: self.tool_name.map(|name| text::field(name, self.escaped)),
+        }
+    }
+
+    /// Whether the append must also add tokens to `token_usage`.
+    pub(crate) fn spent_tokens(&self) -> bool {
+        self.usage.input_tokens > 0 || self.usage.output_tokens > 0
+    }
+
+    /// The committed turn, from what the statement returned.
+    pub(crate) fn committed(
+        self,
+        session: SessionId,
+        seq: Seq,
+        created_at: time::OffsetDateTime,
+    ) -> Turn {
+        Turn {
+            session_id: session,
+            seq,
+            role: self.turn.role(),
+            content: self.turn.content().to_owned(),
+            tool_calls_raw: self.tool_calls,
+            recovery_plan_raw: self.recovery_plan,
+            tool_call_id: self.call_id.map(str::to_owned),
+            tool_name: self.tool_name.map(str::to_owned),
+            is_error: self.is_error,
+            usage: self.usage,
+            created_at,
+        }
+    }
+}
+
+/// [`Staged`]'s text fields as bound.
+pub(crate) struct StoredFields<'a> {
+    pub(crate) content: std::borrow::Cow<'a, str>,
+    pub(crate) tool_calls: std::borrow::Cow<'a, serde_json::Value>,
+    pub(crate) recovery_plan: Option<std::borrow::Cow<'a, serde_json::Value>>,
+    pub(crate) call_id: Option<std::borrow::Cow<'a, str>>,
+    pub(crate) tool_name: Option<std::borrow::Cow<'a, str>>,
+}
+
 /// [`insert_turn`], telling whether another replica watches the session.
-async fn insert_turn_seen(
+pub(crate) async fn insert_turn_seen(
     client: &impl deadpool_postgres::GenericClient,
     origin: &ReplicaId,
     session: SessionId,
@@ -171,104 +266,80 @@ async fn insert_turn_seen(
     write: Option<WriteId>,
     turn: &NewTurn,
 ) -> Result<Appended, StoreError> {
-    let (call_id, tool_name, is_error) = match turn.tool_result_of() {
-        Some((id, name, err)) => (Some(id), Some(name), err),
-        None => (None, None, false),
-    };
-    let usage = turn.usage();
-    let tool_calls = turn.tool_calls_stored();
-    let recovery_plan = turn.recovery_plan_stored();
-    // PostgreSQL refuses U+0000: such a row is stored escaped (crate::text).
-    let escaped = text::has_nul(turn.content())
-        || call_id.is_some_and(text::has_nul)
-        || tool_name.is_some_and(text::has_nul)
-        || text::json_has_nul(&tool_calls)
-        || recovery_plan.as_ref().is_some_and(text::json_has_nul);
-    let stored_content = text::field(turn.content(), escaped);
-    let stored_calls = text::json_field(&tool_calls, escaped);
-    let stored_plan = recovery_plan
-        .as_ref()
-        .map(|plan| text::json_field(plan, escaped));
-    let stored_call_id = call_id.map(|id| text::field(id, escaped));
-    let stored_tool_name = tool_name.map(|name| text::field(name, escaped));
+    let staged = Staged::new(turn);
     // Prepared once per connection (deadpool caches it).
-    let sql = if usage.input_tokens > 0 || usage.output_tokens > 0 {
+    let sql = if staged.spent_tokens() {
         APPEND_SQL
     } else {
         APPEND_SQL_NO_TOKENS
     };
     let stmt = client.prepare_cached(sql).await?;
     let write_uuid = write.map(|w| w.0);
+    let usage = staged.usage;
+    let fields = staged.fields();
     let row = client
         .query_opt(
             &stmt,
             &[
                 session.as_uuid(),
                 &turn.role().as_str(),
-                &&*stored_content,
-                &*stored_calls,
-                &stored_call_id.as_deref(),
-                &stored_tool_name.as_deref(),
-                &is_error,
+                &&*fields.content,
+                &*fields.tool_calls,
+                &fields.call_id.as_deref(),
+                &fields.tool_name.as_deref(),
+                &staged.is_error,
                 &to_i64(turn.tool_call_count() as u64),
                 &to_i64(usage.input_tokens),
                 &to_i64(usage.output_tokens),
                 &epoch,
                 &origin.as_str(),
                 &write_uuid,
-                &escaped,
-                &stored_plan.as_deref(),
+                &staged.escaped,
+                &fields.recovery_plan.as_deref(),
                 &to_i64(usage.cache_read_input_tokens),
                 &to_i64(usage.cache_creation_input_tokens),
                 &usage.cost.map(|c| to_i64(c.nanos())),
             ],
         )
         .await;
-    drop(stored_calls);
-    drop(stored_plan);
+    drop(fields);
     let row = match row {
         Ok(row) => row,
-        Err(e) if is_write_id_conflict(&e) => {
-            // An earlier attempt of this very write committed (its answer
-            // was lost): that turn is the outcome.
-            let sql =
-                format!("SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND write_id = $2");
-            let found = client
-                .query_opt(&sql, &[session.as_uuid(), &write_uuid])
-                .await?;
-            return match found {
-                Some(row) => turn_from_row(&row).map(|turn| Appended {
-                    turn,
-                    watched_elsewhere: true,
-                }),
-                None => Err(StoreError::Internal(
-                    "write id conflicted but its turn is not there".into(),
-                )),
-            };
-        }
+        Err(e) if is_write_id_conflict(&e) => return committed_write(client, session, write).await,
         Err(e) => return Err(e.into()),
     };
     let Some(row) = row else {
         return Err(no_row(client, session, epoch).await);
     };
     let watched_elsewhere = crate::rows::get(&row, 2)?;
-    let turn = Turn {
-        session_id: session,
-        seq: crate::rows::seq(crate::rows::get(&row, 0)?)?,
-        role: turn.role(),
-        content: turn.content().to_owned(),
-        tool_calls_raw: tool_calls,
-        recovery_plan_raw: recovery_plan,
-        tool_call_id: call_id.map(str::to_owned),
-        tool_name: tool_name.map(str::to_owned),
-        is_error,
-        usage,
-        created_at: crate::rows::get(&row, 1)?,
-    };
+    let seq = crate::rows::seq(crate::rows::get(&row, 0)?)?;
+    let turn = staged.committed(session, seq, crate::rows::get(&row, 1)?);
     Ok(Appended {
         turn,
         watched_elsewhere,
     })
+}
+
+/// The turn an earlier attempt of `write` committed (its answer was
+/// lost): that turn is the outcome of sending it again.
+async fn committed_write(
+    client: &impl deadpool_postgres::GenericClient,
+    session: SessionId,
+    write: Option<WriteId>,
+) -> Result<Appended, StoreError> {
+    let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND write_id = $2");
+    let found = client
+        .query_opt(&sql, &[session.as_uuid(), &write.map(|w| w.0)])
+        .await?;
+    match found {
+        Some(row) => turn_from_row(&row).map(|turn| Appended {
+            turn,
+            watched_elsewhere: true,
+        }),
+        None => Err(StoreError::Internal(
+            "write id conflicted but its turn is not there".into(),
+        )),
+    }
 }
 
 /// Why a fenced write matched no session row: the session does not exist,
@@ -307,14 +378,14 @@ pub(crate) async fn no_row(
     }
 }
 
-fn is_write_id_conflict(e: &tokio_postgres::Error) -> bool {
+pub(crate) fn is_write_id_conflict(e: &tokio_postgres::Error) -> bool {
     e.as_db_error().is_some_and(|db| {
         db.code() == &tokio_postgres::error::SqlState::UNIQUE_VIOLATION
             && db.constraint() == Some(WRITE_ID_INDEX)
     })
 }
 
-fn to_i64(v: u64) -> i64 {
+pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
@@ -356,11 +427,14 @@ impl Store {
         let store = self.clone();
         let limit = self.turn_write_timeout;
         self.detached(async move {
-            store
-                .run_with_timeout("append_turn", limit, async |c| {
-                    insert_turn_seen(&*c, &store.replica, session, epoch, write, &turn).await
-                })
+            // Grouped with the appends of other sessions when statements
+            // are busy (crate::group).
+            tokio::time::timeout(limit, store.append_grouped(session, epoch, write, turn))
                 .await
+                .unwrap_or(Err(StoreError::Timeout {
+                    op: "append_turn",
+                    after: limit,
+                }))
         })
         .await
     }

@@ -1,0 +1,436 @@
+//! Group commit of turn appends (issue 14 item 3).
+//!
+//! Every append waits in one queue per lane. At most
+//! [`crate::StoreConfig::append_statements`] append statements run at a
+//! time; a caller that gets a slot takes everything waiting (one turn per
+//! session, at most [`MAX_GROUP`]) and writes it in ONE statement, so under
+//! load the per-statement work PostgreSQL does (executor start, the
+//! constraint expressions it rebuilds per statement, the commit) is paid
+//! once for many sessions. A caller that finds a free slot and nothing
+//! else waiting writes its turn alone, with the single-turn statement:
+//! without contention nothing changes, not even latency.
+//!
+//! What a turn is promised is the single append's ([`crate::turns`]): the
+//! group statement bumps each session row under its lock, fences each
+//! turn by its own epoch in the same `UPDATE`, announces each turn to
+//! other replicas in the same statement, and one turn's fence failing
+//! does not stop the others (it matches no row and is reported as the
+//! single append reports it). A statement PostgreSQL refuses commits
+//! nothing, so then each turn is written again alone and gets its own
+//! outcome (a repeated write id, a constraint); a statement whose answer
+//! did not come back is unknown for every turn in it, as a single
+//! append's would be.
+//!
+//! Sessions are locked in id order, so two groups that share two sessions
+//! cannot deadlock each other. A caller that gave up (its timeout, its
+//! shutdown) before its turn was taken is never written.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex},
+};
+
+use inquest_core::{NewTurn, SessionId};
+use tokio::sync::{Semaphore, oneshot};
+use uuid::Uuid;
+
+use crate::{
+    ReplicaId, Store, StoreError,
+    turns::{Appended, Staged, WriteId, insert_turn_seen, no_row, to_i64},
+};
+
+/// Most turns one group statement writes.
+pub const MAX_GROUP: usize = 32;
+
+/// Default for [`crate::StoreConfig::append_statements`].
+pub const DEFAULT_APPEND_STATEMENTS: usize = 2;
+
+/// The appends of one lane waiting for a statement, and the slots.
+pub(crate) struct AppendQueue {
+    waiting: Mutex<VecDeque<Pending>>,
+    slots: Arc<Semaphore>,
+}
+
+/// One caller's turn, and where its outcome goes.
+struct Pending {
+    session: SessionId,
+    epoch: Option<i64>,
+    write: Option<WriteId>,
+    turn: NewTurn,
+    reply: oneshot::Sender<Result<Appended, StoreError>>,
+}
+
+impl AppendQueue {
+    pub(crate) fn new(statements: usize) -> Arc<Self> {
+        Arc::new(Self {
+            waiting: Mutex::new(VecDeque::new()),
+            slots: Arc::new(Semaphore::new(statements.max(1))),
+        })
+    }
+
+    fn push(&self, pending: Pending) {
+        self.lock().push_back(pending);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Pending>> {
+        // A panic while holding it cannot leave the queue half-changed
+        // (push and the swap in `take` are single moves), so a poisoned
+        // lock is still a sound queue.
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next group: the oldest waiting turn of each session whose
+    /// caller still waits, at most [`MAX_GROUP`], in session-id order.
+    fn take(&self) -> Vec<Pending> {
+        let mut waiting = self.lock();
+        let mut group: Vec<Pending> = Vec::new();
+        let mut rest = VecDeque::with_capacity(waiting.len());
+        while let Some(p) = waiting.pop_front() {
+            if p.reply.is_closed() {
+                continue;
+            }
+            if group.len() < MAX_GROUP && !group.iter().any(|g| g.session == p.session) {
+                group.push(p);
+            } else {
+                rest.push_back(p);
+            }
+        }
+        *waiting = rest;
+        drop(waiting);
+        group.sort_by_key(|p| *p.session.as_uuid());
+        group
+    }
+}
+
+impl Store {
+    /// Queues one turn and waits for its outcome, writing the group it
+    /// is in when a slot is free (see the module docs).
+    pub(crate) async fn append_grouped(
+        &self,
+        session: SessionId,
+        epoch: Option<i64>,
+        write: Option<WriteId>,
+        turn: NewTurn,
+    ) -> Result<Appended, StoreError> {
+        let (reply, mut answer) = oneshot::channel();
+        self.appends.push(Pending {
+            session,
+            epoch,
+            write,
+            turn,
+            reply,
+        });
+        loop {
+            let slot = tokio::select! {
+                biased;
+                outcome = &mut answer => return answered(outcome),
+                slot = self.appends.slots.clone().acquire_owned() => {
+                    slot.map_err(|_| StoreError::ShuttingDown)?
+                }
+            };
+            let group = self.appends.take();
+            if group.is_empty() {
+                // Another caller took this turn: its statement answers.
+                drop(slot);
+                return answered(answer.await);
+            }
+            // Apart from this caller, so its timeout does not cut short
+            // the others' writes; the store's tracker owns it.
+            let store = self.clone();
+            self.writes.spawn(async move {
+                store.write_group(group).await;
+                drop(slot);
+            });
+        }
+    }
+
+    /// Writes `group` and sends each turn its outcome.
+    async fn write_group(&self, mut group: Vec<Pending>) {
+        let limit = self.turn_write_timeout;
+        if group.len() == 1 {
+            if let Some(p) = group.pop() {
+                let outcome = self
+                    .run_with_timeout("append_turn", limit, async |c| {
+                        insert_turn_seen(&*c, &self.replica, p.session, p.epoch, p.write, &p.turn)
+                            .await
+                    })
+                    .await;
+                let _ = p.reply.send(outcome);
+            }
+            return;
+        }
+        let outcomes = self
+            .run_with_timeout("append_turns", limit, async |c| {
+                insert_group(&*c, &self.replica, &group).await
+            })
+            .await;
+        match outcomes {
+            Ok(outcomes) => {
+                for (p, outcome) in group.into_iter().zip(outcomes) {
+                    let _ = p.reply.send(outcome);
+                }
+            }
+            Err(e) => {
+                for p in group {
+                    let _ = p.reply.send(Err(shared(&e)));
+                }
+            }
+        }
+    }
+}
+
+fn answered(
+    outcome: Result<Result<Appended, StoreError>, oneshot::error::RecvError>,
+) -> Result<Appended, StoreError> {
+    outcome.unwrap_or_else(|_| {
+        Err(StoreError::Internal(
+            "the append's group statement ended without an outcome".into(),
+        ))
+    })
+}
+
+/// One group statement's failure, told to each of its turns.
+fn shared(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Timeout { op, after } => StoreError::Timeout { op, after: *after },
+        StoreError::OutcomeUnknown { op, after } => {
+            StoreError::OutcomeUnknown { op, after: *after }
+        }
+        StoreError::ShuttingDown => StoreError::ShuttingDown,
+        StoreError::Unavailable(cause) => {
+            StoreError::Unavailable(Box::<dyn std::error::Error + Send + Sync>::from(
+                cause.to_string(),
+            ))
+        }
+        other => StoreError::Internal(format!("group append failed: {other}")),
+    }
+}
+
+/// The group statement: [`crate::turns`]'s append over arrays, one
+/// element per session (distinct), the token upsert included (per row, it
+/// writes only for turns that spent tokens).
+const GROUP_SQL: &str = "WITH v AS ( \
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::text[], \
+         $6::text[], $7::boolean[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], \
+         $13::uuid[], $14::boolean[], $15::jsonb[], $16::bigint[], $17::bigint[], \
+         $18::bigint[]) \
+     AS v(sid, role, content, tc, ci, tn, e, ntc, it, ot, epoch, wid, x, rp, cr, cw, cu)), \
+ bumped AS ( \
+     UPDATE sessions s SET head_seq = s.head_seq + 1, turn_count = s.turn_count + 1, \
+         tool_calls = s.tool_calls + v.ntc, input_tokens = s.input_tokens + v.it, \
+         output_tokens = s.output_tokens + v.ot, \
+         cache_read_input_tokens = s.cache_read_input_tokens + v.cr, \
+         cache_creation_input_tokens = s.cache_creation_input_tokens + v.cw, \
+         cost_nano_usd = s.cost_nano_usd + coalesce(v.cu, 0), \
+         cost_unknown_turns = s.cost_unknown_turns \
+             + CASE WHEN v.role = 'assistant' AND v.cu IS NULL THEN 1 ELSE 0 END \
+     FROM v WHERE s.id = v.sid AND (v.epoch IS NULL OR s.lease_epoch = v.epoch) \
+     RETURNING s.id, s.head_seq, s.tenant, \
+         cardinality(array_remove(s.watch_replicas, $12::text)) > 0 AS watched), \
+ used AS ( \
+     INSERT INTO token_usage (tenant, day, session_id, tokens) \
+     SELECT b.tenant, (now() AT TIME ZONE 'UTC')::date, v.sid, v.it + v.ot \
+     FROM bumped b JOIN v ON v.sid = b.id WHERE v.it + v.ot > 0 \
+     ON CONFLICT (tenant, day, session_id) \
+     DO UPDATE SET tokens = token_usage.tokens + EXCLUDED.tokens), \
+ ins AS ( \
+     INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
+                        tool_name, is_error, input_tokens, output_tokens, write_id, \
+                        escaped, recovery_plan, cache_read_input_tokens, \
+                        cache_creation_input_tokens, cost_nano_usd) \
+     SELECT v.sid, b.head_seq, v.role, v.content, v.tc, v.ci, v.tn, v.e, v.it, v.ot, v.wid, \
+         v.x, v.rp, v.cr, v.cw, v.cu \
+     FROM bumped b JOIN v ON v.sid = b.id \
+     RETURNING session_id, seq, created_at) \
+ SELECT ins.session_id, ins.seq, ins.created_at, b.watched, \
+     CASE WHEN b.watched THEN pg_notify('inquest_events', \
+         CASE WHEN octet_length(p.whole) <= 7900 THEN p.whole ELSE p.brief END) END \
+ FROM ins JOIN bumped b ON b.id = ins.session_id JOIN v ON v.sid = ins.session_id, \
+ LATERAL (SELECT \
+     json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', v.sid, 'q', ins.seq, \
+         'turn', json_build_object('r', v.role, 'c', v.content, 'tc', v.tc, 'ci', v.ci, \
+             'tn', v.tn, 'e', v.e, 'it', v.it, 'ot', v.ot, 'at', ins.created_at, 'x', v.x, \
+             'rp', v.rp, 'cr', v.cr, 'cw', v.cw, 'cu', v.cu))::text AS whole, \
+     json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', v.sid, \
+         'q', ins.seq)::text AS brief) p";
+
+/// Writes `group` (distinct sessions) in one statement; one outcome per
+/// turn, in `group`'s order. Err: the statement's outcome is not known.
+async fn insert_group(
+    client: &impl deadpool_postgres::GenericClient,
+    origin: &ReplicaId,
+    group: &[Pending],
+) -> Result<Vec<Result<Appended, StoreError>>, StoreError> {
+    let staged: Vec<Staged<'_>> = group.iter().map(|p| Staged::new(&p.turn)).collect();
+    let fields: Vec<_> = staged.iter().map(Staged::fields).collect();
+    let sessions: Vec<Uuid> = group.iter().map(|p| *p.session.as_uuid()).collect();
+    let roles: Vec<&str> = group.iter().map(|p| p.turn.role().as_str()).collect();
+    let contents: Vec<&str> = fields.iter().map(|f| &*f.content).collect();
+    let calls: Vec<&serde_json::Value> = fields.iter().map(|f| &*f.tool_calls).collect();
+    let call_ids: Vec<Option<&str>> = fields.iter().map(|f| f.call_id.as_deref()).collect();
+    let tool_names: Vec<Option<&str>> = fields.iter().map(|f| f.tool_name.as_deref()).collect();
+    let errors: Vec<bool> = staged.iter().map(|s| s.is_error).collect();
+    let call_counts: Vec<i64> = group
+        .iter()
+        .map(|p| to_i64(p.turn.tool_call_count() as u64))
+        .collect();
+    let inputs: Vec<i64> = staged
+        .iter()
+        .map(|s| to_i64(s.usage.input_tokens))
+        .collect();
+    let outputs: Vec<i64> = staged
+        .iter()
+        .map(|s| to_i64(s.usage.output_tokens))
+        .collect();
+    let epochs: Vec<Option<i64>> = group.iter().map(|p| p.epoch).collect();
+    let writes: Vec<Option<Uuid>> = group
+        .iter()
+        .map(|p| p.write.as_ref().map(|w| *w.as_uuid()))
+        .collect();
+    let escaped: Vec<bool> = staged.iter().map(|s| s.escaped).collect();
+    let plans: Vec<Option<&serde_json::Value>> =
+        fields.iter().map(|f| f.recovery_plan.as_deref()).collect();
+    let cache_reads: Vec<i64> = staged
+        .iter()
+        .map(|s| to_i64(s.usage.cache_read_input_tokens))
+        .collect();
+    let cache_writes: Vec<i64> = staged
+        .iter()
+        .map(|s| to_i64(s.usage.cache_creation_input_tokens))
+        .collect();
+    let costs: Vec<Option<i64>> = staged
+        .iter()
+        .map(|s| s.usage.cost.map(|c| to_i64(c.nanos())))
+        .collect();
+    let stmt = client.prepare_cached(GROUP_SQL).await?;
+    let rows = client
+        .query(
+            &stmt,
+            &[
+                &sessions,
+                &roles,
+                &contents,
+                &calls,
+                &call_ids,
+                &tool_names,
+                &errors,
+                &call_counts,
+                &inputs,
+                &outputs,
+                &epochs,
+                &origin.as_str(),
+                &writes,
+                &escaped,
+                &plans,
+                &cache_reads,
+                &cache_writes,
+                &costs,
+            ],
+        )
+        .await;
+    drop(fields);
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => {
+            return match StoreError::from(e) {
+                // Refused: nothing committed. Each turn alone gets its own
+                // outcome (one repeated write id, one constraint).
+                StoreError::Database(_) => {
+                    let mut outcomes = Vec::with_capacity(group.len());
+                    for p in group {
+                        outcomes.push(
+                            insert_turn_seen(client, origin, p.session, p.epoch, p.write, &p.turn)
+                                .await,
+                        );
+                    }
+                    Ok(outcomes)
+                }
+                other => Err(other),
+            };
+        }
+    };
+    let mut committed = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let session: Uuid = crate::rows::get(row, 0)?;
+        let seq = crate::rows::seq(crate::rows::get(row, 1)?)?;
+        let created_at: time::OffsetDateTime = crate::rows::get(row, 2)?;
+        let watched: bool = crate::rows::get(row, 3)?;
+        committed.insert(session, (seq, created_at, watched));
+    }
+    let mut outcomes = Vec::with_capacity(group.len());
+    for (p, staged) in group.iter().zip(staged) {
+        outcomes.push(match committed.remove(p.session.as_uuid()) {
+            Some((seq, created_at, watched_elsewhere)) => Ok(Appended {
+                turn: staged.committed(p.session, seq, created_at),
+                watched_elsewhere,
+            }),
+            // Fenced off, or no such session: the single append's answer.
+            None => Err(no_row(client, p.session, p.epoch).await),
+        });
+    }
+    Ok(outcomes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(session: SessionId) -> (Pending, oneshot::Receiver<Result<Appended, StoreError>>) {
+        let (reply, answer) = oneshot::channel();
+        (
+            Pending {
+                session,
+                epoch: None,
+                write: None,
+                turn: NewTurn::notice("n"),
+                reply,
+            },
+            answer,
+        )
+    }
+
+    fn session(n: u128) -> SessionId {
+        SessionId::from_uuid(Uuid::from_u128(n))
+    }
+
+    #[test]
+    fn a_group_takes_one_turn_per_session_in_id_order_and_skips_callers_gone() {
+        let queue = AppendQueue::new(1);
+        let mut answers = Vec::new();
+        for n in [3, 1, 3, 2, 4] {
+            let (p, answer) = pending(session(n));
+            queue.push(p);
+            answers.push(answer);
+        }
+        // The caller of session 4's turn gave up before any group took it.
+        drop(answers.pop());
+        let group: Vec<u128> = queue
+            .take()
+            .iter()
+            .map(|p| p.session.as_uuid().as_u128())
+            .collect();
+        assert_eq!(group, [1, 2, 3]);
+        // The second turn of session 3 waits for the next group; the
+        // abandoned one is gone.
+        let next: Vec<u128> = queue
+            .take()
+            .iter()
+            .map(|p| p.session.as_uuid().as_u128())
+            .collect();
+        assert_eq!(next, [3]);
+        assert!(queue.take().is_empty());
+    }
+
+    #[test]
+    fn a_group_is_bounded() {
+        let queue = AppendQueue::new(1);
+        let mut answers = Vec::new();
+        for n in 0..(MAX_GROUP as u128 + 5) {
+            let (p, answer) = pending(session(n));
+            queue.push(p);
+            answers.push(answer);
+        }
+        assert_eq!(queue.take().len(), MAX_GROUP);
+        assert_eq!(queue.take().len(), 5);
+    }
+}
