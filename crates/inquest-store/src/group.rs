@@ -43,7 +43,7 @@ use crate::{
 pub const MAX_GROUP: usize = 32;
 
 /// Default for [`crate::StoreConfig::append_statements`].
-pub const DEFAULT_APPEND_STATEMENTS: usize = 2;
+pub const DEFAULT_APPEND_STATEMENTS: usize = 1;
 
 /// The appends of one lane waiting for a statement, and the slots.
 pub(crate) struct AppendQueue {
