@@ -4,7 +4,9 @@
 Counts, with `valgrind --tool=callgrind`, the instructions a PostgreSQL
 backend spends executing the store's append statement (as
 `crates/inquest-store/src/turns.rs` builds it, read from the checkout given)
-and `inquest-bench append`'s bare INSERT ceiling, on a schema made by the
+and `inquest-bench append`'s bare INSERT ceiling (and, where the checkout has
+`crates/inquest-store/src/group.rs`, its group-commit statement writing one
+turn to each of 8 sessions, printed per turn), on a schema made by the
 checkout's own `migrations/`. Instruction counts do not depend on what else
 the machine is doing, so two checkouts can be compared exactly where the
 benchmarks' rates move by ±10% between runs.
@@ -84,6 +86,21 @@ def append_statements(repo):
     return {"append, tokens spent": sql, "append, no tokens": sql}
 
 
+def group_statement(repo):
+    """The group-commit statement of the checkout's group.rs, if it has one."""
+    path = os.path.join(repo, "crates/inquest-store/src/group.rs")
+    if not os.path.exists(path):
+        return None
+    src = open(path).read()
+    m = re.search(r'const GROUP_SQL: &str = ("(?:[^"\\]|\\.)*");', src, re.S)
+    (sql,) = rust_literals(m.group(1))
+    return sql
+
+
+GROUP = 8
+GROUP_SESSIONS = [f"00000000-0000-0000-0000-0000000001{i:02d}" for i in range(GROUP)]
+
+
 def as_postgres(cmd, **kw):
     if os.geteuid() == 0:
         cmd = ["runuser", "-u", "postgres", "--"] + cmd
@@ -139,6 +156,11 @@ def main():
             "('00000000-0000-0000-0000-000000000001', 't', 'default');\n"
             f"INSERT INTO sessions (id, incident_id, status, tenant) VALUES ('{SESSION}', "
             "'00000000-0000-0000-0000-000000000001', 'running', 'default');\n"
+            + "".join(
+                f"INSERT INTO sessions (id, incident_id, status, tenant) VALUES ('{g}', "
+                "'00000000-0000-0000-0000-000000000001', 'running', 'default');\n"
+                for g in GROUP_SESSIONS
+            )
         )
         # The setup runs over a normal connection (multi-statement files).
         port = "25499"
@@ -157,12 +179,14 @@ def main():
             as_postgres([os.path.join(bin_dir, "pg_ctl"), "-D", data, "-w", "stop"],
                         check=True, capture_output=True)
 
+        # name: (prepare, execute(i), turns per execution)
         statements = {
             "bare INSERT (ceiling)": (
                 "PREPARE s(uuid,bigint,text) AS INSERT INTO bench_ceiling "
                 "(session_id, seq, role, content, tool_calls) "
                 "VALUES ($1, $2, 'assistant', $3, '[]')",
                 lambda i: f"EXECUTE s('{CEILING_SESSION}', {i + 1}, {PAYLOAD})",
+                1,
             )
         }
         for name, sql in append_statements(repo).items():
@@ -171,10 +195,27 @@ def main():
                 f"PREPARE s({APPEND_TYPES}) AS {sql}",
                 lambda i, t=tokens: f"EXECUTE s('{SESSION}','assistant',{PAYLOAD},'[]',NULL,"
                 f"NULL,false,0,{t},NULL,'r1',NULL,false,NULL,0,0,NULL)",
+                1,
             )
+        group = group_statement(repo)
+        if group:
+            def arr(v, t):
+                return f"ARRAY[{','.join([v] * GROUP)}]::{t}[]"
+            ids = ",".join(f"'{g}'" for g in GROUP_SESSIONS)
+            ASSISTANT, EMPTY = "'assistant'", "'[]'"
+            execute = (
+                f"EXECUTE s(ARRAY[{ids}]::uuid[],{arr(ASSISTANT, 'text')},"
+                f"{arr(PAYLOAD, 'text')},{arr(EMPTY, 'jsonb')},{arr('NULL', 'text')},"
+                f"{arr('NULL', 'text')},{arr('false', 'boolean')},{arr('0', 'bigint')},"
+                f"{arr('0', 'bigint')},{arr('0', 'bigint')},{arr('NULL', 'bigint')},'r1',"
+                f"{arr('NULL', 'uuid')},{arr('false', 'boolean')},{arr('NULL', 'jsonb')},"
+                f"{arr('0', 'bigint')},{arr('0', 'bigint')},{arr('NULL', 'bigint')})"
+            )
+            statements[f"group of {GROUP}, per turn"] = (
+                f"PREPARE s AS {group}", lambda i, e=execute: e, GROUP)
         print(f"repo {repo}: PostgreSQL instructions per statement "
               f"(inner PortalRun, {args.n} executions, callgrind)")
-        for name, (prepare, execute) in statements.items():
+        for name, (prepare, execute, turns) in statements.items():
             copy = os.path.join(work, "copy")
             shutil.copytree(data, copy, symlinks=True)
             if os.geteuid() == 0:
@@ -182,7 +223,7 @@ def main():
             out = os.path.join(work, "callgrind.out")
             lines = [prepare] + [execute(i) for i in range(args.n)]
             single_user(bin_dir, copy, "\n".join(lines) + "\n", out)
-            per = inner_portal_run(out) / args.n
+            per = inner_portal_run(out) / args.n / turns
             print(f"  {name:24} {per / 1000:8.1f} k")
             shutil.rmtree(copy)
             os.remove(out)
