@@ -101,6 +101,65 @@ async fn a_cancelled_caller_does_not_cancel_its_turn_write() {
 }
 
 #[tokio::test]
+async fn a_caller_dropped_at_any_point_of_its_write_still_gets_the_turn_written_once() {
+    let app = spawn_app().await;
+    let id = session(&app).await;
+    // The write runs in its caller's task until the caller goes away, then
+    // in a task of its own: drop it after 0, 1, 2, ... scheduler turns, so
+    // the hand-off happens before the connection is taken, with the
+    // statement in flight, and (for the late ones) never.
+    const WRITES: usize = 40;
+    let mut finished = 0;
+    for k in 0..WRITES {
+        let append = app
+            .store
+            .append_turn(id, assistant(&format!("dropped after {k}")));
+        let give_up = async {
+            for _ in 0..k {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::select! {
+            biased;
+            written = append => {
+                written.unwrap();
+                finished += 1;
+            }
+            () = give_up => {}
+        }
+    }
+    // Every write lands exactly once, with gapless seqs (the handed-off
+    // ones may commit after later writes, so not in the order issued).
+    // Poll, bounded, until all are there.
+    for _ in 0..1000 {
+        let page = app
+            .store
+            .list_turns(id, AfterSeq::START, 100)
+            .await
+            .unwrap();
+        if page.turns.len() > WRITES {
+            let seqs: Vec<u64> = page.turns.iter().map(|t| t.seq.get()).collect();
+            assert_eq!(seqs, (1..=WRITES as u64 + 1).collect::<Vec<_>>());
+            let mut contents: Vec<String> =
+                page.turns[1..].iter().map(|t| t.content.clone()).collect();
+            contents.sort();
+            let mut expected: Vec<String> =
+                (0..WRITES).map(|k| format!("dropped after {k}")).collect();
+            expected.sort();
+            assert_eq!(contents, expected);
+            let row = app.store.get_session(id).await.unwrap();
+            assert_eq!(row.turn_count as usize, WRITES + 1);
+            // At least the first one was dropped before it could finish.
+            assert!(finished < WRITES, "no caller was dropped mid-write");
+            app.stop().await.unwrap();
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("a dropped caller's turn was never written");
+}
+
+#[tokio::test]
 async fn list_turns_pages_by_after_seq() {
     let app = spawn_app().await;
     let id = session(&app).await;

@@ -119,11 +119,13 @@ impl Store {
     ) -> Result<Appended, StoreError> {
         // Nothing waits and a slot is free: write it alone, here, with no
         // hand-off to another task (what a quiet replica does every time).
+        // No timer of its own: the caller ([`Store::append`]) bounds this
+        // whole call by the same `turn_write_timeout`.
         if let Ok(slot) = self.appends.slots.clone().try_acquire_owned()
             && self.appends.is_idle()
         {
             let outcome = self
-                .run_with_timeout("append_turn", self.turn_write_timeout, async |c| {
+                .run_measured("append_turn", None, async |c| {
                     insert_turn_seen(&*c, &self.replica, session, epoch, write, &turn).await
                 })
                 .await;

@@ -357,18 +357,36 @@ impl Store {
     where
         F: AsyncFnOnce(&mut deadpool_postgres::Client) -> Result<T, StoreError>,
     {
+        self.run_measured(op, Some(limit), f).await
+    }
+
+    /// [`Store::run_with_timeout`], or with no timer of its own when
+    /// `limit` is `None`: for a caller already bounded by one (a timer
+    /// costs a registration in the runtime's timer wheel and a wake-up).
+    async fn run_measured<T, F>(
+        &self,
+        op: &'static str,
+        limit: Option<Duration>,
+        f: F,
+    ) -> Result<T, StoreError>
+    where
+        F: AsyncFnOnce(&mut deadpool_postgres::Client) -> Result<T, StoreError>,
+    {
         let span = tracing::debug_span!("store", op, elapsed_ms = tracing::field::Empty);
         let started = std::time::Instant::now();
         let work = async {
             let mut client = self.pool.get().await.map_err(StoreError::from_pool)?;
             f(&mut client).await
         };
-        let result = match tokio::time::timeout(limit, work)
-            .instrument(span.clone())
-            .await
-        {
-            Ok(result) => result,
-            Err(_) => Err(StoreError::Timeout { op, after: limit }),
+        let result = match limit {
+            Some(limit) => match tokio::time::timeout(limit, work)
+                .instrument(span.clone())
+                .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(StoreError::Timeout { op, after: limit }),
+            },
+            None => work.instrument(span.clone()).await,
         };
         span.record("elapsed_ms", started.elapsed().as_millis() as u64);
         let outcome = match &result {
@@ -382,8 +400,14 @@ impl Store {
         result
     }
 
-    /// Spawns `work` so that it completes even if the caller's future is
+    /// Runs `work` so that it completes even if the caller's future is
     /// dropped (a cancelled request, a cancelled burst), and waits for it.
+    ///
+    /// The work is polled in the caller's task, with no hand-off to another
+    /// task and no thread woken for it; only a caller that goes away before
+    /// it is done hands what is left to a task of the store's tracker
+    /// ([`Detached`]'s `Drop`). Either way the tracker counts it until it
+    /// ends, so shutdown waits for it.
     fn detached<T, Fut>(
         &self,
         work: Fut,
@@ -392,24 +416,74 @@ impl Store {
         T: Send + 'static,
         Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
     {
-        let handle = if self.writes.is_closed() {
+        let work = if self.writes.is_closed() {
             None
         } else {
-            Some(self.writes.spawn(work))
+            Some(Box::pin(self.writes.track_future(work)) as Write<T>)
         };
+        let detached = Detached { work };
         async move {
-            let result = match handle {
-                None => Err(StoreError::ShuttingDown),
-                Some(handle) => handle
-                    .await
-                    .map_err(|e| StoreError::Internal(e.to_string()))?,
-            };
             // Every detached operation is a write: one that timed out was
             // sent and may still have committed.
-            result.map_err(|e| match e {
+            detached.await.map_err(|e| match e {
                 StoreError::Timeout { op, after } => StoreError::OutcomeUnknown { op, after },
                 other => other,
             })
+        }
+    }
+}
+
+/// A write polled by its caller that finishes on its own if the caller
+/// drops it first (see [`Store::detached`]). `None`: refused at shutdown,
+/// or done.
+struct Detached<T: Send + 'static> {
+    work: Option<Write<T>>,
+}
+
+/// A store write, boxed so that it can move to a task of its own halfway.
+type Write<T> = std::pin::Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
+
+impl<T: Send + 'static> Future for Detached<T> {
+    type Output = Result<T, StoreError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let Some(work) = self.work.as_mut() else {
+            return std::task::Poll::Ready(Err(StoreError::ShuttingDown));
+        };
+        // A panic inside the write is this call's error, as it was when
+        // the write ran in a task of its own; the caller's task goes on.
+        let polled =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.as_mut().poll(cx)));
+        match polled {
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Ok(std::task::Poll::Ready(result)) => {
+                self.work = None;
+                std::task::Poll::Ready(result)
+            }
+            Err(_) => {
+                self.work = None;
+                std::task::Poll::Ready(Err(StoreError::Internal("a store write panicked".into())))
+            }
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Detached<T> {
+    fn drop(&mut self) {
+        let Some(work) = self.work.take() else {
+            return;
+        };
+        // The caller went away mid-write: what was sent may commit, so the
+        // write runs to its end (its own timeout bounds it) in a task the
+        // tracker still counts. Outside a runtime (it is shutting down)
+        // there is nowhere to run it; it is dropped as its task would be.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = work.await;
+            });
         }
     }
 }
