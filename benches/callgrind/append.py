@@ -6,7 +6,8 @@ backend spends executing the store's append statement (as
 `crates/inquest-store/src/turns.rs` builds it, read from the checkout given)
 and `inquest-bench append`'s bare INSERT ceiling (and, where the checkout has
 `crates/inquest-store/src/group.rs`, its group-commit statement writing one
-turn to each of 8 sessions, printed per turn), on a schema made by the
+turn to each of 1 and of 8 sessions, or the sizes `--groups` names, printed
+per turn, with and without tokens spent), on a schema made by the
 checkout's own `migrations/`. Instruction counts do not depend on what else
 the machine is doing, so two checkouts can be compared exactly where the
 benchmarks' rates move by ±10% between runs.
@@ -22,7 +23,11 @@ every statement and left out.
 
 Usage (as root it runs PostgreSQL as the `postgres` user):
 
-    python3 benches/callgrind/append.py [--repo PATH] [--n 1000]
+    python3 benches/callgrind/append.py [--repo PATH] [--n 1000] [--groups 1,8]
+        [--watched]
+
+`--watched` registers a watcher of another replica on every session first,
+so each append also builds and sends its notification.
 
 Needs valgrind and PostgreSQL's server binaries (`pg_config --bindir`, or
 /usr/lib/postgresql/15/bin).
@@ -132,7 +137,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repo", default=os.path.join(os.path.dirname(__file__), "..", ".."))
     ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--watched", action="store_true",
+                    help="every session watched from another replica: the appends notify")
+    ap.add_argument("--groups", default="1,8",
+                    help="group-statement sizes to count (1 to 8, comma-separated)")
     args = ap.parse_args()
+    args.groups = [int(g) for g in args.groups.split(",")]
+    if any(not 1 <= g <= GROUP for g in args.groups):
+        sys.exit(f"--groups: sizes from 1 to {GROUP}")
     repo = os.path.abspath(args.repo)
     bin_dir = bindir()
     work = tempfile.mkdtemp(prefix="inquest-callgrind-")
@@ -161,6 +173,8 @@ def main():
                 "'00000000-0000-0000-0000-000000000001', 'running', 'default');\n"
                 for g in GROUP_SESSIONS
             )
+            # The statements' origin is 'r1': 'r2' is another replica.
+            + ("UPDATE sessions SET watch_replicas = ARRAY['r2'];\n" if args.watched else "")
         )
         # The setup runs over a normal connection (multi-statement files).
         port = "25499"
@@ -198,23 +212,27 @@ def main():
                 1,
             )
         group = group_statement(repo)
-        if group:
-            def arr(v, t):
-                return f"ARRAY[{','.join([v] * GROUP)}]::{t}[]"
-            ids = ",".join(f"'{g}'" for g in GROUP_SESSIONS)
+        for size, (it, ot) in [(n, t) for n in args.groups for t in ((0, 0), (100, 50))]:
+            if not group:
+                break
+            def arr(v, t, size=size):
+                return f"ARRAY[{','.join([v] * size)}]::{t}[]"
+            ids = ",".join(f"'{g}'" for g in GROUP_SESSIONS[:size])
             ASSISTANT, EMPTY = "'assistant'", "'[]'"
             execute = (
                 f"EXECUTE s(ARRAY[{ids}]::uuid[],{arr(ASSISTANT, 'text')},"
                 f"{arr(PAYLOAD, 'text')},{arr(EMPTY, 'jsonb')},{arr('NULL', 'text')},"
                 f"{arr('NULL', 'text')},{arr('false', 'boolean')},{arr('0', 'bigint')},"
-                f"{arr('0', 'bigint')},{arr('0', 'bigint')},{arr('NULL', 'bigint')},'r1',"
+                f"{arr(str(it), 'bigint')},{arr(str(ot), 'bigint')},{arr('NULL', 'bigint')},'r1',"
                 f"{arr('NULL', 'uuid')},{arr('false', 'boolean')},{arr('NULL', 'jsonb')},"
                 f"{arr('0', 'bigint')},{arr('0', 'bigint')},{arr('NULL', 'bigint')})"
             )
-            statements[f"group of {GROUP}, per turn"] = (
-                f"PREPARE s AS {group}", lambda i, e=execute: e, GROUP)
+            spent = "tokens spent" if it + ot else "no tokens"
+            statements[f"group of {size}, {spent}, per turn"] = (
+                f"PREPARE s AS {group}", lambda i, e=execute: e, size)
         print(f"repo {repo}: PostgreSQL instructions per statement "
-              f"(inner PortalRun, {args.n} executions, callgrind)")
+              f"(inner PortalRun, {args.n} executions, callgrind"
+              f"{', sessions watched elsewhere' if args.watched else ''})")
         for name, (prepare, execute, turns) in statements.items():
             copy = os.path.join(work, "copy")
             shutil.copytree(data, copy, symlinks=True)
@@ -224,7 +242,7 @@ def main():
             lines = [prepare] + [execute(i) for i in range(args.n)]
             single_user(bin_dir, copy, "\n".join(lines) + "\n", out)
             per = inner_portal_run(out) / args.n / turns
-            print(f"  {name:24} {per / 1000:8.1f} k")
+            print(f"  {name:40} {per / 1000:8.1f} k")
             shutil.rmtree(copy)
             os.remove(out)
     finally:

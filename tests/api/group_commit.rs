@@ -517,3 +517,72 @@ async fn a_group_announces_each_watched_turn_and_only_those() {
     let _ = listener.await;
     app.stop().await.unwrap();
 }
+
+/// The single-turn statement (what a quiet lane writes) announces as the
+/// group does: a watched turn whole when it fits, by seq when it does not,
+/// an unwatched one not at all.
+#[tokio::test]
+async fn a_single_append_announces_a_watched_turn_whole_or_by_seq() {
+    use inquest_store::{
+        listen::{ListenEvent, ListenerConfig, run_listener},
+        notify::{CHANNEL, Notification},
+    };
+    let app = spawn_app().await;
+    let store = grouping_store(&app.db_url, Duration::from_secs(30));
+    let mut other = StoreConfig::new(&app.db_url);
+    other.replica_id = ReplicaId::parse("replica-other").unwrap();
+    let other = Store::connect(&other).unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let listener = tokio::spawn(run_listener(
+        ListenerConfig::new(app.db_url.clone(), CHANNEL),
+        stop.clone(),
+        move |e| {
+            let _ = tx.send(e);
+        },
+    ));
+    assert_eq!(rx.recv().await, Some(ListenEvent::Listening));
+
+    let watched = pending_session(&store).await;
+    let unwatched = pending_session(&store).await;
+    other.register_watcher(watched).await.unwrap();
+    // One at a time: each finds the lane idle and is written alone.
+    let small = store
+        .append_turn(watched, NewTurn::notice("seen \u{0} elsewhere"))
+        .await
+        .unwrap();
+    store
+        .append_turn(unwatched, NewTurn::notice("seen nowhere"))
+        .await
+        .unwrap();
+    store
+        .append_turn(watched, NewTurn::notice("x".repeat(10_000)))
+        .await
+        .unwrap();
+    crate::leases::marker(&app.db_url, "singles-done").await;
+    let seen = crate::leases::until_marker(&mut rx, "singles-done").await;
+    let turns: Vec<_> = seen
+        .into_iter()
+        .filter_map(|n| match n {
+            Notification::Turn {
+                origin,
+                session,
+                seq,
+                turn,
+            } => Some((origin, session, seq.get(), turn)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    let (origin, session, seq, turn) = &turns[0];
+    assert_eq!((origin.as_str(), *session, *seq), ("replica-g", watched, 2));
+    let turn = turn.as_ref().expect("small enough to travel whole");
+    assert_eq!(turn.content, "seen \u{0} elsewhere");
+    assert_eq!(turn.created_at, small.created_at);
+    let (origin, session, seq, turn) = &turns[1];
+    assert_eq!((origin.as_str(), *session, *seq), ("replica-g", watched, 3));
+    assert!(turn.is_none(), "too large: announced by seq");
+    stop.cancel();
+    let _ = listener.await;
+    app.stop().await.unwrap();
+}

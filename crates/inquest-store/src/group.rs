@@ -228,7 +228,8 @@ fn shared(e: &StoreError) -> StoreError {
 
 /// The group statement: [`crate::turns`]'s append over arrays, one
 /// element per session (distinct), the token upsert included (per row, it
-/// writes only for turns that spent tokens).
+/// writes only for turns that spent tokens), the notification built as the
+/// single append builds it (once, and only for a watched turn).
 const GROUP_SQL: &str = "WITH v AS ( \
      SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::text[], \
          $6::text[], $7::boolean[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], \
@@ -263,16 +264,16 @@ const GROUP_SQL: &str = "WITH v AS ( \
      FROM bumped b JOIN v ON v.sid = b.id \
      RETURNING session_id, seq, created_at) \
  SELECT ins.session_id, ins.seq, ins.created_at, b.watched, \
-     CASE WHEN b.watched THEN pg_notify('inquest_events', \
-         CASE WHEN octet_length(p.whole) <= 7900 THEN p.whole ELSE p.brief END) END \
- FROM ins JOIN bumped b ON b.id = ins.session_id JOIN v ON v.sid = ins.session_id, \
- LATERAL (SELECT \
-     json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', v.sid, 'q', ins.seq, \
+     CASE WHEN b.watched THEN (SELECT pg_notify('inquest_events', \
+         CASE WHEN octet_length(p.whole) <= 7900 THEN p.whole \
+         ELSE json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', v.sid, \
+             'q', ins.seq)::text END) \
+     FROM (SELECT json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', v.sid, \
+         'q', ins.seq, \
          'turn', json_build_object('r', v.role, 'c', v.content, 'tc', v.tc, 'ci', v.ci, \
              'tn', v.tn, 'e', v.e, 'it', v.it, 'ot', v.ot, 'at', ins.created_at, 'x', v.x, \
-             'rp', v.rp, 'cr', v.cr, 'cw', v.cw, 'cu', v.cu))::text AS whole, \
-     json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', v.sid, \
-         'q', ins.seq)::text AS brief) p";
+             'rp', v.rp, 'cr', v.cr, 'cw', v.cw, 'cu', v.cu))::text AS whole OFFSET 0) p) END \
+ FROM ins JOIN bumped b ON b.id = ins.session_id JOIN v ON v.sid = ins.session_id";
 
 /// Writes `group` (distinct sessions) in one statement; one outcome per
 /// turn, in `group`'s order. Err: the statement's outcome is not known.
