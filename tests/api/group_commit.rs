@@ -409,25 +409,11 @@ async fn a_repeated_write_in_a_group_returns_its_first_commit_and_the_rest_land(
 
 #[tokio::test]
 async fn a_group_announces_each_watched_turn_and_only_those() {
-    use inquest_store::{
-        listen::{ListenEvent, ListenerConfig, run_listener},
-        notify::{CHANNEL, Notification},
-    };
+    use inquest_store::notify::Notification;
     let app = spawn_app().await;
     let store = grouping_store(&app.db_url, Duration::from_secs(30));
-    let mut other = StoreConfig::new(&app.db_url);
-    other.replica_id = ReplicaId::parse("replica-other").unwrap();
-    let other = Store::connect(&other).unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let listener = tokio::spawn(run_listener(
-        ListenerConfig::new(app.db_url.clone(), CHANNEL),
-        stop.clone(),
-        move |e| {
-            let _ = tx.send(e);
-        },
-    ));
-    assert_eq!(rx.recv().await, Some(ListenEvent::Listening));
+    let other = crate::leases::store_as(&app.db_url, "replica-other");
+    let mut listening = crate::leases::Listening::start(&app.db_url).await;
 
     let blocker = pending_session(&store).await;
     let mut leases = Vec::new();
@@ -486,7 +472,7 @@ async fn a_group_announces_each_watched_turn_and_only_those() {
         "one statement wrote the group"
     );
     crate::leases::marker(&app.db_url, "group-done").await;
-    let seen = crate::leases::until_marker(&mut rx, "group-done").await;
+    let seen = crate::leases::until_marker(&mut listening.rx, "group-done").await;
     let turns: Vec<_> = seen
         .into_iter()
         .filter(|n| matches!(n, Notification::Turn { .. }))
@@ -513,8 +499,7 @@ async fn a_group_announces_each_watched_turn_and_only_those() {
             assert!(turn.is_none(), "too large: announced by seq");
         }
     }
-    stop.cancel();
-    let _ = listener.await;
+    listening.stop().await;
     app.stop().await.unwrap();
 }
 
@@ -523,25 +508,11 @@ async fn a_group_announces_each_watched_turn_and_only_those() {
 /// an unwatched one not at all.
 #[tokio::test]
 async fn a_single_append_announces_a_watched_turn_whole_or_by_seq() {
-    use inquest_store::{
-        listen::{ListenEvent, ListenerConfig, run_listener},
-        notify::{CHANNEL, Notification},
-    };
+    use inquest_store::notify::Notification;
     let app = spawn_app().await;
     let store = grouping_store(&app.db_url, Duration::from_secs(30));
-    let mut other = StoreConfig::new(&app.db_url);
-    other.replica_id = ReplicaId::parse("replica-other").unwrap();
-    let other = Store::connect(&other).unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let listener = tokio::spawn(run_listener(
-        ListenerConfig::new(app.db_url.clone(), CHANNEL),
-        stop.clone(),
-        move |e| {
-            let _ = tx.send(e);
-        },
-    ));
-    assert_eq!(rx.recv().await, Some(ListenEvent::Listening));
+    let other = crate::leases::store_as(&app.db_url, "replica-other");
+    let mut listening = crate::leases::Listening::start(&app.db_url).await;
 
     let watched = pending_session(&store).await;
     let unwatched = pending_session(&store).await;
@@ -560,7 +531,7 @@ async fn a_single_append_announces_a_watched_turn_whole_or_by_seq() {
         .await
         .unwrap();
     crate::leases::marker(&app.db_url, "singles-done").await;
-    let seen = crate::leases::until_marker(&mut rx, "singles-done").await;
+    let seen = crate::leases::until_marker(&mut listening.rx, "singles-done").await;
     let turns: Vec<_> = seen
         .into_iter()
         .filter_map(|n| match n {
@@ -582,7 +553,6 @@ async fn a_single_append_announces_a_watched_turn_whole_or_by_seq() {
     let (origin, session, seq, turn) = &turns[1];
     assert_eq!((origin.as_str(), *session, *seq), ("replica-g", watched, 3));
     assert!(turn.is_none(), "too large: announced by seq");
-    stop.cancel();
-    let _ = listener.await;
+    listening.stop().await;
     app.stop().await.unwrap();
 }

@@ -21,7 +21,7 @@ use inquest_core::{
 use inquest_proto::v1::{self as pb, watch_event::Event};
 use inquest_store::{
     NewReport, ReplicaId, SendOutcome, Store, StoreConfig, WriteId,
-    listen::{ListenEvent, ListenerConfig, run_listener},
+    listen::ListenEvent,
     notify::{CHANNEL, Notification},
 };
 use inquest_tests::{
@@ -30,7 +30,6 @@ use inquest_tests::{
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use crate::agent_support::{Gate, assert_ended, finished, provider_at, send, turns};
 
@@ -382,16 +381,7 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
     let app = spawn_app().await;
     let a = store_as(&app.db_url, "replica-a");
     let b = store_as(&app.db_url, "replica-b");
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let stop = CancellationToken::new();
-    let listener = tokio::spawn(run_listener(
-        ListenerConfig::new(app.db_url.clone(), CHANNEL),
-        stop.clone(),
-        move |e| {
-            let _ = tx.send(e);
-        },
-    ));
-    assert_eq!(rx.recv().await, Some(ListenEvent::Listening));
+    let mut listening = crate::leases::Listening::start(&app.db_url).await;
     let limits = Limits::default();
     let incident = a
         .create_incident(
@@ -504,7 +494,7 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
         .await
         .unwrap()
         .turn;
-    let seen = until_marker(&app.db_url, &mut rx, "m1").await;
+    let seen = until_marker(&app.db_url, &mut listening.rx, "m1").await;
     let inline: Vec<_> = seen
         .iter()
         .filter_map(|n| match n {
@@ -589,7 +579,6 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
     assert_eq!(replayed, sent);
     assert_eq!(b.all_turns(session).await.unwrap().last(), Some(&*sent));
 
-    stop.cancel();
-    listener.await.unwrap();
+    listening.stop().await;
     app.stop().await.unwrap();
 }

@@ -16,7 +16,7 @@ use inquest_tests::spawn_app;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-fn store_as(url: &str, replica: &str) -> Store {
+pub(crate) fn store_as(url: &str, replica: &str) -> Store {
     let mut config = StoreConfig::new(url);
     config.max_connections = 2;
     config.replica_id = ReplicaId::parse(replica).unwrap();
@@ -132,6 +132,35 @@ async fn a_replaced_worker_cannot_append_report_or_close() {
     app.stop().await.unwrap();
 }
 
+/// A LISTEN on the announcements' channel, as another replica runs one,
+/// started and heard `Listening` before it is returned.
+pub(crate) struct Listening {
+    pub(crate) rx: mpsc::UnboundedReceiver<ListenEvent>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Listening {
+    pub(crate) async fn start(url: &str) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(run_listener(
+            ListenerConfig::new(url.to_owned(), CHANNEL),
+            stop.clone(),
+            move |e| {
+                let _ = tx.send(e);
+            },
+        ));
+        assert_eq!(rx.recv().await, Some(ListenEvent::Listening));
+        Self { rx, stop, task }
+    }
+
+    pub(crate) async fn stop(self) {
+        self.stop.cancel();
+        self.task.await.unwrap();
+    }
+}
+
 /// Collects notifications until `marker` (sent after the writes under test:
 /// NOTIFY is delivered in commit order, so everything before it arrived).
 pub(crate) async fn until_marker(
@@ -167,16 +196,7 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
     let app = spawn_app().await;
     let a = store_as(&app.db_url, "replica-a");
     let b = store_as(&app.db_url, "replica-b");
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let stop = CancellationToken::new();
-    let listener = tokio::spawn(run_listener(
-        ListenerConfig::new(app.db_url.clone(), CHANNEL),
-        stop.clone(),
-        move |e| {
-            let _ = tx.send(e);
-        },
-    ));
-    assert_eq!(rx.recv().await, Some(ListenEvent::Listening));
+    let mut listening = Listening::start(&app.db_url).await;
 
     let session = pending_session(&a).await;
     let lease = a.claim_pending(session).await.unwrap().unwrap();
@@ -194,7 +214,7 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
         .unwrap();
     assert!(!appended.watched_elsewhere, "the writer's own registration");
     marker(&app.db_url, "m1").await;
-    let seen = until_marker(&mut rx, "m1").await;
+    let seen = until_marker(&mut listening.rx, "m1").await;
     assert!(
         !seen.iter().any(|n| matches!(n, Notification::Turn { .. })),
         "{seen:?}"
@@ -211,7 +231,7 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
     assert!(appended.watched_elsewhere);
     let turn = appended.turn;
     marker(&app.db_url, "m2").await;
-    let seen = until_marker(&mut rx, "m2").await;
+    let seen = until_marker(&mut listening.rx, "m2").await;
     match seen.as_slice() {
         [
             Notification::Turn {
@@ -237,7 +257,7 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
         .unwrap()
         .turn;
     marker(&app.db_url, "m2b").await;
-    let seen = until_marker(&mut rx, "m2b").await;
+    let seen = until_marker(&mut listening.rx, "m2b").await;
     assert!(
         matches!(seen.as_slice(), [Notification::Turn { seq, turn: None, .. }] if *seq == big.seq),
         "{seen:?}"
@@ -250,7 +270,7 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
         .await
         .unwrap();
     marker(&app.db_url, "m3").await;
-    let seen = until_marker(&mut rx, "m3").await;
+    let seen = until_marker(&mut listening.rx, "m3").await;
     assert!(
         matches!(
             seen.as_slice(),
@@ -261,8 +281,7 @@ async fn turns_are_announced_only_to_replicas_that_registered_a_watcher() {
         ),
         "{seen:?}"
     );
-    stop.cancel();
-    listener.await.unwrap();
+    listening.stop().await;
     app.stop().await.unwrap();
 }
 
