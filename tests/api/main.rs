@@ -32,6 +32,7 @@ mod notice_migration;
 mod oidc;
 mod resume;
 mod sessions;
+mod stuck_calls;
 mod tenants;
 mod text_delta;
 mod tls;

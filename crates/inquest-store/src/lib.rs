@@ -375,8 +375,14 @@ impl Store {
         let span = tracing::debug_span!("store", op, elapsed_ms = tracing::field::Empty);
         let started = std::time::Instant::now();
         let work = async {
-            let mut client = self.pool.get().await.map_err(StoreError::from_pool)?;
-            f(&mut client).await
+            let client = self.pool.get().await.map_err(StoreError::from_pool)?;
+            let mut in_flight = InFlight(Some(client));
+            let result = match in_flight.0.as_mut() {
+                Some(client) => f(client).await,
+                None => Err(StoreError::Internal("pooled connection missing".into())),
+            };
+            in_flight.done();
+            result
         };
         let result = match limit {
             Some(limit) => match tokio::time::timeout(limit, work)
@@ -429,6 +435,35 @@ impl Store {
                 StoreError::Timeout { op, after } => StoreError::OutcomeUnknown { op, after },
                 other => other,
             })
+        }
+    }
+}
+
+/// A pooled connection lent to one store call. A call dropped before it
+/// finished (its timeout, or its caller's) may have left a statement in
+/// the database's hands: one waiting on a lock a frozen client holds can
+/// wait for as long as that client is frozen, and every later call on the
+/// same connection would queue behind it and time out in turn. So such a
+/// connection is taken out of the pool and closed (deadpool aborts its
+/// I/O task), and the pool opens a fresh one when it needs one. The
+/// statement itself goes on in its backend until it ends; its outcome is
+/// what the caller was told it is: unknown.
+struct InFlight(Option<deadpool_postgres::Client>);
+
+impl InFlight {
+    /// The call finished: the connection goes back to the pool.
+    fn done(mut self) {
+        drop(self.0.take());
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            tracing::debug!(
+                "a store call ended before its statement answered: its connection is closed"
+            );
+            drop(deadpool_postgres::Object::take(client));
         }
     }
 }
