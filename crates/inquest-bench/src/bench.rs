@@ -58,7 +58,7 @@ pub enum BenchCommand {
         idle_watchers: usize,
         /// `[runtime] agent_threads` of the server: the writer runs where
         /// a burst would. 0 puts it on the serving runtime (no split).
-        /// Default: the server's default (the number of CPUs).
+        /// Default: the server's default (half the CPUs, at least one).
         #[arg(long)]
         agent_threads: Option<usize>,
         /// `[runtime] serving_nice` of the server (the serving runtime's
@@ -111,6 +111,11 @@ pub enum BenchCommand {
         /// once before appends are grouped. Default: the server's default.
         #[arg(long, default_value_t = inquest_store::DEFAULT_APPEND_STATEMENTS)]
         append_statements: usize,
+        /// `[runtime] agent_threads`: both sides run on a runtime of this
+        /// many worker threads, as a server's bursts do (0: this process's
+        /// own runtime). Default: the server's default.
+        #[arg(long)]
+        agent_threads: Option<usize>,
     },
     /// Replicas: cross-replica watch latency against same-replica, kill -9
     /// to recovery notice against the lease TTL, and sessions/s of three
@@ -343,6 +348,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             calls_per_burst,
             payload,
             append_statements,
+            agent_threads,
         } => {
             let (url, embedded) = scratch_database(database_url).await?;
             let result = crate::bench_loop::run(crate::bench_loop::LoopBench {
@@ -352,6 +358,8 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 calls_per_burst,
                 payload,
                 append_statements,
+                agent_threads: agent_threads
+                    .unwrap_or_else(inquest_server::agent_runtime::default_agent_threads),
             })
             .await;
             release(embedded).await?;

@@ -36,7 +36,7 @@ use inquest_core::{
     ExitReason, IncidentText, Limits, Message, SessionId, TokenUsage, ToolArguments, ToolCall,
     UserMessage,
 };
-use inquest_server::TurnLog;
+use inquest_server::{TurnLog, agent_runtime::AgentRuntime};
 use inquest_store::{Store, StoreConfig};
 
 pub struct LoopBench {
@@ -50,6 +50,10 @@ pub struct LoopBench {
     pub payload: usize,
     /// `StoreConfig::append_statements`.
     pub append_statements: usize,
+    /// `[runtime] agent_threads`: the bursts, their burst-lane connections
+    /// and the ceiling's writers run on an [`AgentRuntime`] of this many
+    /// workers, as a server's bursts do (0: this process's runtime).
+    pub agent_threads: usize,
 }
 
 /// Answers at once: a tool call while the transcript holds fewer than
@@ -245,6 +249,27 @@ impl CpuMeter {
 }
 
 pub async fn run(bench: LoopBench) -> anyhow::Result<()> {
+    let runtime = AgentRuntime::new(bench.agent_threads)?;
+    println!(
+        "agent_threads = {} (both sides run {})",
+        bench.agent_threads,
+        if runtime.handle().is_some() {
+            "on the runtime a server's bursts run on"
+        } else {
+            "on the bench's own runtime"
+        }
+    );
+    match runtime.handle() {
+        // Both sides alike: the ceiling's client gets the same threads.
+        Some(handle) => handle
+            .spawn(measure(bench, runtime.clone()))
+            .await
+            .context("loop bench panicked")?,
+        None => measure(bench, runtime).await,
+    }
+}
+
+async fn measure(bench: LoopBench, runtime: AgentRuntime) -> anyhow::Result<()> {
     anyhow::ensure!(
         bench.calls_per_burst > 0,
         "--calls-per-burst must be at least 1"
@@ -253,6 +278,8 @@ pub async fn run(bench: LoopBench) -> anyhow::Result<()> {
     let mut config = StoreConfig::new(&bench.url);
     config.max_connections = max;
     config.append_statements = bench.append_statements;
+    // The burst lane's connections are opened where the bursts run.
+    config.burst_runtime = runtime.handle().cloned();
     let store = Store::connect(&config)?;
     store.migrate().await?;
     store.create_ceiling_table().await?;

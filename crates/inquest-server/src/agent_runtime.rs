@@ -94,8 +94,8 @@ impl std::fmt::Debug for AgentRuntime {
 #[serde(default, deny_unknown_fields)]
 pub struct RuntimeSection {
     /// Worker threads of the runtime bursts run on, apart from the one
-    /// serving gRPC and watch streams. Default: the number of CPUs. 0 runs
-    /// bursts on the serving runtime.
+    /// serving gRPC and watch streams. Default: [`default_agent_threads`],
+    /// half the CPUs and at least one. 0 runs bursts on the serving runtime.
     pub agent_threads: usize,
     /// How many nice levels below the process the serving runtime's worker
     /// threads run (`crate::priority`), so that when the cores are full
@@ -109,10 +109,28 @@ pub struct RuntimeSection {
 /// threads a few nice levels down").
 pub const DEFAULT_SERVING_NICE: u8 = 5;
 
+/// `[runtime] agent_threads` by default: half the CPUs, at least one.
+///
+/// A burst spends its time waiting (on the database, a model, a tool); its
+/// CPU is a few tens of microseconds per turn, so a few threads carry
+/// thousands of bursts. What more threads add is hand-offs: a reply read
+/// on one worker wakes a task that another runs, a thread parked in a
+/// futex is woken for it, and on a small machine that shares its cores
+/// with the serving runtime and often a local PostgreSQL those wake-ups
+/// cost more than the parallelism gives. On 2 CPUs, 8 concurrent bursts
+/// on one agent thread instead of two used less of our CPU per turn and
+/// ran closer to the bare INSERT ceiling in each of 6 alternated pairs
+/// (0.56–0.89 of it against 0.49–0.59); one burst alone showed no
+/// difference (docs/benchmarks.md, "Agent loop overhead", "One agent
+/// thread on two CPUs").
+pub fn default_agent_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
 impl Default for RuntimeSection {
     fn default() -> Self {
         Self {
-            agent_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            agent_threads: default_agent_threads(),
             serving_nice: DEFAULT_SERVING_NICE,
         }
     }
