@@ -479,6 +479,10 @@ impl Config {
             lease_ttl: self.lease.ttl,
             burst_runtime: None,
             append_statements: self.store.append_statements,
+            // A frozen replica's transaction ends well before its lease
+            // could pass to another replica (10 s at the default 30 s).
+            idle_in_transaction_timeout: (self.lease.ttl / 3)
+                .max(inquest_store::MIN_IDLE_IN_TRANSACTION_TIMEOUT),
         }
     }
 }

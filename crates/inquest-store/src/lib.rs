@@ -87,6 +87,14 @@ pub struct StoreConfig {
     /// statement for up to [`MAX_GROUP`] sessions (group commit, see
     /// `group.rs`); with fewer appends in flight each goes out alone.
     pub append_statements: usize,
+    /// How long the database lets one of this process's transactions sit
+    /// idle between its statements before it ends the transaction (and the
+    /// connection), releasing its locks. The store's transactions send
+    /// their statements back to back, so only a frozen process (SIGSTOP, a
+    /// stalled VM) waits that long, and meanwhile it holds the rows it
+    /// wrote: a session row another replica must claim, an idempotency key
+    /// a retry on another replica must find. Zero: no limit.
+    pub idle_in_transaction_timeout: Duration,
 }
 
 impl StoreConfig {
@@ -102,15 +110,29 @@ impl StoreConfig {
             lease_ttl: Duration::from_secs(30),
             burst_runtime: None,
             append_statements: DEFAULT_APPEND_STATEMENTS,
+            idle_in_transaction_timeout: DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
         }
     }
 }
+
+/// [`StoreConfig::idle_in_transaction_timeout`] by default: a third of
+/// the default lease TTL, so a session a frozen replica was writing is
+/// free again well before another replica may claim it. (The server
+/// derives it from its own `lease.ttl` the same way.)
+pub const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The shortest idle-in-transaction timeout the server derives from a
+/// short lease TTL: a process merely slow to be scheduled on a loaded
+/// machine must not have its transactions ended.
+pub const MIN_IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Opens connections as deadpool's default does, spawning each one's I/O
 /// task on `runtime` when given ([`StoreConfig::burst_runtime`]).
 struct SpawnOn<T> {
     tls: T,
     runtime: Option<tokio::runtime::Handle>,
+    /// [`StoreConfig::idle_in_transaction_timeout`], set on each connection.
+    idle_in_transaction: Duration,
 }
 
 impl<T> deadpool_postgres::Connect for SpawnOn<T>
@@ -137,9 +159,10 @@ where
         let tls = self.tls.clone();
         let pg = pg.clone();
         let runtime = self.runtime.clone();
+        let idle = self.idle_in_transaction;
         Box::pin(async move {
             let Some(runtime) = runtime else {
-                return open(pg, tls).await;
+                return open(pg, tls, idle).await;
             };
             // Connect there, not just drive there: a socket answers to the
             // reactor of the runtime it was opened on, so one opened on the
@@ -148,12 +171,12 @@ where
             // poll for I/O, milliseconds late under a fan-out.
             // Owned: a caller that gives up (the pool's create timeout)
             // ends the attempt, as it would end one made here.
-            let mut attempt = AbortOnDrop(runtime.spawn(open(pg.clone(), tls.clone())));
+            let mut attempt = AbortOnDrop(runtime.spawn(open(pg.clone(), tls.clone(), idle)));
             match (&mut attempt.0).await {
                 Ok(opened) => opened,
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 // That runtime is shutting down: open it here instead.
-                Err(_) => open(pg, tls).await,
+                Err(_) => open(pg, tls, idle).await,
             }
         })
     }
@@ -168,10 +191,14 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// Opens a connection and spawns its I/O task on the current runtime.
+/// Opens a connection, spawns its I/O task on the current runtime and
+/// sets its `idle_in_transaction_session_timeout` (a `SET` after connecting
+/// rather than a startup option, which a connection pooler such as
+/// PgBouncer refuses by default).
 async fn open<T>(
     pg: tokio_postgres::Config,
     tls: T,
+    idle_in_transaction: Duration,
 ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>
 where
     T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>,
@@ -183,6 +210,20 @@ where
             tracing::warn!(error = %e, "database connection ended with an error");
         }
     });
+    // (Should this future be dropped before the answer, the client goes
+    // with it, and its connection task ends on its own.)
+    if !idle_in_transaction.is_zero()
+        && let Err(e) = client
+            .batch_execute(&format!(
+                // Milliseconds, the setting's unit.
+                "SET idle_in_transaction_session_timeout = {}",
+                idle_in_transaction.as_millis().max(1)
+            ))
+            .await
+    {
+        drive.abort();
+        return Err(e);
+    }
     Ok((client, drive))
 }
 
@@ -256,6 +297,7 @@ impl Store {
                 SpawnOn {
                     tls: tls.clone(),
                     runtime,
+                    idle_in_transaction: config.idle_in_transaction_timeout,
                 },
                 ManagerConfig {
                     recycling_method: RecyclingMethod::Fast,
