@@ -269,3 +269,81 @@ async fn a_widely_watched_session_reaches_every_watcher_in_order() {
     }
     app.stop().await.unwrap();
 }
+
+/// A client that stops reading builds a backlog on the server (its HTTP/2
+/// window fills, then its broadcaster queue). When it reads again, the
+/// watcher moves that backlog to the stream a batch at a time: every turn
+/// arrives once, in order, each tool start before its result and after
+/// its call, then a clean end. Several rounds, the pause varied, and
+/// turns large enough that the window fills after a few dozen.
+#[tokio::test]
+async fn a_backlog_larger_than_a_batch_arrives_once_in_order() {
+    let app = spawn_app().await;
+    let mut client = app.client().await;
+    for round in 0..4u64 {
+        let session = new_session(&mut client).await;
+        let driver = Driver::claim(&app, &session).await;
+        let mut stream = watch(&mut client, &session, 0).await.unwrap();
+        // The stored user turn: the watcher is live from here on.
+        let first = next(&mut stream).await.unwrap();
+        assert!(matches!(first, Some(Event::Turn(t)) if t.seq == 1));
+        let big = "x".repeat(4096);
+        let mut rounds = 0;
+        let mut early = Vec::new();
+        for i in 0..120u64 {
+            if i % 7 == round {
+                driver.tool_round(&format!("call-{i}"), "probe").await;
+                rounds += 1;
+            } else {
+                driver.say(&format!("{i} {big}")).await;
+            }
+            if i == 40 + round * 10 {
+                // Part of the backlog read while more is written.
+                for _ in 0..(round * 5) {
+                    early.extend(next(&mut stream).await.unwrap());
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20 * round)).await;
+        driver.finish().await;
+        let (rest, ending) = collect(stream).await;
+        ending.unwrap_or_else(|e| panic!("round {round}: {e:?}"));
+        let events: Vec<Event> = early.into_iter().chain(rest).collect();
+        let total = 1 + 120 + rounds;
+        assert_eq!(
+            turn_seqs(&events),
+            (2..=total as i64).collect::<Vec<_>>(),
+            "round {round}"
+        );
+        // Each start after its call's turn and before its result.
+        let mut calls = std::collections::HashSet::new();
+        let mut started = std::collections::HashSet::new();
+        for event in &events {
+            match event {
+                Event::Turn(t) if t.role == pb::TurnRole::Assistant as i32 => {
+                    calls.extend(t.tool_calls.iter().map(|c| c.id.clone()));
+                }
+                Event::Turn(t) if !t.tool_call_id.is_empty() => {
+                    assert!(
+                        started.contains(&t.tool_call_id) || !calls.contains(&t.tool_call_id),
+                        "round {round}: result of {} before its start",
+                        t.tool_call_id
+                    );
+                }
+                Event::ToolCallStart(s) => {
+                    assert!(
+                        calls.contains(&s.call_id),
+                        "round {round}: start of {} before its call",
+                        s.call_id
+                    );
+                    assert!(
+                        started.insert(s.call_id.clone()),
+                        "round {round}: start twice"
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    app.stop().await.unwrap();
+}

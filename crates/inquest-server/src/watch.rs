@@ -40,11 +40,12 @@
 //!
 //! Each stream is no task of its own: it is the [`Watcher`]'s future,
 //! polled by tonic through [`WatchStream`], and every event the watcher
-//! sends comes out of the stream's `poll_next` (a one-event hand-off, not a
-//! channel). So a live event takes one wake-up from the broadcaster to the
-//! HTTP/2 stream, as a bare tonic stream over a channel does, and the
-//! backlog of a slow client sits in the broadcaster's per-subscriber
-//! channel, where lag is measured. A stream ends when the session's burst
+//! sends comes out of the stream's `poll_next` (an outbox of at most
+//! `stream::BATCH` events, not a channel). So a live event takes one
+//! wake-up from the broadcaster to the HTTP/2 stream, as a bare tonic
+//! stream over a channel does, a watcher woken with a backlog moves a batch
+//! of it per poll, and the rest of a slow client's backlog sits in the
+//! broadcaster's per-subscriber channel, where lag is measured. A stream ends when the session's burst
 //! ends, when its subscriber lags (Lagged, then ABORTED), on server
 //! shutdown (UNAVAILABLE), or as soon as the client goes away (tonic drops
 //! the stream, and with it the watcher). Its [`Subscription`] and its
@@ -220,7 +221,10 @@ impl Watcher {
         // event, and polling the server's token itself would take the one
         // lock all streams share.
         let shutdown = self.watches.shutdown.child_token();
+        // Biased: polled once per batch the stream hands out, and a fixed
+        // order draws no random number for it.
         let end = tokio::select! {
+            biased;
             () = shutdown.cancelled() => End::Shutdown,
             end = self.stream() => match end { Ok(()) => End::Finished, Err(end) => end },
         };
@@ -312,9 +316,12 @@ impl Watcher {
         // When this stream last had an event. The quiet timer is not reset
         // per event (that takes the runtime's timer lock once per event and
         // watcher: 1,000 times per turn at 1,000 watchers); when it fires
-        // early it is pushed to a heartbeat after the last event.
+        // early it is pushed to a heartbeat after the last event. Nor is
+        // the clock read per event: only after the last of a run of
+        // events already queued, when the stream goes quiet.
         let mut active_at = tokio::time::Instant::now();
-        // An event taken from the queue while merging deltas, to handle next.
+        // An event taken from the queue (while merging deltas, or the next
+        // one already queued), to handle next.
         let mut held: Option<Event> = None;
         loop {
             let item = tokio::select! {
@@ -376,7 +383,12 @@ impl Watcher {
                     self.send_delta(&merged).await?;
                 }
             }
-            active_at = tokio::time::Instant::now();
+            if held.is_none() {
+                held = self.subscription.try_next_event();
+            }
+            if held.is_none() {
+                active_at = tokio::time::Instant::now();
+            }
         }
     }
 

@@ -2,6 +2,7 @@
 //! handing its events out one at a time (see the parent module).
 
 use std::{
+    collections::VecDeque,
     future::Future,
     pin::Pin,
     sync::{Arc, Mutex},
@@ -15,12 +16,12 @@ use tonic::Status;
 pub(super) type Item = Result<EncodedWatchEvent, Status>;
 
 /// A watch stream as tonic sees it: each `poll_next` first hands out the
-/// event the watcher left in the outbox, and otherwise polls the watcher
-/// on, until it leaves one or waits (for the broadcaster, the database, a
-/// timer). Dropping it drops the watcher: that is how a client's leaving
-/// ends the watch. Each event is encoded before it is handed over: a live
-/// turn once for all its watchers (`PublishedTurn::wire`), everything else
-/// per stream.
+/// next event the watcher left in the outbox, and otherwise polls the
+/// watcher on, until it fills the outbox or waits (for the broadcaster,
+/// the database, a timer). Dropping it drops the watcher: that is how a
+/// client's leaving ends the watch. Each event is encoded before it is
+/// handed over: a live turn once for all its watchers
+/// (`PublishedTurn::wire`), everything else per stream.
 pub struct WatchStream {
     /// The watcher; `None` once it has ended.
     pub(super) run: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
@@ -38,9 +39,9 @@ impl Stream for WatchStream {
         let Some(run) = this.run.as_mut() else {
             return Poll::Ready(None);
         };
-        // The outbox is empty here, so the watcher's next send goes
-        // through; a second one in the same poll waits (returns Pending
-        // with the outbox full, answered below without a wake-up).
+        // The outbox is empty here, so the watcher's sends go through
+        // until it holds a batch; the next one waits (returns Pending with
+        // the outbox full, answered below without a wake-up).
         let finished = run.as_mut().poll(cx).is_ready();
         if finished {
             this.run = None;
@@ -53,37 +54,51 @@ impl Stream for WatchStream {
     }
 }
 
-/// The one-event hand-off between a watcher and its [`WatchStream`]. A
-/// std mutex, only ever taken by the task polling the stream (so never
-/// contended) and never across an await.
+/// The most events a watcher leaves in its outbox before it waits for its
+/// stream to hand them out. A watcher woken with a backlog moves up to this
+/// many events per poll instead of one, so the per-poll work (the watcher's
+/// shutdown check and its `select!`) is paid once per batch; tonic encodes
+/// a ready batch into one HTTP/2 write. Small, so the backlog of a slow
+/// client still sits in its broadcaster channel, where lag is measured.
+pub(super) const BATCH: usize = 16;
+
+/// An event as it waits in the outbox: a status is boxed, so a slot is
+/// the size of an encoded event (a `Bytes`), not of a `Status`.
+type Slot = Result<EncodedWatchEvent, Box<Status>>;
+
+/// The hand-off between a watcher and its [`WatchStream`]: at most
+/// [`BATCH`] events, in order. A std mutex, only ever taken by the task
+/// polling the stream (so never contended) and never across an await.
 #[derive(Clone, Default)]
 pub(super) struct Outbox {
-    slot: Arc<Mutex<Option<Item>>>,
+    slots: Arc<Mutex<VecDeque<Slot>>>,
 }
 
 impl Outbox {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Item>> {
+    fn slots(&self) -> std::sync::MutexGuard<'_, VecDeque<Slot>> {
         // Nothing panics while holding it.
-        self.slot.lock().unwrap_or_else(|e| e.into_inner())
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(super) fn take(&self) -> Option<Item> {
-        self.slot().take()
+        self.slots().pop_front().map(|slot| slot.map_err(|e| *e))
     }
 
-    /// Leaves `item` for the stream to hand out: at once if the outbox is
-    /// empty (the event counts as sent, as with a channel send that found
-    /// room), otherwise after the stream has handed out the one before.
-    /// Waiting registers no waker: the outbox is full, so the stream
-    /// returns that item and is polled again for the next one.
+    /// Leaves `item` for the stream to hand out: at once if the outbox has
+    /// room (the event counts as sent, as with a channel send that found
+    /// room), otherwise once the stream has handed out the batch before
+    /// it. Waiting registers no waker: the outbox is full, so the stream
+    /// returns its items and is polled again for the next ones.
     pub(super) async fn send(&self, item: Item) {
-        let mut item = Some(item);
+        let mut item = Some(item.map_err(Box::new));
         std::future::poll_fn(|_| {
-            let mut slot = self.slot();
-            if slot.is_some() {
+            let mut slots = self.slots();
+            if slots.len() >= BATCH {
                 return Poll::Pending;
             }
-            *slot = item.take();
+            if let Some(item) = item.take() {
+                slots.push_back(item);
+            }
             Poll::Ready(())
         })
         .await;
@@ -143,6 +158,27 @@ mod tests {
         }
         assert_eq!(got, [1, 2, 3, 0]);
         assert!(stream.next().await.is_none(), "ended stays ended");
+    }
+
+    #[tokio::test]
+    async fn more_events_than_a_batch_come_out_in_order_each_poll_moving_at_most_a_batch() {
+        let total = BATCH * 3 + 5;
+        let out = Outbox::default();
+        let sender = out.clone();
+        let probe = out.clone();
+        let mut stream = stream_of(out, async move {
+            for n in 0..total {
+                sender.send(event(n as u8)).await;
+            }
+        });
+        let mut got = Vec::new();
+        let mut most_queued = 0;
+        while let Some(item) = stream.next().await {
+            most_queued = most_queued.max(probe.slots().len() + 1);
+            got.push(byte(item));
+        }
+        assert_eq!(got, (0..total).map(|n| n as u8).collect::<Vec<_>>());
+        assert_eq!(most_queued, BATCH, "a poll moves a whole batch, never more");
     }
 
     #[tokio::test]
