@@ -79,6 +79,14 @@ pub enum BenchCommand {
         /// streams from another runtime's threads).
         #[arg(long)]
         ceiling_apart: bool,
+        /// Also measure the ceiling with the writer's least database
+        /// work: its producer, on a runtime of its own, commits a bare
+        /// single-row INSERT of each turn (the append bench's ceiling
+        /// statement) before sending it. Inquest's delivered rate against
+        /// this says how much of the gap to the bare ceiling is the
+        /// database sharing the cores.
+        #[arg(long)]
+        ceiling_writes: bool,
         /// Spread each phase's watchers evenly over this many sessions,
         /// each with its own writer running at the same time (the fan-out
         /// with several producers, as on a replica with many live
@@ -321,6 +329,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             no_ceiling,
             rate,
             ceiling_apart,
+            ceiling_writes,
             sessions,
         } => {
             let (url, embedded) = scratch_database(database_url).await?;
@@ -335,6 +344,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 ceiling: !no_ceiling,
                 rate,
                 ceiling_apart,
+                ceiling_writes,
                 sessions,
             })
             .await;

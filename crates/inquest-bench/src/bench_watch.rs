@@ -51,6 +51,9 @@ pub struct WatchBench {
     pub rate: Option<f64>,
     /// Run the ceiling's producer on a runtime of its own.
     pub ceiling_apart: bool,
+    /// Also measure the ceiling with a producer that commits a bare
+    /// INSERT of each turn before sending it.
+    pub ceiling_writes: bool,
     /// Sessions the watchers are spread over, one writer each.
     pub sessions: usize,
 }

@@ -10,6 +10,7 @@ use inquest_proto::{
     EncodedWatchEvent,
     v1::{self as pb, watch_event::Event},
 };
+use inquest_store::{Store, StoreConfig};
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -64,81 +65,182 @@ pub(super) async fn ceiling(bench: &WatchBench, measured: &Measured) -> anyhow::
         "inquest commit->recv p50/p99",
         "cpu us/ev ceiling/inquest"
     );
-    for &(n, inquest, inquest_p50, inquest_p99, inquest_cpu) in measured {
-        let channels = connections(&endpoint, n).await?;
-        let target = bench.turns as i64;
-        let watchers = open_watchers(&channels, 0, n, "ceiling", 0, target, bench.turns).await?;
-        let senders = bare.wait_for(n).await;
-        let cpu_before = own_cpu();
-        let began = Instant::now();
-        let turns = bench.turns;
-        let content = content.clone();
-        let produce = async move {
-            let mut sent_at = Vec::with_capacity(turns);
-            let first = tokio::time::Instant::now();
-            for seq in 1..=target {
-                if let Some(pace) = pace {
-                    tokio::time::sleep_until(first + pace * (seq - 1) as u32).await;
+    let producers: &[Producer] = if bench.ceiling_writes {
+        &[Producer::Bare, Producer::Writing]
+    } else {
+        &[Producer::Bare]
+    };
+    for &producer in producers {
+        if producer == Producer::Writing {
+            println!(
+                "ceiling with a durable writer: each turn first committed as a bare single-row INSERT by a writer on a runtime of its own, then fanned out from the serving runtime"
+            );
+        }
+        for &(n, inquest, inquest_p50, inquest_p99, inquest_cpu) in measured {
+            let channels = connections(&endpoint, n).await?;
+            let target = bench.turns as i64;
+            let watchers =
+                open_watchers(&channels, 0, n, "ceiling", 0, target, bench.turns).await?;
+            let senders = bare.wait_for(n).await;
+            let cpu_before = own_cpu();
+            let began = Instant::now();
+            let sent_at = match producer {
+                Producer::Writing => {
+                    produce_writing(
+                        senders,
+                        bench.turns,
+                        content.clone(),
+                        pace,
+                        bench.url.clone(),
+                    )
+                    .await?
                 }
-                let event = EncodedWatchEvent::new(&pb::WatchEvent {
-                    event: Some(Event::Turn(bare_turn(seq, &content))),
-                });
-                for tx in &senders {
-                    // Backpressure: the producer waits for a full stream,
-                    // so the ceiling is what the transport takes, not what
-                    // it drops.
-                    tx.send(Ok(event.clone()))
+                Producer::Bare if bench.ceiling_apart => {
+                    // The producer on a runtime of its own, as Inquest's
+                    // writer is on the agent runtime: every wake-up of a
+                    // stream comes from a thread that is not one of the
+                    // serving runtime's.
+                    let apart = tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(2)
+                        .enable_all()
+                        .build()?;
+                    let sent_at = apart
+                        .spawn(produce(senders, bench.turns, content.clone(), pace))
                         .await
-                        .context("ceiling stream gone")?;
+                        .context("ceiling producer panicked")??;
+                    apart.shutdown_background();
+                    sent_at
                 }
-                sent_at.push(Instant::now());
-            }
-            drop(senders);
-            anyhow::Ok(sent_at)
-        };
-        let sent_at = if bench.ceiling_apart {
-            // The producer on a runtime of its own, as Inquest's writer
-            // is on the agent runtime: every wake-up of a stream comes
-            // from a thread that is not one of the serving runtime's.
-            let apart = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            let sent_at = apart
-                .spawn(produce)
-                .await
-                .context("ceiling producer panicked")??;
-            apart.shutdown_background();
-            sent_at
-        } else {
-            produce.await?
-        };
-        let got = collect(watchers, 0, began, &sent_at, &sent_at).await?;
-        let ceiling = got.per_sec(began);
-        let cpu = cpu_per_event(cpu_before, got.delivered);
-        anyhow::ensure!(
-            got.delivered == n * bench.turns,
-            "ceiling: {n} streams received {} events, not {}",
-            got.delivered,
-            n * bench.turns
-        );
-        println!(
-            "{:>8} | {:>14.0} | {:>14.0} | {:>8.2} | {:>10.2} {:>11.2} | {:>10.2} {:>11.2} | {:>10} {:>10}",
-            n,
-            ceiling,
-            inquest,
-            inquest / ceiling,
-            ms(pick(&got.commit_lat, 0.5)),
-            ms(pick(&got.commit_lat, 0.99)),
-            ms(inquest_p50),
-            ms(inquest_p99),
-            micros(cpu),
-            micros(inquest_cpu),
-        );
-        drop(channels);
+                Producer::Bare => produce(senders, bench.turns, content.clone(), pace).await?,
+            };
+            let got = collect(watchers, 0, began, &sent_at, &sent_at).await?;
+            let ceiling = got.per_sec(began);
+            let cpu = cpu_per_event(cpu_before, got.delivered);
+            anyhow::ensure!(
+                got.delivered == n * bench.turns,
+                "ceiling: {n} streams received {} events, not {}",
+                got.delivered,
+                n * bench.turns
+            );
+            println!(
+                "{:>8} | {:>14.0} | {:>14.0} | {:>8.2} | {:>10.2} {:>11.2} | {:>10.2} {:>11.2} | {:>10} {:>10}",
+                n,
+                ceiling,
+                inquest,
+                inquest / ceiling,
+                ms(pick(&got.commit_lat, 0.5)),
+                ms(pick(&got.commit_lat, 0.99)),
+                ms(inquest_p50),
+                ms(inquest_p99),
+                micros(cpu),
+                micros(inquest_cpu),
+            );
+            drop(channels);
+        }
     }
     stop.cancel();
     server.await.context("ceiling server panicked")??;
+    Ok(())
+}
+
+/// What the ceiling's producer does besides sending.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Producer {
+    /// Only sends: the transport alone.
+    Bare,
+    /// Commits a bare single-row INSERT of each turn (the append bench's
+    /// ceiling statement, into the same database) before sending it: the
+    /// transport plus the least database work a durable writer does, on
+    /// the same cores. What the fan-out could reach if Inquest's own
+    /// write path and fan-out cost nothing.
+    Writing,
+}
+
+/// Sends `turns` pre-encoded turns to every stream, in order, waiting for
+/// a full stream (backpressure: the ceiling is what the transport takes,
+/// not what it drops), at `pace` if given. Returns when each turn went
+/// out.
+async fn produce(
+    senders: Vec<BareSender>,
+    turns: usize,
+    content: String,
+    pace: Option<Duration>,
+) -> anyhow::Result<Vec<Instant>> {
+    let mut sent_at = Vec::with_capacity(turns);
+    let first = tokio::time::Instant::now();
+    for seq in 1..=turns as i64 {
+        if let Some(pace) = pace {
+            tokio::time::sleep_until(first + pace * (seq - 1) as u32).await;
+        }
+        send_all(&senders, seq, &content).await?;
+        sent_at.push(Instant::now());
+    }
+    Ok(sent_at)
+}
+
+/// As [`produce`], with each turn first committed as a bare single-row
+/// INSERT into `url`'s database by a writer on a one-thread runtime of
+/// its own (as Inquest's writer is on the agent runtime, its connection
+/// driven there as the burst lane's is). The writer hands each committed
+/// turn to this task (on the serving runtime, where Inquest's large
+/// fan-outs are delivered) through a queue as deep as a watcher's
+/// channel, and goes on to the next: it waits for the fan-out only when
+/// the queue is full. Returns when each turn committed.
+async fn produce_writing(
+    senders: Vec<BareSender>,
+    turns: usize,
+    content: String,
+    pace: Option<Duration>,
+    url: String,
+) -> anyhow::Result<Vec<Instant>> {
+    let apart = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(inquest_broadcast::DEFAULT_CAPACITY);
+    let writer = {
+        let content = content.clone();
+        apart.spawn(async move {
+            let mut config = StoreConfig::new(&url);
+            config.max_connections = 1;
+            let store = Store::connect(&config)?;
+            store.create_ceiling_table().await?;
+            let id = uuid::Uuid::now_v7();
+            let first = tokio::time::Instant::now();
+            for seq in 1..=turns as i64 {
+                if let Some(pace) = pace {
+                    tokio::time::sleep_until(first + pace * (seq - 1) as u32).await;
+                }
+                store.insert_ceiling_row(id, seq, &content).await?;
+                tx.send((seq, Instant::now()))
+                    .await
+                    .context("ceiling fan-out gone")?;
+            }
+            drop(tx);
+            store.drop_ceiling_table().await?;
+            anyhow::Ok(())
+        })
+    };
+    let mut committed_at = Vec::with_capacity(turns);
+    while let Some((seq, at)) = rx.recv().await {
+        send_all(&senders, seq, &content).await?;
+        committed_at.push(at);
+    }
+    writer.await.context("ceiling writer panicked")??;
+    apart.shutdown_background();
+    Ok(committed_at)
+}
+
+/// One turn, encoded once, to every stream.
+async fn send_all(senders: &[BareSender], seq: i64, content: &str) -> anyhow::Result<()> {
+    let event = EncodedWatchEvent::new(&pb::WatchEvent {
+        event: Some(Event::Turn(bare_turn(seq, content))),
+    });
+    for tx in senders {
+        tx.send(Ok(event.clone()))
+            .await
+            .context("ceiling stream gone")?;
+    }
     Ok(())
 }
 
