@@ -5,6 +5,8 @@
 
 #![allow(clippy::all, clippy::pedantic)]
 
+use std::sync::Arc;
+
 use prost::{
     Message,
     bytes::{Buf, BufMut, Bytes},
@@ -31,35 +33,69 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 /// bytes as they are, so one event fanned out to many watchers is encoded
 /// once, and each watcher's share of the work is a copy into its HTTP/2
 /// stream. Cloning shares the bytes.
-#[derive(Clone, Default, PartialEq)]
-pub struct EncodedWatchEvent(Bytes);
+#[derive(Clone, Default)]
+pub struct EncodedWatchEvent(Wire);
+
+/// Where an encoded event's bytes live.
+#[derive(Clone)]
+enum Wire {
+    Owned(Bytes),
+    /// Kept by their owner (a live turn, shared by all its watchers):
+    /// handing a watcher the owner's reference it already holds costs no
+    /// reference count of its own.
+    Shared(Arc<dyn AsRef<[u8]> + Send + Sync>),
+}
+
+impl Default for Wire {
+    fn default() -> Self {
+        Self::Owned(Bytes::new())
+    }
+}
 
 impl EncodedWatchEvent {
     /// Encodes `event` once.
     pub fn new(event: &v1::WatchEvent) -> Self {
-        Self(Bytes::from(event.encode_to_vec()))
+        Self(Wire::Owned(Bytes::from(event.encode_to_vec())))
     }
 
     /// The encoded bytes (a `v1::WatchEvent`).
-    pub fn bytes(&self) -> &Bytes {
-        &self.0
+    pub fn as_slice(&self) -> &[u8] {
+        match &self.0 {
+            Wire::Owned(bytes) => bytes,
+            Wire::Shared(owner) => (**owner).as_ref(),
+        }
     }
 
     /// The bytes, to keep and hand back to [`EncodedWatchEvent::from_encoded`].
     pub fn into_bytes(self) -> Bytes {
-        self.0
+        match self.0 {
+            Wire::Owned(bytes) => bytes,
+            Wire::Shared(owner) => Bytes::copy_from_slice((*owner).as_ref()),
+        }
     }
 
     /// Bytes that came from [`EncodedWatchEvent::into_bytes`] (a cache of
     /// the encoding). They are not checked: anything else would reach the
     /// client as a message it cannot decode.
     pub fn from_encoded(bytes: Bytes) -> Self {
-        Self(bytes)
+        Self(Wire::Owned(bytes))
+    }
+
+    /// Bytes that came from [`EncodedWatchEvent::into_bytes`], kept by
+    /// `owner` (unchecked, as with [`EncodedWatchEvent::from_encoded`]).
+    pub fn from_shared(owner: Arc<dyn AsRef<[u8]> + Send + Sync>) -> Self {
+        Self(Wire::Shared(owner))
     }
 
     /// Decodes the event back (tests and diagnostics).
     pub fn decode_event(&self) -> Result<v1::WatchEvent, prost::DecodeError> {
-        v1::WatchEvent::decode(self.0.as_ref())
+        v1::WatchEvent::decode(self.as_slice())
+    }
+}
+
+impl PartialEq for EncodedWatchEvent {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
     }
 }
 
@@ -69,7 +105,7 @@ impl std::fmt::Debug for EncodedWatchEvent {
             Ok(event) => f.debug_tuple("EncodedWatchEvent").field(&event).finish(),
             Err(_) => f
                 .debug_tuple("EncodedWatchEvent")
-                .field(&self.0.len())
+                .field(&self.as_slice().len())
                 .finish(),
         }
     }
@@ -77,7 +113,7 @@ impl std::fmt::Debug for EncodedWatchEvent {
 
 impl Message for EncodedWatchEvent {
     fn encode_raw(&self, buf: &mut impl BufMut) {
-        buf.put_slice(&self.0);
+        buf.put_slice(self.as_slice());
     }
 
     /// Decoding is only for completeness (the server never decodes one):
@@ -96,11 +132,11 @@ impl Message for EncodedWatchEvent {
     }
 
     fn encoded_len(&self) -> usize {
-        self.0.len()
+        self.as_slice().len()
     }
 
     fn clear(&mut self) {
-        self.0 = Bytes::new();
+        self.0 = Wire::default();
     }
 }
 
@@ -134,6 +170,18 @@ mod tests {
         let bytes = event().encode_to_vec();
         let decoded = EncodedWatchEvent::decode(bytes.as_slice()).unwrap();
         assert_eq!(decoded.decode_event().unwrap(), event());
-        assert_eq!(decoded.bytes().as_ref(), bytes.as_slice());
+        assert_eq!(decoded.as_slice(), bytes.as_slice());
+    }
+
+    #[test]
+    fn shared_bytes_encode_and_compare_as_owned_ones() {
+        let owned = EncodedWatchEvent::new(&event());
+        let shared: Arc<dyn AsRef<[u8]> + Send + Sync> = Arc::new(event().encode_to_vec());
+        let shared = EncodedWatchEvent::from_shared(shared);
+        assert_eq!(shared, owned);
+        assert_eq!(shared.encode_to_vec(), owned.encode_to_vec());
+        assert_eq!(shared.encoded_len(), owned.encoded_len());
+        assert_eq!(shared.decode_event().unwrap(), event());
+        assert_eq!(shared.clone().into_bytes(), owned.into_bytes());
     }
 }

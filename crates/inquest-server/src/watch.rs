@@ -366,7 +366,7 @@ impl Watcher {
                         // seqs are assigned under the session row's lock.
                         self.drain(Some(turn.seq.get() - 1)).await?;
                     }
-                    self.send_published(&turn).await?;
+                    self.send_published(turn).await?;
                 }
                 Some(SubscriptionItem::Event(Event::ToolCallStart(start))) => {
                     if self.announced.remove(&start.call_id)
@@ -481,24 +481,33 @@ impl Watcher {
         }
     }
 
-    /// A live turn: its encoding is shared with every other watcher of
-    /// it on this replica.
-    async fn send_published(&mut self, turn: &PublishedTurn) -> Step {
+    /// A live turn: its encoding is shared with every other watcher of it
+    /// on this replica, and goes to the stream in the reference to the
+    /// published turn this watcher was given.
+    async fn send_published(&mut self, turn: PublishedTurn) -> Step {
         let max = self.watches.limits.max_response_bytes;
-        let wire = turn.wire(|t| encode_turn(t, max).into_bytes());
-        self.sent_turn(turn, EncodedWatchEvent::from_encoded(wire))
-            .await
+        let seq = turn.seq;
+        self.note_sent(&turn);
+        let wire = turn.into_wire(|t| encode_turn(t, max).into_bytes());
+        self.send_encoded(EncodedWatchEvent::from_shared(wire))
+            .await?;
+        self.last = AfterSeq::after(seq);
+        Ok(())
     }
 
     async fn send_turn(&mut self, turn: &Turn) -> Step {
         let wire = encode_turn(turn, self.watches.limits.max_response_bytes);
-        self.sent_turn(turn, wire).await
-    }
-
-    /// Sends `wire` (the encoding of `turn`) and records it as sent.
-    async fn sent_turn(&mut self, turn: &Turn, wire: EncodedWatchEvent) -> Step {
+        self.note_sent(turn);
         self.send_encoded(wire).await?;
         self.last = AfterSeq::after(turn.seq);
+        Ok(())
+    }
+
+    /// What sending `turn` settles, noted before it is handed to the
+    /// stream: nothing reads it before that hand-off completes. Only the
+    /// cursor (`last`, which a shutdown or a lag reports) is moved after
+    /// it, so it never runs ahead of what was handed out.
+    fn note_sent(&mut self, turn: &Turn) {
         if let Some(call_id) = &turn.tool_call_id {
             self.answered.insert(call_id.clone());
         }
@@ -530,7 +539,6 @@ impl Watcher {
                 (None, _) => {}
             }
         }
-        Ok(())
     }
 
     /// `delta` joined with the deltas queued right behind it that continue
