@@ -556,3 +556,61 @@ async fn a_single_append_announces_a_watched_turn_whole_or_by_seq() {
     listening.stop().await;
     app.stop().await.unwrap();
 }
+
+/// Appends of several sessions whose tasks are ready at the same moment
+/// (as busy bursts on one agent thread are, woken together by the
+/// statement that answered them) go out in ONE statement: the first finds
+/// the slot free and nothing waiting, and yields once before writing
+/// alone, so the others queue behind it and join it. Without that yield
+/// the first went alone and the rest followed in a second statement. A
+/// one-thread runtime makes "ready at the same moment" exact.
+#[tokio::test(flavor = "current_thread")]
+async fn appends_ready_at_the_same_moment_share_one_statement() {
+    let app = spawn_app().await;
+    let store = grouping_store(&app.db_url, Duration::from_secs(30));
+    const SESSIONS: usize = 8;
+    let db = inquest_tests::connect(&app.db_url).await;
+    for round in 0..3 {
+        let mut leases = Vec::new();
+        for _ in 0..SESSIONS {
+            let session = pending_session(&store).await;
+            let lease = store
+                .claim_pending(session)
+                .await
+                .unwrap()
+                .expect("pending");
+            leases.push(lease);
+        }
+        let mut tasks = Vec::new();
+        for (writer, lease) in leases.iter().enumerate() {
+            let store = store.clone();
+            let lease: Lease = lease.clone();
+            tasks.push(tokio::spawn(async move {
+                store
+                    .append_turn_leased(
+                        &lease,
+                        WriteId::new(),
+                        NewTurn::Assistant {
+                            text: format!("round {round} writer {writer}"),
+                            tool_calls: Vec::new(),
+                            usage: TokenUsage::new(3, 4),
+                        },
+                    )
+                    .await
+                    .unwrap()
+                    .turn
+                    .seq
+                    .get()
+            }));
+        }
+        for task in tasks {
+            assert_eq!(task.await.unwrap(), 2, "round {round}");
+        }
+        let mut xmins = std::collections::BTreeSet::new();
+        for lease in &leases {
+            xmins.insert(xmin_of(&db, lease.session(), 2).await);
+        }
+        assert_eq!(xmins.len(), 1, "round {round}: statements {xmins:?}");
+    }
+    app.stop().await.unwrap();
+}

@@ -7,8 +7,11 @@
 //! load the per-statement work PostgreSQL does (executor start, the
 //! constraint expressions it rebuilds per statement, the commit) is paid
 //! once for many sessions. A caller that finds a free slot and nothing
-//! else waiting writes its turn alone, with the single-turn statement:
-//! without contention nothing changes, not even latency.
+//! else waiting first yields once, holding the slot, so that appends of
+//! other sessions whose tasks are ready to run right now queue behind it
+//! and go in its statement; still alone, it writes its turn alone, with
+//! the single-turn statement: without contention nothing changes but
+//! that one yield.
 //!
 //! What a turn is promised is the single append's ([`crate::turns`]): the
 //! group statement bumps each session row under its lock, fences each
@@ -117,29 +120,57 @@ impl Store {
         write: Option<WriteId>,
         turn: NewTurn,
     ) -> Result<Appended, StoreError> {
-        // Nothing waits and a slot is free: write it alone, here, with no
-        // hand-off to another task (what a quiet replica does every time).
-        // No timer of its own: the caller ([`Store::append`]) bounds this
-        // whole call by the same `turn_write_timeout`.
-        if let Ok(slot) = self.appends.slots.clone().try_acquire_owned()
-            && self.appends.is_idle()
-        {
-            let outcome = self
-                .run_measured("append_turn", None, async |c| {
-                    insert_turn_seen(&*c, &self.replica, session, epoch, write, &turn).await
-                })
-                .await;
-            drop(slot);
-            return outcome;
-        }
         let (reply, mut answer) = oneshot::channel();
-        self.appends.push(Pending {
+        let pending = Pending {
             session,
             epoch,
             write,
             turn,
             reply,
-        });
+        };
+        if let Ok(slot) = self.appends.slots.clone().try_acquire_owned()
+            && self.appends.is_idle()
+        {
+            // Nothing waits and a slot is free. First, holding the slot,
+            // let the tasks that are ready to run right now go once: an
+            // append of another session among them queues behind this one
+            // and joins its statement, instead of waiting for it to commit
+            // (busy sessions on one agent thread, woken together by the
+            // statement that answered them, otherwise alternate a turn
+            // alone with a group of the rest: two commits a round).
+            tokio::task::yield_now().await;
+            if self.appends.is_idle() {
+                // Still alone: write it here, with no hand-off to another
+                // task (what a quiet replica does every time). No timer of
+                // its own: the caller ([`Store::append`]) bounds this
+                // whole call by the same `turn_write_timeout`.
+                let Pending {
+                    session,
+                    epoch,
+                    write,
+                    turn,
+                    ..
+                } = pending;
+                let outcome = self
+                    .run_measured("append_turn", None, async |c| {
+                        insert_turn_seen(&*c, &self.replica, session, epoch, write, &turn).await
+                    })
+                    .await;
+                drop(slot);
+                return outcome;
+            }
+            // Others queued behind it: a group, written as below (this
+            // turn may be left for the next one if the group is full).
+            self.appends.push(pending);
+            let group = self.appends.take();
+            let store = self.clone();
+            self.writes.spawn(async move {
+                store.write_group(group).await;
+                drop(slot);
+            });
+        } else {
+            self.appends.push(pending);
+        }
         loop {
             let slot = tokio::select! {
                 biased;
