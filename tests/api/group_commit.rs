@@ -51,6 +51,16 @@ async fn pending_session(store: &Store) -> SessionId {
         .id
 }
 
+/// A pending session claimed by `store`: its burst's lease.
+async fn claimed_session(store: &Store) -> Lease {
+    let session = pending_session(store).await;
+    store
+        .claim_pending(session)
+        .await
+        .unwrap()
+        .expect("pending")
+}
+
 /// The turns a session's writer appends, in order: every kind, tokens on
 /// the assistant turns, U+0000 in some texts.
 fn script(writer: usize, turns: usize) -> Vec<NewTurn> {
@@ -134,13 +144,8 @@ async fn grouped_appends_of_many_sessions_keep_every_promise() {
     const TURNS: usize = 24;
     let mut sessions = Vec::new();
     for _ in 0..WRITERS {
-        let session = pending_session(&store).await;
-        let lease = store
-            .claim_pending(session)
-            .await
-            .unwrap()
-            .expect("pending");
-        sessions.push((session, lease));
+        let lease = claimed_session(&store).await;
+        sessions.push((lease.session(), lease));
     }
     // Many writers, one statement at a time: appends queue and group.
     let mut tasks = Vec::new();
@@ -573,13 +578,7 @@ async fn appends_ready_at_the_same_moment_share_one_statement() {
     for round in 0..3 {
         let mut leases = Vec::new();
         for _ in 0..SESSIONS {
-            let session = pending_session(&store).await;
-            let lease = store
-                .claim_pending(session)
-                .await
-                .unwrap()
-                .expect("pending");
-            leases.push(lease);
+            leases.push(claimed_session(&store).await);
         }
         let mut tasks = Vec::new();
         for (writer, lease) in leases.iter().enumerate() {
