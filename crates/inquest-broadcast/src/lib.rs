@@ -101,15 +101,10 @@ impl PublishedTurn {
         &self.0.turn
     }
 
-    /// The turn's wire encoding: `encode`d by the first caller, shared
-    /// after. Every caller must pass the same encoding.
-    pub fn wire(&self, encode: impl FnOnce(&Turn) -> Bytes) -> Bytes {
-        self.0.wire.get_or_init(|| encode(&self.0.turn)).clone()
-    }
-
-    /// The same encoding as [`PublishedTurn::wire`], as bytes this
-    /// published turn keeps: handing them on moves this reference instead
-    /// of taking another.
+    /// The turn's wire encoding, `encode`d by the first caller and
+    /// shared after (every caller must pass the same encoding), as bytes
+    /// this published turn keeps: handing them on moves this reference
+    /// instead of taking another.
     pub fn into_wire(
         self,
         encode: impl FnOnce(&Turn) -> Bytes,

@@ -392,17 +392,17 @@ fn a_published_turn_is_encoded_once_for_every_subscriber() {
     };
     let copy = published.clone();
     let mut calls = 0;
-    let first = published.wire(|t| {
+    let first = published.into_wire(|t| {
         calls += 1;
         Bytes::from(t.content.clone())
     });
-    let second = copy.wire(|_| {
+    let second = copy.into_wire(|_| {
         calls += 1;
         Bytes::from_static(b"other")
     });
     assert_eq!(calls, 1);
-    assert_eq!(first, second);
-    assert_eq!(first.as_ref(), b"turn 1");
+    assert_eq!((*first).as_ref(), (*second).as_ref());
+    assert_eq!((*first).as_ref(), b"turn 1");
 }
 
 // The forwarding task of `with_fanout`. The tests run on a current-thread

@@ -43,10 +43,10 @@
 //! sends comes out of the stream's `poll_next` (an outbox of at most
 //! `stream::BATCH` events, not a channel). So a live event takes one
 //! wake-up from the broadcaster to the HTTP/2 stream, as a bare tonic
-//! stream over a channel does, a watcher woken with a backlog moves a batch
-//! of it per poll, and the rest of a slow client's backlog sits in the
-//! broadcaster's per-subscriber channel, where lag is measured. A stream ends when the session's burst
-//! ends, when its subscriber lags (Lagged, then ABORTED), on server
+//! stream over a channel does, a watcher woken with a backlog moves a
+//! batch of it per poll, and the rest of a slow client's backlog sits in
+//! the broadcaster's per-subscriber channel, where lag is measured. A
+//! stream ends when the session's burst ends, when its subscriber lags (Lagged, then ABORTED), on server
 //! shutdown (UNAVAILABLE), or as soon as the client goes away (tonic drops
 //! the stream, and with it the watcher). Its [`Subscription`] and its
 //! [`WatchSlot`] are dropped before the final events are handed out, so a

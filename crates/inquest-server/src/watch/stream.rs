@@ -21,7 +21,7 @@ pub(super) type Item = Result<EncodedWatchEvent, Status>;
 /// the database, a timer). Dropping it drops the watcher: that is how a
 /// client's leaving ends the watch. Each event is encoded before it is
 /// handed over: a live turn once for all its watchers
-/// (`PublishedTurn::wire`), everything else per stream.
+/// (`PublishedTurn::into_wire`), everything else per stream.
 pub struct WatchStream {
     /// The watcher; `None` once it has ended.
     pub(super) run: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
