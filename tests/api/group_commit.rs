@@ -153,25 +153,29 @@ async fn grouped_appends_of_many_sessions_keep_every_promise() {
         let store = store.clone();
         let lease: Lease = lease.clone();
         tasks.push(tokio::spawn(async move {
-            let mut seqs = Vec::new();
+            let mut appended = Vec::new();
             for turn in script(writer, TURNS) {
-                let appended = store
-                    .append_turn_leased(&lease, WriteId::new(), turn)
-                    .await
-                    .unwrap();
-                seqs.push(appended.turn.seq.get());
+                appended.push(
+                    store
+                        .append_turn_leased(&lease, WriteId::new(), turn)
+                        .await
+                        .unwrap()
+                        .turn,
+                );
             }
-            seqs
+            appended
         }));
     }
+    let mut answers = Vec::new();
     for (writer, task) in tasks.into_iter().enumerate() {
-        let seqs = task.await.unwrap();
+        let appended = task.await.unwrap();
         // The opening user turn is seq 1; this writer's turns 2.. in order.
         assert_eq!(
-            seqs,
+            appended.iter().map(|t| t.seq.get()).collect::<Vec<_>>(),
             (2..2 + TURNS as u64).collect::<Vec<_>>(),
             "writer {writer}"
         );
+        answers.push(appended);
     }
     let db = inquest_tests::connect(&app.db_url).await;
     for (writer, (session, _)) in sessions.iter().enumerate() {
@@ -180,7 +184,13 @@ async fn grouped_appends_of_many_sessions_keep_every_promise() {
             .await
             .unwrap();
         assert_eq!(page.turns.len(), TURNS + 1, "writer {writer}");
-        for (stored, sent) in page.turns[1..].iter().zip(script(writer, TURNS)) {
+        for ((stored, sent), answered) in page.turns[1..]
+            .iter()
+            .zip(script(writer, TURNS))
+            .zip(&answers[writer])
+        {
+            // What the append answered is what was stored, to the microsecond.
+            assert_eq!(stored.created_at, answered.created_at, "writer {writer}");
             assert_eq!(stored.role, sent.role(), "writer {writer}");
             assert_eq!(stored.content, sent.content(), "writer {writer}");
             assert_eq!(

@@ -52,7 +52,13 @@ pub struct TurnPage {
 /// written under the session row's lock this statement already holds.
 ///
 /// Only `seq` and `created_at` come back: the rest of the row is what the
-/// caller sent, so it is not shipped back and decoded again.
+/// caller sent, so it is not shipped back and decoded again. Both are read
+/// from `bumped`, not from the insert: the seq is the head the update
+/// returned, and `created_at` is written as `now()`, the transaction's
+/// start, which the final `SELECT` reads again. So the insert needs no
+/// `RETURNING` and the final `SELECT` joins nothing; PostgreSQL still runs
+/// the unreferenced insert to completion (a data-modifying `WITH` always
+/// runs), and a failing one fails the statement.
 ///
 /// The `UPDATE` changes no column any index of `sessions` covers (keys or
 /// partial-index predicates), so PostgreSQL can make it a HOT update: one
@@ -86,22 +92,21 @@ macro_rules! append_sql {
              INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, \
                                 tool_name, is_error, input_tokens, output_tokens, write_id, \
                                 escaped, recovery_plan, cache_read_input_tokens, \
-                                cache_creation_input_tokens, cost_nano_usd) \
+                                cache_creation_input_tokens, cost_nano_usd, created_at) \
              SELECT $1, bumped.head_seq, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14, $15, $16, \
-                 $17, $18 FROM bumped \
-             RETURNING seq, created_at) \
-         SELECT ins.seq, ins.created_at, bumped.watched, \
+                 $17, $18, now() FROM bumped) \
+         SELECT bumped.head_seq, now(), bumped.watched, \
              CASE WHEN bumped.watched THEN (SELECT pg_notify('inquest_events', \
                  CASE WHEN octet_length(p.whole) <= 7900 THEN p.whole \
                  ELSE json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, \
-                     'q', ins.seq)::text END) \
+                     'q', bumped.head_seq)::text END) \
              FROM (SELECT json_build_object('v', 1, 'o', $12::text, 'k', 'turn', 's', $1, \
-                 'q', ins.seq, \
+                 'q', bumped.head_seq, \
                  'turn', json_build_object('r', $2, 'c', $3, 'tc', $4, 'ci', $5, 'tn', $6, \
-                     'e', $7, 'it', $9, 'ot', $10, 'at', ins.created_at, 'x', $14, \
+                     'e', $7, 'it', $9, 'ot', $10, 'at', now(), 'x', $14, \
                      'rp', $15::jsonb, 'cr', $16, 'cw', $17, 'cu', $18::bigint))::text \
                  AS whole OFFSET 0) p) END \
-         FROM ins, bumped"
+         FROM bumped"
         )
     };
 }
