@@ -24,7 +24,14 @@ every statement and left out.
 Usage (as root it runs PostgreSQL as the `postgres` user):
 
     python3 benches/callgrind/append.py [--repo PATH] [--n 1000] [--groups 1,8]
-        [--watched]
+        [--watched] [--sketches]
+
+`--sketches` also counts two statements the store does not run, to price
+issue 14's "the lease holder assigns the seqs it owns" design before
+building it: a bare INSERT into `turns` itself (its write-id index
+included), and an append whose seq comes from the caller, fenced by a
+`FOR SHARE` lock on the session row instead of rewriting it (the
+counters would then be folded elsewhere).
 
 `--watched` registers a watcher of another replica on every session first,
 so each append also builds and sends its notification.
@@ -102,6 +109,24 @@ def group_statement(repo):
     return sql
 
 
+def fenced_append():
+    """The sketched append: the caller's seq ($19), the epoch fence as a
+    share lock on the session row, which is not rewritten."""
+    return (
+        "WITH fence AS (SELECT cardinality(array_remove(watch_replicas, $12::text)) > 0 "
+        "AS watched FROM sessions WHERE id = $1 AND ($11::bigint IS NULL OR lease_epoch = $11) "
+        "FOR SHARE), "
+        "ins AS (INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, "
+        "tool_name, is_error, input_tokens, output_tokens, write_id, escaped, recovery_plan, "
+        "cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, created_at) "
+        "SELECT $1, $19, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14, $15, $16, $17, $18, now() "
+        "FROM fence) "
+        "SELECT $19, now(), fence.watched, CASE WHEN fence.watched THEN "
+        "(SELECT pg_notify('inquest_events', json_build_object('v', 1, 'o', $12::text, "
+        "'k', 'turn', 's', $1, 'q', $19)::text)) END FROM fence"
+    )
+
+
 GROUP = 8
 GROUP_SESSIONS = [f"00000000-0000-0000-0000-0000000001{i:02d}" for i in range(GROUP)]
 
@@ -141,6 +166,8 @@ def main():
                     help="every session watched from another replica: the appends notify")
     ap.add_argument("--groups", default="1,8",
                     help="group-statement sizes to count (1 to 8, comma-separated)")
+    ap.add_argument("--sketches", action="store_true",
+                    help="also count statements the store does not run (see above)")
     args = ap.parse_args()
     args.groups = [int(g) for g in args.groups.split(",")]
     if any(not 1 <= g <= GROUP for g in args.groups):
@@ -209,6 +236,20 @@ def main():
                 f"PREPARE s({APPEND_TYPES}) AS {sql}",
                 lambda i, t=tokens: f"EXECUTE s('{SESSION}','assistant',{PAYLOAD},'[]',NULL,"
                 f"NULL,false,0,{t},NULL,'r1',NULL,false,NULL,0,0,NULL)",
+                1,
+            )
+        if args.sketches:
+            statements["sketch: bare INSERT into turns"] = (
+                "PREPARE s(uuid,bigint,text) AS INSERT INTO turns "
+                "(session_id, seq, role, content, tool_calls) "
+                "VALUES ($1, $2, 'assistant', $3, '[]')",
+                lambda i: f"EXECUTE s('{SESSION}', {i + 1}, {PAYLOAD})",
+                1,
+            )
+            statements["sketch: caller's seq, FOR SHARE fence"] = (
+                f"PREPARE s({APPEND_TYPES},bigint) AS {fenced_append()}",
+                lambda i: f"EXECUTE s('{SESSION}','assistant',{PAYLOAD},'[]',NULL,"
+                f"NULL,false,0,0,0,NULL,'r1',NULL,false,NULL,0,0,NULL,{i + 1})",
                 1,
             )
         group = group_statement(repo)
