@@ -128,6 +128,7 @@ def fenced_append():
 
 
 GROUP = 8
+OTHER_SESSIONS = 1000
 GROUP_SESSIONS = [f"00000000-0000-0000-0000-0000000001{i:02d}" for i in range(GROUP)]
 
 
@@ -202,6 +203,15 @@ def main():
             )
             # The statements' origin is 'r1': 'r2' is another replica.
             + ("UPDATE sessions SET watch_replicas = ARRAY['r2'];\n" if args.watched else "")
+            # Other sessions, and statistics, so that the planner sees a
+            # table of a served database's size: with only the nine rows
+            # above it joins the group statement's `unnest` to `sessions`
+            # by hashing the whole table, where a real one (the bench
+            # databases' few hundred rows, or more) probes the primary key.
+            + f"INSERT INTO sessions (id, incident_id, status, tenant) SELECT gen_random_uuid(), "
+            f"'00000000-0000-0000-0000-000000000001', 'completed', 'default' "
+            f"FROM generate_series(1, {OTHER_SESSIONS});\n"
+            "ANALYZE;\n"
         )
         # The setup runs over a normal connection (multi-statement files).
         port = "25499"
