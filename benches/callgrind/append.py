@@ -26,12 +26,17 @@ Usage (as root it runs PostgreSQL as the `postgres` user):
     python3 benches/callgrind/append.py [--repo PATH] [--n 1000] [--groups 1,8]
         [--watched] [--sketches]
 
-`--sketches` also counts two statements the store does not run, to price
+`--sketches` also counts statements the store does not run, to price
 issue 14's "the lease holder assigns the seqs it owns" design before
 building it: a bare INSERT into `turns` itself (its write-id index
 included), and an append whose seq comes from the caller, fenced by a
 `FOR SHARE` lock on the session row instead of rewriting it (the
-counters would then be folded elsewhere).
+counters would then be folded elsewhere). Then the whole append that
+design would run, with and without tokens spent: that fence, the
+`token_usage` upsert when tokens were spent, and the notification
+decision from the locked row; once more with the seq read from `turns`
+under the lock (`max(seq) + 1`) instead of the caller's; and the group
+statement the same way (the caller's seqs, the rows share-locked).
 
 `--watched` registers a watcher of another replica on every session first,
 so each append also builds and sends its notification.
@@ -125,6 +130,66 @@ def fenced_append():
         "(SELECT pg_notify('inquest_events', json_build_object('v', 1, 'o', $12::text, "
         "'k', 'turn', 's', $1, 'q', $19)::text)) END FROM fence"
     )
+
+
+def whole_append(tokens, seq):
+    """The whole append of the sketched design: what it must still do once
+    the session row is no longer rewritten (see the module doc). `seq` is
+    the SQL of the new turn's seq: the caller's (`$19`), or read from
+    `turns` under the lock."""
+    used = (
+        "used AS (INSERT INTO token_usage (tenant, day, session_id, tokens) "
+        "SELECT fence.tenant, (now() AT TIME ZONE 'UTC')::date, $1, $9 + $10 FROM fence "
+        "WHERE $9 + $10 > 0 ON CONFLICT (tenant, day, session_id) "
+        "DO UPDATE SET tokens = token_usage.tokens + EXCLUDED.tokens), "
+        if tokens else ""
+    )
+    return (
+        "WITH fence AS (SELECT tenant, "
+        "cardinality(array_remove(watch_replicas, $12::text)) > 0 AS watched, "
+        f"{seq} AS seq "
+        "FROM sessions WHERE id = $1 AND ($11::bigint IS NULL OR lease_epoch = $11) "
+        "FOR SHARE), "
+        + used +
+        "ins AS (INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, "
+        "tool_name, is_error, input_tokens, output_tokens, write_id, escaped, recovery_plan, "
+        "cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, created_at) "
+        "SELECT $1, fence.seq, $2, $3, $4, $5, $6, $7, $9, $10, $13, $14, $15, $16, $17, $18, "
+        "now() FROM fence) "
+        "SELECT fence.seq, now(), fence.watched, CASE WHEN fence.watched THEN "
+        "(SELECT pg_notify('inquest_events', json_build_object('v', 1, 'o', $12::text, "
+        "'k', 'turn', 's', $1, 'q', fence.seq)::text)) END FROM fence"
+    )
+
+
+SEQ_READ = "coalesce((SELECT max(t.seq) FROM turns t WHERE t.session_id = $1), 0) + 1"
+
+# The group statement of the sketched design: the caller's seqs ($19),
+# the sessions' rows share-locked as the fence, nothing rewritten.
+GROUP_SKETCH = (
+    "WITH fence AS (SELECT s.id AS sid, v.seq, s.tenant, "
+    "cardinality(array_remove(s.watch_replicas, $12::text)) > 0 AS watched, "
+    "v.role, v.content, v.tc, v.ci, v.tn, v.e, v.it, v.ot, v.wid, v.x, v.rp, v.cr, v.cw, v.cu "
+    "FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::text[], "
+    "$6::text[], $7::boolean[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], "
+    "$13::uuid[], $14::boolean[], $15::jsonb[], $16::bigint[], $17::bigint[], "
+    "$18::bigint[], $19::bigint[]) "
+    "AS v(sid, role, content, tc, ci, tn, e, ntc, it, ot, epoch, wid, x, rp, cr, cw, cu, seq) "
+    "JOIN sessions s ON s.id = v.sid AND (v.epoch IS NULL OR s.lease_epoch = v.epoch) "
+    "FOR SHARE OF s), "
+    "used AS (INSERT INTO token_usage (tenant, day, session_id, tokens) "
+    "SELECT b.tenant, (now() AT TIME ZONE 'UTC')::date, b.sid, b.it + b.ot "
+    "FROM fence b WHERE b.it + b.ot > 0 ON CONFLICT (tenant, day, session_id) "
+    "DO UPDATE SET tokens = token_usage.tokens + EXCLUDED.tokens), "
+    "ins AS (INSERT INTO turns (session_id, seq, role, content, tool_calls, tool_call_id, "
+    "tool_name, is_error, input_tokens, output_tokens, write_id, escaped, recovery_plan, "
+    "cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, created_at) "
+    "SELECT b.sid, b.seq, b.role, b.content, b.tc, b.ci, b.tn, b.e, b.it, b.ot, b.wid, "
+    "b.x, b.rp, b.cr, b.cw, b.cu, now() FROM fence b) "
+    "SELECT b.sid, b.seq, now(), b.watched, CASE WHEN b.watched THEN "
+    "(SELECT pg_notify('inquest_events', json_build_object('v', 1, 'o', $12::text, "
+    "'k', 'turn', 's', b.sid, 'q', b.seq)::text)) END FROM fence b"
+)
 
 
 GROUP = 8
@@ -262,6 +327,19 @@ def main():
                 f"NULL,false,0,0,0,NULL,'r1',NULL,false,NULL,0,0,NULL,{i + 1})",
                 1,
             )
+            for spent, t in (("no tokens", "0,0"), ("tokens spent", "100,50")):
+                statements[f"sketch: whole, caller's seq, {spent}"] = (
+                    f"PREPARE s({APPEND_TYPES},bigint) AS {whole_append(t != '0,0', '$19')}",
+                    lambda i, t=t: f"EXECUTE s('{SESSION}','assistant',{PAYLOAD},'[]',NULL,"
+                    f"NULL,false,0,{t},NULL,'r1',NULL,false,NULL,0,0,NULL,{i + 1})",
+                    1,
+                )
+            statements["sketch: whole, seq read, no tokens"] = (
+                f"PREPARE s({APPEND_TYPES}) AS {whole_append(False, SEQ_READ)}",
+                lambda i: f"EXECUTE s('{SESSION}','assistant',{PAYLOAD},'[]',NULL,"
+                f"NULL,false,0,0,0,NULL,'r1',NULL,false,NULL,0,0,NULL)",
+                1,
+            )
         group = group_statement(repo)
         for size, (it, ot) in [(n, t) for n in args.groups for t in ((0, 0), (100, 50))]:
             if not group:
@@ -281,6 +359,11 @@ def main():
             spent = "tokens spent" if it + ot else "no tokens"
             statements[f"group of {size}, {spent}, per turn"] = (
                 f"PREPARE s AS {group}", lambda i, e=execute: e, size)
+            if args.sketches:
+                statements[f"sketch: group of {size}, {spent}, per turn"] = (
+                    f"PREPARE s AS {GROUP_SKETCH}",
+                    lambda i, e=execute, a=arr: e[:-1] + f",{a(str(i + 1), 'bigint')})",
+                    size)
         print(f"repo {repo}: PostgreSQL instructions per statement "
               f"(inner PortalRun, {args.n} executions, callgrind"
               f"{', sessions watched elsewhere' if args.watched else ''})")
