@@ -153,7 +153,7 @@ fn known(service: &str) -> Result<(), Status> {
         Err(crate::reason::status(
             tonic::Code::NotFound,
             crate::reason::Reason::UnknownService,
-            format!("unknown service {service:?}"),
+            format!("unknown service {}", crate::reason::excerpt(service)),
             Vec::new(),
         ))
     }

@@ -54,8 +54,8 @@ impl InvestigationsService {
     ) -> Result<Response<pb::CreateTokenResponse>, Status> {
         let role = inquest_core::auth::Role::parse(&req.role).ok_or_else(|| {
             ApiError::InvalidArgument(format!(
-                "role: {:?} is not viewer, operator or admin",
-                req.role
+                "role: {} is not viewer, operator or admin",
+                crate::reason::excerpt(&req.role)
             ))
         })?;
         if !req.tenant.is_empty() && req.tenant != caller.tenant.as_str() {
@@ -127,8 +127,8 @@ impl InvestigationsService {
         let id = uuid::Uuid::parse_str(&request.get_ref().token_id).ok();
         let outcome = match id {
             None => Err(ApiError::InvalidArgument(format!(
-                "token_id: {:?} is not a token id (a UUID, from ListTokens)",
-                request.get_ref().token_id
+                "token_id: {} is not a token id (a UUID, from ListTokens)",
+                crate::reason::excerpt(&request.get_ref().token_id)
             ))
             .into()),
             Some(id) => match self.store.revoke_tenant_token(&caller.tenant, id).await {
