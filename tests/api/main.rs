@@ -22,6 +22,7 @@ mod faults_support;
 mod group_commit;
 mod health;
 mod hostile;
+mod hostile_calls;
 mod idempotency;
 mod leases;
 mod limits;
