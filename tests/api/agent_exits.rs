@@ -525,6 +525,37 @@ async fn a_failed_author_call_after_a_good_burst_is_report_author_failed() {
     app.stop().await.unwrap();
 }
 
+/// Another replica on `db_url`, reaping every 50 ms; with `fake` it has a
+/// model and the evidence tools, without it runs nothing.
+async fn replica(
+    db_url: &str,
+    fake: Option<&FakeProvider>,
+) -> (
+    crate::agent_support::Client,
+    CancellationToken,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let mut config = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        database_url: Some(db_url.to_owned()),
+        ..Config::default()
+    };
+    config.store.max_connections = 2;
+    config.lease.reap_interval = Duration::from_millis(50);
+    if let Some(fake) = fake {
+        config.providers = vec![provider(fake, Flavor::OpenAi, "fake")];
+        evidence_tools(&mut config);
+    }
+    let app = Application::build(&config, db_url).await.unwrap();
+    let addr = app.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(app.run(stop.clone()));
+    let client = pb::investigations_client::InvestigationsClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    (client, stop, server)
+}
+
 #[tokio::test]
 async fn a_shutdown_mid_burst_hands_the_session_over_and_the_next_replica_finishes_it() {
     let _ = tracing_subscriber::fmt().with_env_filter("info").try_init();
@@ -543,33 +574,7 @@ async fn a_shutdown_mid_burst_hands_the_session_over_and_the_next_replica_finish
     // A server on the same database without providers (it runs nothing):
     // the burst was handed over, not ended. Still running, nobody's lease,
     // no report.
-    let serve = |providers: bool| {
-        let db_url = db_url.clone();
-        let fake = &fake;
-        let mut config = Config {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            database_url: Some(db_url.clone()),
-            ..Config::default()
-        };
-        config.store.max_connections = 2;
-        config.lease.reap_interval = Duration::from_millis(50);
-        if providers {
-            config.providers = vec![provider(fake, Flavor::OpenAi, "fake")];
-            evidence_tools(&mut config);
-        }
-        async move {
-            let app = Application::build(&config, &db_url).await.unwrap();
-            let addr = app.local_addr().unwrap();
-            let stop = CancellationToken::new();
-            let server = tokio::spawn(app.run(stop.clone()));
-            let client =
-                pb::investigations_client::InvestigationsClient::connect(format!("http://{addr}"))
-                    .await
-                    .unwrap();
-            (client, stop, server)
-        }
-    };
-    let (mut client, stop, server) = serve(false).await;
+    let (mut client, stop, server) = replica(&db_url, None).await;
     let s = session(&mut client, &id).await;
     assert_eq!(s.status(), pb::SessionStatus::Running, "{s:?}");
     assert_eq!(s.lease_owner, "", "the lease was released: {s:?}");
@@ -582,7 +587,7 @@ async fn a_shutdown_mid_burst_hands_the_session_over_and_the_next_replica_finish
     // the tail (a tool result the model never saw) continues on its own.
     fake.reply(FakeReply::text("The pool is exhausted."));
     fake.reply(FakeReply::text("Report: pool exhaustion."));
-    let (mut client, stop, server) = serve(true).await;
+    let (mut client, stop, server) = replica(&db_url, Some(&fake)).await;
     let (report, s) = finished(&mut client, &id, 1).await;
     assert_eq!(report.exit_reason, "completed");
     assert_ended(&s, pb::SessionStatus::Completed, "completed");
@@ -606,4 +611,84 @@ async fn a_shutdown_mid_burst_hands_the_session_over_and_the_next_replica_finish
     );
     stop.cancel();
     server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_shutdown_while_the_report_is_authored_hands_over_and_the_next_replica_writes_it() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("The pool is exhausted."))
+        .push(Behaviour::Hang);
+    let app = app_with_fake(&fake, |_| {}).await;
+    let mut client = app.client().await;
+    let id = start(&mut client, ASK).await;
+    // The second request is the author's, and it hangs.
+    eventually("the author call", || fake.request_count() == 2).await;
+
+    let db_url = app.db_url.clone();
+    drop(client);
+    app.stop().await.unwrap();
+
+    // Handed over, not ended with a summary the model never wrote.
+    let (mut client, stop, server) = replica(&db_url, None).await;
+    let s = session(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Running, "{s:?}");
+    assert_eq!(s.lease_owner, "", "the lease was released: {s:?}");
+    assert!(report(&mut client, &id, 1).await.is_none());
+    drop(client);
+    stop.cancel();
+    server.await.unwrap().unwrap();
+
+    // The next replica finds the final answer stored: it asks the model
+    // for nothing but the report.
+    fake.reply(FakeReply::text("Report: pool exhaustion."));
+    let (mut client, stop, server) = replica(&db_url, Some(&fake)).await;
+    let (report, s) = finished(&mut client, &id, 1).await;
+    assert_eq!(report.exit_reason, "completed");
+    assert_eq!(report.summary, "Report: pool exhaustion.");
+    assert_ended(&s, pb::SessionStatus::Completed, "completed");
+    assert_eq!(
+        shapes(&without_notices(turns(&mut client, &id).await)),
+        [user(ASK), assistant("The pool is exhausted.", &[])]
+    );
+    let requests = fake.requests();
+    assert_eq!(
+        requests.len(),
+        3,
+        "answer, the dropped author call, the author call"
+    );
+    let last = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap();
+    assert_eq!(last["content"], AUTHOR_PROMPT);
+    stop.cancel();
+    server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_cancel_while_the_report_is_authored_ends_the_session_cancelled() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("The pool is exhausted."))
+        .push(Behaviour::Hang);
+    let app = app_with_fake(&fake, |_| {}).await;
+    let mut client = app.client().await;
+    let id = start(&mut client, ASK).await;
+    eventually("the author call", || fake.request_count() == 2).await;
+
+    client
+        .cancel_session(pb::CancelSessionRequest {
+            session_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    let (report, s) = finished(&mut client, &id, 1).await;
+    assert_eq!(report.exit_reason, "cancelled");
+    assert_ended(&s, pb::SessionStatus::Cancelled, "cancelled");
+    assert_eq!(
+        shapes(&turns(&mut client, &id).await),
+        [user(ASK), assistant("The pool is exhausted.", &[])]
+    );
+    assert_eq!(fake.request_count(), 2);
+    app.stop().await.unwrap();
 }

@@ -653,6 +653,10 @@ impl Agent {
 
     /// The author step: one model call, no tools, that writes the summary.
     /// Its failure becomes the exit reason only when nothing else went wrong.
+    /// A stop while it runs wins, as it does over any model call: a
+    /// shutdown hands the session over (the next replica, finding the
+    /// final answer stored, only authors the report), a cancel ends it
+    /// `cancelled`, a lost lease writes nothing.
     async fn author(
         &self,
         state: &mut SessionState,
@@ -678,15 +682,17 @@ impl Agent {
         let mut cursor: ChainCursor = state.provider;
         let answered = tokio::select! {
             biased;
-            _ = stop.stopped() => None,
-            r = self.chain.complete(&mut cursor, &request) => Some(r),
+            reason = stop.stopped() => {
+                return (reason, report::fallback_summary(reason, state), none);
+            }
+            r = self.chain.complete(&mut cursor, &request) => r,
         };
         match answered {
-            Some(Ok(a)) if !a.completion.text.trim().is_empty() => {
+            Ok(a) if !a.completion.text.trim().is_empty() => {
                 (exit, a.completion.text, Some(a.completion.usage))
             }
             other => {
-                if let Some(Err(e)) = &other {
+                if let Err(e) = &other {
                     tracing::warn!(error = %e, "report author failed");
                 }
                 let exit = match exit {
@@ -696,10 +702,7 @@ impl Agent {
                     other => other,
                 };
                 // A blank answer still cost its tokens.
-                let spent = match other {
-                    Some(Ok(a)) => Some(a.completion.usage),
-                    _ => none,
-                };
+                let spent = other.ok().map(|a| a.completion.usage);
                 (exit, report::fallback_summary(exit, state), spent)
             }
         }
