@@ -21,6 +21,13 @@
 //! - afterwards every session the sweep started settles, none `failed`;
 //!   the happy path and the health check still answer; shutdown is clean.
 //!
+//! A second run does the same with `[auth] mode = "required"` as an admin
+//! of one tenant, with another tenant's incidents, sessions, token and
+//! page tokens mixed into the ids it sends. Also asserted there: no
+//! answer (nor any watch event) the sweep is given OK carries an id of
+//! the other tenant, and that tenant's sessions, incidents and token are
+//! as they were before the sweep.
+//!
 //! The seed is printed; `INQUEST_HOSTILE_SEED=<u64>` replays a run and
 //! `INQUEST_HOSTILE_CALLS=<n>` sweeps longer (default [`CALLS`]). Watch
 //! streams are read for [`WATCH_WINDOW`]; one still open then is fine.
@@ -32,17 +39,193 @@ use std::{
 };
 
 use inquest_agent::fake::{FakeProvider, Flavor};
-use inquest_proto::v1 as pb;
-use inquest_server::reason::{ErrorReason, Reason};
-use inquest_tests::spawn_app_with;
+use inquest_core::{Tenant, auth::Role};
+use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
+use inquest_server::{
+    auth::AuthMode,
+    reason::{ErrorReason, Reason},
+};
+use inquest_tests::{TestApp, spawn_app_with};
 use prost::Message;
-use tonic::{Code, Status};
+use tonic::{
+    Code, Request, Status,
+    metadata::AsciiMetadataValue,
+    service::{Interceptor, interceptor::InterceptedService},
+    transport::Channel,
+};
 use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 use tonic_types::StatusExt;
 
-use crate::agent_support::{self, Client, HANG_GUARD, assert_ended, evidence_tools, finished};
+use crate::agent_support::{self, HANG_GUARD, evidence_tools};
+
+/// Sends `authorization: Bearer <token>` on every call (nothing when
+/// `None`).
+#[derive(Clone)]
+struct Bearer(Option<AsciiMetadataValue>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+type Client = InvestigationsClient<InterceptedService<Channel, Bearer>>;
+
+/// A client of `app` sending `token`; a hostile client sends what it
+/// likes (5 MiB here).
+async fn client(app: &TestApp, token: Option<&str>) -> Client {
+    let bearer = token.map(|t| format!("Bearer {t}").parse().expect("a token is ASCII"));
+    InvestigationsClient::with_interceptor(app.channel().await, Bearer(bearer))
+        .max_encoding_message_size(usize::MAX)
+}
+
+async fn get_session(client: &mut Client, id: &str) -> pb::Session {
+    client
+        .get_session(pb::GetSessionRequest {
+            session_id: id.into(),
+        })
+        .await
+        .expect("get session")
+        .into_inner()
+}
+
+/// Polls `id` until it is neither pending nor running (or the guard ends).
+async fn settled(client: &mut Client, id: &str) -> pb::Session {
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    let active = [pb::SessionStatus::Pending, pb::SessionStatus::Running];
+    loop {
+        let s = get_session(client, id).await;
+        if !active.contains(&s.status()) || tokio::time::Instant::now() >= deadline {
+            return s;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Starts a session on a new incident; (incident id, session id).
+async fn start(client: &mut Client, message: &str) -> (String, String) {
+    let incident = client
+        .create_incident(pb::CreateIncidentRequest {
+            title: "hostile calls".into(),
+            description: "checkout is slow".into(),
+        })
+        .await
+        .expect("create incident")
+        .into_inner();
+    let session = client
+        .start_session(pb::StartSessionRequest {
+            incident_id: incident.id.clone(),
+            message: message.into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect("start session")
+        .into_inner();
+    (incident.id, session.id)
+}
+
+/// Another tenant's data, seen by its own admin: mixed into the sweep's
+/// ids, and checked unchanged afterwards.
+struct Foreign {
+    client: Client,
+    incidents: Vec<String>,
+    sessions: Vec<String>,
+    tokens: Vec<String>,
+    pages: Vec<String>,
+    /// GetIncident and GetSession of each, before the sweep.
+    before: Vec<String>,
+}
+
+impl Foreign {
+    /// Two settled sessions of tenant `red`, on two incidents.
+    async fn seed(app: &TestApp) -> Self {
+        let issued = app
+            .store
+            .create_token(
+                "red-admin",
+                &Tenant::parse("red").expect("a tenant name"),
+                Role::Admin,
+                None,
+            )
+            .await
+            .expect("a token of tenant red");
+        let mut client = client(app, Some(&issued.secret)).await;
+        let mut foreign = Self {
+            client: client.clone(),
+            incidents: Vec::new(),
+            sessions: Vec::new(),
+            tokens: vec![issued.token.id.to_string()],
+            pages: Vec::new(),
+            before: Vec::new(),
+        };
+        for _ in 0..2 {
+            let (incident, session) = start(&mut client, "what happened?").await;
+            let s = settled(&mut client, &session).await;
+            assert_eq!(s.status(), pb::SessionStatus::Completed, "{s:?}");
+            foreign.incidents.push(incident);
+            foreign.sessions.push(session);
+        }
+        let incidents = client
+            .list_incidents(pb::ListIncidentsRequest {
+                page_size: 1,
+                page_token: String::new(),
+            })
+            .await
+            .expect("red lists its incidents")
+            .into_inner();
+        let sessions = client
+            .list_sessions(pb::ListSessionsRequest {
+                incident_id: String::new(),
+                page_size: 1,
+                page_token: String::new(),
+                statuses: Vec::new(),
+            })
+            .await
+            .expect("red lists its sessions")
+            .into_inner();
+        foreign.pages = [incidents.next_page_token, sessions.next_page_token]
+            .into_iter()
+            .filter(|t| !t.is_empty())
+            .collect();
+        foreign.before = foreign.state().await;
+        foreign
+    }
+
+    /// What its own admin reads of it now.
+    async fn state(&mut self) -> Vec<String> {
+        let mut state = Vec::new();
+        for id in &self.incidents {
+            let incident = self
+                .client
+                .get_incident(pb::GetIncidentRequest {
+                    incident_id: id.clone(),
+                })
+                .await
+                .expect("the other tenant can still read its incident")
+                .into_inner();
+            state.push(format!("{incident:?}"));
+        }
+        for id in &self.sessions {
+            let s = get_session(&mut self.client, id).await;
+            state.push(format!("{s:?}"));
+        }
+        let tokens = self
+            .client
+            .list_tokens(pb::ListTokensRequest { limit: 0 })
+            .await
+            .expect("the other tenant's token still works")
+            .into_inner();
+        state.push(format!("{tokens:?}"));
+        state
+    }
+}
 
 /// Calls per run (about 3 s in a debug build).
 const CALLS: usize = 600;
@@ -217,6 +400,11 @@ struct Sweep {
     tally: BTreeMap<&'static str, BTreeMap<String, usize>>,
     /// Every wrong answer: call number, RPC, request, what was wrong.
     bad: Vec<String>,
+    /// Another tenant's incidents, sessions, tokens and page tokens.
+    foreign_incidents: Vec<String>,
+    foreign_sessions: Vec<String>,
+    foreign_tokens: Vec<String>,
+    foreign_pages: Vec<String>,
 }
 
 impl Sweep {
@@ -234,6 +422,35 @@ impl Sweep {
             started: BTreeSet::new(),
             tally: BTreeMap::new(),
             bad: Vec::new(),
+            foreign_incidents: Vec::new(),
+            foreign_sessions: Vec::new(),
+            foreign_tokens: Vec::new(),
+            foreign_pages: Vec::new(),
+        }
+    }
+
+    fn foreign(&self, pool: Pool) -> &[String] {
+        match pool {
+            Pool::Incident => &self.foreign_incidents,
+            Pool::Session => &self.foreign_sessions,
+            Pool::Token => &self.foreign_tokens,
+            Pool::IncidentPage | Pool::SessionPage | Pool::AuditPage => &self.foreign_pages,
+        }
+    }
+
+    /// An answer given OK must not show another tenant's id.
+    fn leaks(&mut self, n: usize, rpc: &str, req: &str, shown: &str) {
+        let leaked: Vec<&String> = self
+            .foreign_incidents
+            .iter()
+            .chain(&self.foreign_sessions)
+            .chain(&self.foreign_tokens)
+            .filter(|id| shown.contains(id.as_str()))
+            .collect();
+        if !leaked.is_empty() {
+            self.bad.push(format!(
+                "#{n} {rpc} {req}: answered another tenant's {leaked:?}"
+            ));
         }
     }
 
@@ -291,6 +508,10 @@ impl Sweep {
     /// An id: a real one of `pool` 60% of the time, else a mangled real
     /// one or hostile text.
     fn id(&mut self, pool: Pool) -> String {
+        let foreign = self.foreign(pool).to_vec();
+        if !foreign.is_empty() && self.rng.chance(20) {
+            return self.rng.pick(&foreign);
+        }
         let ids = self.pool(pool).to_vec();
         if !ids.is_empty() && self.rng.chance(60) {
             return self.rng.pick(&ids);
@@ -338,6 +559,10 @@ impl Sweep {
 
     /// A page token: a real one 40% of the time, else hostile.
     fn page_token(&mut self, pool: Pool) -> String {
+        let foreign = self.foreign(pool).to_vec();
+        if !foreign.is_empty() && self.rng.chance(15) {
+            return self.rng.pick(&foreign);
+        }
         let real = self.pool(pool).to_vec();
         if !real.is_empty() && self.rng.chance(40) {
             return self.rng.pick(&real);
@@ -400,7 +625,27 @@ impl Sweep {
     }
 
     /// Records the answer to call `n` of `rpc`; the value if OK.
-    fn check<T>(&mut self, n: usize, rpc: &'static str, req: &str, answer: Answer<T>) -> Option<T> {
+    fn check<T: std::fmt::Debug>(
+        &mut self,
+        n: usize,
+        rpc: &'static str,
+        req: &str,
+        answer: Answer<T>,
+    ) -> Option<T> {
+        let value = self.check_unscanned(n, rpc, req, answer)?;
+        self.leaks(n, rpc, req, &format!("{value:?}"));
+        Some(value)
+    }
+
+    /// [`Sweep::check`] without looking for the other tenant's ids in the
+    /// answer (the caller checks it).
+    fn check_unscanned<T>(
+        &mut self,
+        n: usize,
+        rpc: &'static str,
+        req: &str,
+        answer: Answer<T>,
+    ) -> Option<T> {
         let code = match &answer {
             Answer::Ok(_) => "OK".to_owned(),
             Answer::Refused(status) => format!("{:?}", status.code()),
@@ -496,6 +741,17 @@ fn service_rpcs() -> BTreeSet<String> {
 
 #[tokio::test]
 async fn every_rpc_answers_hostile_calls_with_a_proper_status_and_stays_healthy() {
+    hostile_sweep(false).await;
+}
+
+#[tokio::test]
+async fn one_tenants_hostile_calls_never_reach_another_tenants_data() {
+    hostile_sweep(true).await;
+}
+
+/// The sweep; with `tenants`, authenticated as tenant `blue`'s admin with
+/// tenant `red`'s ids mixed in.
+async fn hostile_sweep(tenants: bool) {
     let listed: BTreeSet<String> = RPCS.iter().map(|r| (*r).to_owned()).collect();
     assert_eq!(
         service_rpcs(),
@@ -516,8 +772,13 @@ async fn every_rpc_answers_hostile_calls_with_a_proper_status_and_stays_healthy(
         Flavor::Anthropic
     };
     println!(
-        "hostile_calls: seed {seed} ({calls} calls, {flavor:?} fake); replay with \
-         INQUEST_HOSTILE_SEED={seed}"
+        "hostile_calls: seed {seed} ({calls} calls, {flavor:?} fake{}); replay with \
+         INQUEST_HOSTILE_SEED={seed}",
+        if tenants {
+            ", as one of two tenants"
+        } else {
+            ""
+        }
     );
     let fake = FakeProvider::start(flavor)
         .await
@@ -526,14 +787,32 @@ async fn every_rpc_answers_hostile_calls_with_a_proper_status_and_stays_healthy(
     let app = spawn_app_with(|c| {
         c.providers = vec![entry];
         evidence_tools(c);
+        if tenants {
+            c.auth.mode = AuthMode::Required;
+        }
     })
     .await;
-    let mut client: Client = app
-        .client()
-        .await
-        // A hostile client sends what it likes (5 MiB here).
-        .max_encoding_message_size(usize::MAX);
     let mut sweep = Sweep::new(seed);
+    let (mut client, mut foreign) = if tenants {
+        let foreign = Foreign::seed(&app).await;
+        sweep.foreign_incidents = foreign.incidents.clone();
+        sweep.foreign_sessions = foreign.sessions.clone();
+        sweep.foreign_tokens = foreign.tokens.clone();
+        sweep.foreign_pages = foreign.pages.clone();
+        let blue = app
+            .store
+            .create_token(
+                "blue-admin",
+                &Tenant::parse("blue").expect("a tenant name"),
+                Role::Admin,
+                None,
+            )
+            .await
+            .expect("a token of tenant blue");
+        (client(&app, Some(&blue.secret)).await, Some(foreign))
+    } else {
+        (client(&app, None).await, None)
+    };
     let began = Instant::now();
 
     for n in 0..calls {
@@ -669,10 +948,14 @@ async fn every_rpc_answers_hostile_calls_with_a_proper_status_and_stays_healthy(
                     continue;
                 };
                 let mut events = 0;
+                let mut shown = Vec::new();
                 let read = async {
                     while events < MAX_WATCH_EVENTS {
                         match stream.message().await {
-                            Ok(Some(_)) => events += 1,
+                            Ok(Some(event)) => {
+                                events += 1;
+                                shown.push(format!("{event:?}"));
+                            }
                             Ok(None) => return Ok(()),
                             Err(status) => return Err(status),
                         }
@@ -687,6 +970,9 @@ async fn every_rpc_answers_hostile_calls_with_a_proper_status_and_stays_healthy(
                     }
                     Err(_) => "stream still open".to_owned(),
                 };
+                for event in &shown {
+                    sweep.leaks(n, "WatchSession (event)", &req, event);
+                }
                 *sweep
                     .tally
                     .entry(rpc)
@@ -802,9 +1088,21 @@ async fn every_rpc_answers_hostile_calls_with_a_proper_status_and_stays_healthy(
                     page_size,
                     page_token,
                 });
-                if let Some(page) = sweep.check(n, rpc, &req, unary(call).await)
-                    && !page.next_page_token.is_empty()
-                {
+                // The caller's own trail names the ids it sent, the other
+                // tenant's among them; those calls were refused.
+                let Some(page) = sweep.check_unscanned(n, rpc, &req, unary(call).await) else {
+                    continue;
+                };
+                for event in &page.events {
+                    if !sweep.foreign_sessions.is_empty() && event.tenant != "blue" {
+                        sweep.bad.push(format!(
+                            "#{n} {rpc} {req}: another tenant's event {event:?}"
+                        ));
+                    } else if event.code == "OK" {
+                        sweep.leaks(n, rpc, &req, &format!("{event:?}"));
+                    }
+                }
+                if !page.next_page_token.is_empty() {
                     sweep.audit_pages.push(page.next_page_token);
                 }
             }
@@ -826,16 +1124,9 @@ async fn every_rpc_answers_hostile_calls_with_a_proper_status_and_stays_healthy(
 
     // Every session the sweep started settles, and none failed: a hostile
     // request never fails a session.
-    let deadline = tokio::time::Instant::now() + HANG_GUARD;
     let active = [pb::SessionStatus::Pending, pb::SessionStatus::Running];
     for id in &sweep.started {
-        let settled = loop {
-            let s = agent_support::session(&mut client, id).await;
-            if !active.contains(&s.status()) || tokio::time::Instant::now() >= deadline {
-                break s;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let settled = settled(&mut client, id).await;
         if active.contains(&settled.status()) {
             sweep.bad.push(format!(
                 "session {id} never settled: {:?}",
@@ -866,6 +1157,18 @@ async fn every_rpc_answers_hostile_calls_with_a_proper_status_and_stays_healthy(
         }
     }
 
+    // The other tenant's data is as it was.
+    if let Some(foreign) = &mut foreign {
+        let after = foreign.state().await;
+        for (before, after) in foreign.before.iter().zip(&after) {
+            if before != after {
+                sweep.bad.push(format!(
+                    "another tenant's data changed:\n  before {before}\n  after  {after}"
+                ));
+            }
+        }
+    }
+
     assert!(
         sweep.bad.is_empty(),
         "{} wrong answers in {calls} hostile calls (seed {}; replay with \
@@ -877,12 +1180,16 @@ async fn every_rpc_answers_hostile_calls_with_a_proper_status_and_stays_healthy(
     );
 
     // The happy path and the health check still answer.
-    let id = agent_support::start(&mut client, "what happened?").await;
-    let (report, s) = finished(&mut client, &id, 1).await;
+    let (_, id) = start(&mut client, "what happened?").await;
+    let s = settled(&mut client, &id).await;
     // The fake's default reply is text without tool calls: the model is
     // done.
-    assert_ended(&s, pb::SessionStatus::Completed, "completed");
-    assert_eq!(report.exit_reason, "completed", "seed {seed}");
+    assert_eq!(
+        s.status(),
+        pb::SessionStatus::Completed,
+        "seed {seed}: {s:?}"
+    );
+    assert_eq!(s.exit_reason, "completed", "seed {seed}");
     let mut health = HealthClient::new(app.channel().await);
     let serving = health
         .check(HealthCheckRequest {
