@@ -791,6 +791,48 @@ async fn admins_manage_their_tenants_tokens_over_the_api() {
 }
 
 #[tokio::test]
+async fn a_secret_pasted_as_a_token_id_is_refused_without_echoing_it() {
+    let app = inquest_tests::spawn_app_with(|c| c.auth.mode = AuthMode::Required).await;
+    let admin = token(&app, "acme", Role::Admin).await;
+    let secret_half = admin.rsplit('_').next().unwrap().to_owned();
+    assert!(secret_half.len() >= 32, "{admin}");
+    let mut c = app.client().await;
+    let refused = c
+        .revoke_token(req(
+            pb::RevokeTokenRequest {
+                token_id: admin.clone(),
+            },
+            &admin,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    // Not the whole secret, nor the part of it a 64-character excerpt
+    // would have kept.
+    assert!(
+        !refused.message().contains(&secret_half[..16]),
+        "{}",
+        refused.message()
+    );
+    assert!(
+        refused.message().contains("[redacted]"),
+        "{}",
+        refused.message()
+    );
+    let audit = c
+        .list_audit_events(req(pb::ListAuditEventsRequest::default(), &admin))
+        .await
+        .unwrap()
+        .into_inner();
+    let last = &audit.events[0];
+    assert_eq!(
+        (last.method.as_str(), last.code.as_str()),
+        ("RevokeToken", "INVALID_ARGUMENT")
+    );
+    assert!(!last.message.contains(&secret_half[..16]), "{last:?}");
+}
+
+#[tokio::test]
 async fn v16_puts_existing_rows_in_the_default_tenant() {
     use inquest_store::{Store, StoreConfig};
     let (db_name, db_url) = inquest_tests::fresh_database().await;

@@ -11,8 +11,10 @@
 //!   every "abc" in a log would garble it and protect nothing.
 //! - **Shapes** that are secret whatever their value: the password in a
 //!   URL's userinfo (`scheme://user:PASSWORD@host`), the token after
-//!   `Bearer `, and the value of a URL query parameter whose name says it is
-//!   a credential (`token`, `key`, `secret`, `password`, `signature`, …).
+//!   `Bearer `, the value of a URL query parameter whose name says it is
+//!   a credential (`token`, `key`, `secret`, `password`, `signature`, …),
+//!   and the secret half of an Inquest API token (`inq_<id>_SECRET`: the
+//!   id, which `ListTokens` shows, is kept).
 //!
 //! The registry is process-wide (a secret learnt by the agent's config must
 //! be hidden from the server's logs); [`Redactor`] is the pure part, tested
@@ -108,13 +110,58 @@ pub fn redact_shapes(text: &str) -> Cow<'_, str> {
     let a = url_passwords(text);
     let b = bearer_tokens(&a);
     let c = secret_params(&b);
+    let d = api_token_secrets(&c);
     if matches!(a, Cow::Borrowed(_))
         && matches!(b, Cow::Borrowed(_))
         && matches!(c, Cow::Borrowed(_))
+        && matches!(d, Cow::Borrowed(_))
     {
         return Cow::Borrowed(text);
     }
-    Cow::Owned(c.into_owned())
+    Cow::Owned(d.into_owned())
+}
+
+/// `inq_<id>_<secret>` → `inq_<id>_[redacted]`, the id being 32 hex
+/// digits as `auth::PresentedToken` writes it (so `inq_requests_total` is
+/// left alone): an API token pasted where an id belongs, or cut short,
+/// still loses its secret.
+fn api_token_secrets(text: &str) -> Cow<'_, str> {
+    const PREFIX: &str = "inq_";
+    const ID_DIGITS: usize = 32;
+    if !text.contains(PREFIX) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut pos = 0;
+    let mut changed = false;
+    while let Some(found) = text[pos..].find(PREFIX) {
+        let id_start = pos + found + PREFIX.len();
+        let id_len = text[id_start..]
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(text.len() - id_start);
+        let underscore = id_start + id_len;
+        if id_len != ID_DIGITS || !text[underscore..].starts_with('_') {
+            out.push_str(&text[pos..id_start]);
+            pos = id_start;
+            continue;
+        }
+        let secret_start = underscore + 1;
+        let secret_len = text[secret_start..]
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(text.len() - secret_start);
+        out.push_str(&text[pos..secret_start]);
+        if secret_len > 0 {
+            out.push_str(REDACTED);
+            changed = true;
+        }
+        pos = secret_start + secret_len;
+    }
+    out.push_str(&text[pos..]);
+    if changed {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(text)
+    }
 }
 
 /// Characters a token or URL part is made of (stops at spaces, quotes,
@@ -252,6 +299,32 @@ fn secret_name(name: &str) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn an_api_tokens_secret_is_hidden_whole_or_cut_and_its_id_kept() {
+        let id = "0190a5dfac96774bbccb302099a8057f";
+        let secret = "9f".repeat(32);
+        let token = format!("inq_{id}_{secret}");
+        assert_eq!(
+            redact_shapes(&format!("token_id: \"{token}\" is not a token id")),
+            format!("token_id: \"inq_{id}_[redacted]\" is not a token id")
+        );
+        // Cut short, as a quoted excerpt is.
+        assert_eq!(
+            redact_shapes(&format!("\"{}\"...", &token[..64])),
+            format!("\"inq_{id}_[redacted]\"...")
+        );
+        let other = format!("inq_{}_x inq_requests_total inq_{id}x_{secret}", &id[1..]);
+        for plain in [
+            "inq_",
+            "inq_abc_1",
+            "inq__x",
+            "an inquiry_x",
+            other.as_str(),
+        ] {
+            assert_eq!(redact_shapes(plain), plain, "{plain}");
+        }
+    }
 
     #[test]
     fn known_values_are_hidden_longest_first() {
