@@ -556,6 +556,19 @@ async fn replica(
     (client, stop, server)
 }
 
+/// Seen from a replica without a model (it runs nothing): session `id`
+/// was handed over, not ended. Still running, nobody's lease, no report.
+async fn assert_handed_over(db_url: &str, id: &str) {
+    let (mut client, stop, server) = replica(db_url, None).await;
+    let s = session(&mut client, id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Running, "{s:?}");
+    assert_eq!(s.lease_owner, "", "the lease was released: {s:?}");
+    assert!(report(&mut client, id, 1).await.is_none());
+    drop(client);
+    stop.cancel();
+    server.await.unwrap().unwrap();
+}
+
 #[tokio::test]
 async fn a_shutdown_mid_burst_hands_the_session_over_and_the_next_replica_finishes_it() {
     let _ = tracing_subscriber::fmt().with_env_filter("info").try_init();
@@ -571,17 +584,8 @@ async fn a_shutdown_mid_burst_hands_the_session_over_and_the_next_replica_finish
     drop(client);
     app.stop().await.unwrap();
 
-    // A server on the same database without providers (it runs nothing):
-    // the burst was handed over, not ended. Still running, nobody's lease,
-    // no report.
-    let (mut client, stop, server) = replica(&db_url, None).await;
-    let s = session(&mut client, &id).await;
-    assert_eq!(s.status(), pb::SessionStatus::Running, "{s:?}");
-    assert_eq!(s.lease_owner, "", "the lease was released: {s:?}");
-    assert!(report(&mut client, &id, 1).await.is_none());
-    drop(client);
-    stop.cancel();
-    server.await.unwrap().unwrap();
+    // The burst was handed over, not ended.
+    assert_handed_over(&db_url, &id).await;
 
     // The next replica with a model claims it at once and finishes it:
     // the tail (a tool result the model never saw) continues on its own.
@@ -629,14 +633,7 @@ async fn a_shutdown_while_the_report_is_authored_hands_over_and_the_next_replica
     app.stop().await.unwrap();
 
     // Handed over, not ended with a summary the model never wrote.
-    let (mut client, stop, server) = replica(&db_url, None).await;
-    let s = session(&mut client, &id).await;
-    assert_eq!(s.status(), pb::SessionStatus::Running, "{s:?}");
-    assert_eq!(s.lease_owner, "", "the lease was released: {s:?}");
-    assert!(report(&mut client, &id, 1).await.is_none());
-    drop(client);
-    stop.cancel();
-    server.await.unwrap().unwrap();
+    assert_handed_over(&db_url, &id).await;
 
     // The next replica finds the final answer stored: it asks the model
     // for nothing but the report.

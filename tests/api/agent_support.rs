@@ -26,6 +26,28 @@ use tonic::{Code, transport::Channel};
 
 pub type Client = InvestigationsClient<Channel>;
 
+/// Every RPC of `inquest.v1.Investigations`, as the proto names it
+/// (`hostile_calls` checks this list against the descriptor set).
+pub const RPCS: [&str; 17] = [
+    "CreateIncident",
+    "GetIncident",
+    "ListIncidents",
+    "StartSession",
+    "GetSession",
+    "ListSessions",
+    "ListTurns",
+    "SendMessage",
+    "WatchSession",
+    "CancelSession",
+    "GetReport",
+    "ContinueSession",
+    "GetRecoveryPlan",
+    "CreateToken",
+    "ListTokens",
+    "RevokeToken",
+    "ListAuditEvents",
+];
+
 /// Hang guard of every wait here. Generous: it only turns a hang into a
 /// failure and asserts nothing about speed.
 pub const HANG_GUARD: Duration = Duration::from_secs(60);

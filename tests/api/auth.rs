@@ -9,27 +9,9 @@ use inquest_server::auth::{AuthMode, VERIFY_CACHE_TTL};
 use inquest_tests::{TestApp, spawn_app_with};
 use tonic::{Code, Request, metadata::MetadataValue};
 
-const UNKNOWN: &str = "01890a5d-ac96-774b-bcce-b302099a8057";
+use crate::agent_support::RPCS;
 
-const METHODS: [&str; 17] = [
-    "CreateIncident",
-    "GetIncident",
-    "ListIncidents",
-    "StartSession",
-    "GetSession",
-    "ListSessions",
-    "ListTurns",
-    "SendMessage",
-    "WatchSession",
-    "CancelSession",
-    "GetReport",
-    "ContinueSession",
-    "GetRecoveryPlan",
-    "CreateToken",
-    "ListTokens",
-    "RevokeToken",
-    "ListAuditEvents",
-];
+const UNKNOWN: &str = "01890a5d-ac96-774b-bcce-b302099a8057";
 
 fn with<T>(message: T, token: Option<&str>) -> Request<T> {
     let mut request = Request::new(message);
@@ -296,7 +278,7 @@ async fn every_rpc_gives_each_caller_its_exact_code_and_refusals_write_nothing()
         ("expired", Some(format!("Bearer {}", expired.secret))),
         ("revoked", Some(format!("Bearer {}", revoked.secret))),
     ];
-    for method in METHODS {
+    for method in RPCS {
         for (who, token) in &unauthenticated {
             let before = rows(&app).await;
             assert_eq!(

@@ -58,7 +58,7 @@ use tonic_health::pb::{
 };
 use tonic_types::StatusExt;
 
-use crate::agent_support::{self, HANG_GUARD, evidence_tools};
+use crate::agent_support::{self, HANG_GUARD, RPCS, evidence_tools};
 
 /// Sends `authorization: Bearer <token>` on every call (nothing when
 /// `None`).
@@ -239,27 +239,6 @@ const WATCH_WINDOW: Duration = Duration::from_secs(2);
 /// Events read from one watch stream at most.
 const MAX_WATCH_EVENTS: usize = 200;
 const MIB: usize = 1024 * 1024;
-
-/// Every RPC the sweep calls, as the proto names it.
-const RPCS: [&str; 17] = [
-    "CreateIncident",
-    "GetIncident",
-    "ListIncidents",
-    "StartSession",
-    "GetSession",
-    "ListSessions",
-    "ListTurns",
-    "SendMessage",
-    "WatchSession",
-    "CancelSession",
-    "GetReport",
-    "ContinueSession",
-    "GetRecoveryPlan",
-    "CreateToken",
-    "ListTokens",
-    "RevokeToken",
-    "ListAuditEvents",
-];
 
 /// The codes a refusal of a hostile request may have: all say "your
 /// request", none "the server".
