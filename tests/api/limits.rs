@@ -296,6 +296,59 @@ struct RawStartSession {
     message: Vec<u8>,
 }
 
+/// HealthCheckRequest with `service` as raw bytes.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawHealthCheck {
+    #[prost(bytes = "vec", tag = "1")]
+    service: Vec<u8>,
+}
+
+/// The health service answers an undecodable request as the API does:
+/// INVALID_ARGUMENT with MALFORMED_REQUEST, not tonic's INTERNAL.
+#[tokio::test]
+async fn a_health_check_that_is_not_utf8_answers_invalid_argument() {
+    let app = spawn_app().await;
+    let mut raw = tonic::client::Grpc::new(app.channel().await);
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/grpc.health.v1.Health/Check");
+    let codec =
+        tonic_prost::ProstCodec::<RawHealthCheck, tonic_health::pb::HealthCheckResponse>::default();
+    for service in [vec![0xff, 0xfe], vec![0xc3, 0x28], vec![0xed, 0xa0, 0x80]] {
+        raw.ready().await.unwrap();
+        let status = raw
+            .unary(
+                tonic::Request::new(RawHealthCheck { service }),
+                path.clone(),
+                codec.clone(),
+            )
+            .await
+            .unwrap_err();
+        crate::error_details::assert_reason(
+            &status,
+            Code::InvalidArgument,
+            inquest_server::reason::Reason::MalformedRequest,
+            &[],
+        );
+    }
+    // The same raw path with a known service name is served.
+    raw.ready().await.unwrap();
+    let serving = raw
+        .unary(
+            tonic::Request::new(RawHealthCheck {
+                service: b"inquest.v1.Investigations".to_vec(),
+            }),
+            path,
+            codec,
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        serving.status(),
+        tonic_health::pb::health_check_response::ServingStatus::Serving
+    );
+    app.stop().await.unwrap();
+}
+
 /// A request whose string field is not UTF-8 answers INVALID_ARGUMENT
 /// (tonic's default is INTERNAL) and writes nothing; the watch cursor's
 /// OUT_OF_RANGE is still OUT_OF_RANGE, with its head seq.

@@ -237,7 +237,14 @@ impl Application {
             Arc::clone(&self.health_probes),
         );
         let readiness = db_health.readiness();
-        let health = tonic_health::pb::health_server::HealthServer::new(db_health);
+        // Health answers undecodable and oversized requests as the API
+        // does: INVALID_ARGUMENT, not tonic's INTERNAL / OUT_OF_RANGE.
+        let max_request_bytes = self.api.max_request_bytes;
+        let health = crate::api_limits::Limited::new(
+            tonic_health::pb::health_server::HealthServer::new(db_health)
+                .max_decoding_message_size(max_request_bytes),
+            max_request_bytes,
+        );
         let watches = Watches {
             log: self.log.clone(),
             shutdown: shutdown.clone(),
