@@ -6,15 +6,12 @@
 
 use std::time::Duration;
 
-use inquest_agent::{
-    McpSection,
-    fake::{Behaviour, FakeProvider, FakeReply, Flavor},
-    report::AUTHOR_PROMPT,
-};
+use inquest_agent::{McpSection, report::AUTHOR_PROMPT};
 use inquest_broadcast::{Event, SubscriptionItem};
 use inquest_core::SessionId;
 use inquest_proto::v1 as pb;
 use inquest_server::{Application, Config};
+use inquest_testkit::fake::{Behaviour, FakeProvider, FakeReply, Flavor};
 use inquest_tests::spawn_app_with;
 use tokio_util::sync::CancellationToken;
 

@@ -1,5 +1,5 @@
 //! MCP tools in the real loop: a real MCP server written with the official
-//! Python SDK (`inquest_agent::mcp::testing`), started over stdio from an
+//! Python SDK (`inquest_testkit::mcp`), started over stdio from an
 //! `mcpServers` file, as `[mcp] config` names it.
 //!
 //! Skipped loudly when the SDK is not importable, unless
@@ -7,13 +7,13 @@
 
 use std::path::PathBuf;
 
-use inquest_agent::{
-    McpSection, Skill,
-    fake::{FakeProvider, FakeReply, Flavor},
-    mcp::testing,
-};
+use inquest_agent::{McpSection, Skill};
 use inquest_core::{SessionId, tool_idempotency_key};
 use inquest_proto::v1 as pb;
+use inquest_testkit::{
+    fake::{FakeProvider, FakeReply, Flavor},
+    mcp,
+};
 use inquest_tests::TestApp;
 
 use crate::agent_support::{
@@ -38,7 +38,7 @@ impl McpFile {
         let file = dir.join("mcp.json");
         let servers = serde_json::json!({"mcpServers": {"incident": {
             "command": python,
-            "args": [testing::incident_tools_script().display().to_string()],
+            "args": [mcp::incident_tools_script().display().to_string()],
         }}});
         std::fs::write(&file, servers.to_string()).unwrap();
         McpFile { dir, file }
@@ -80,7 +80,7 @@ async fn mcp_app(fake: &FakeProvider, mcp: &McpFile) -> TestApp {
 
 #[tokio::test]
 async fn mcp_tool_results_are_persisted_and_reported_with_their_server_and_skill() {
-    let Some(python) = testing::python() else {
+    let Some(python) = mcp::python() else {
         return;
     };
     let mcp = McpFile::new(&python);
@@ -149,7 +149,7 @@ async fn mcp_tool_results_are_persisted_and_reported_with_their_server_and_skill
 
 #[tokio::test]
 async fn cancelling_while_an_mcp_tool_runs_records_its_result_and_stops() {
-    let Some(python) = testing::python() else {
+    let Some(python) = mcp::python() else {
         return;
     };
     let mcp = McpFile::new(&python);

@@ -3,11 +3,9 @@
 //! schemas on the wire, and token usage in the session counters and the
 //! report.
 
-use inquest_agent::{
-    Skill,
-    fake::{FakeProvider, FakeReply, Flavor},
-};
+use inquest_agent::Skill;
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_tests::spawn_app_with;
 use serde_json::Value;
 

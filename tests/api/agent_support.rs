@@ -9,12 +9,10 @@ use std::{
     time::Duration,
 };
 
-use inquest_agent::{
-    ProviderConfig, ProviderKind,
-    fake::{FakeProvider, Flavor},
-};
+use inquest_agent::{ProviderConfig, ProviderKind};
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_server::Config;
+use inquest_testkit::fake::{FakeProvider, Flavor};
 use inquest_tests::{TestApp, spawn_app_with};
 use tokio::{
     io::AsyncWriteExt,

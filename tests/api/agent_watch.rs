@@ -1,11 +1,9 @@
 //! A watcher of a session the real loop works: the example investigation
 //! (script provider, built-in file tools over its evidence).
 
-use inquest_agent::{
-    ProviderConfig, ProviderKind,
-    fake::{FakeProvider, Flavor},
-};
+use inquest_agent::{ProviderConfig, ProviderKind};
 use inquest_proto::v1::{self as pb, watch_event::Event};
+use inquest_testkit::fake::{FakeProvider, Flavor};
 use inquest_tests::{
     spawn_app_with,
     watching::{collect, next, watch},

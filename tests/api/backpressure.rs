@@ -10,8 +10,8 @@ use std::{
     time::Duration,
 };
 
-use inquest_agent::fake::{FakeProvider, Flavor};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, Flavor};
 use inquest_tests::connect;
 use tokio::task::JoinSet;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};

@@ -8,13 +8,13 @@
 
 use std::collections::HashSet;
 
-use inquest_agent::{
-    McpSection,
-    fake::{FakeProvider, FakeReply, Flavor},
-    mcp::testing,
-};
+use inquest_agent::McpSection;
 use inquest_core::{SessionId, tool_idempotency_key};
 use inquest_proto::v1::{self as pb, watch_event::Event};
+use inquest_testkit::{
+    fake::{FakeProvider, FakeReply, Flavor},
+    mcp,
+};
 use inquest_tests::{
     spawn_app_with,
     watching::{collect, next, watch},
@@ -47,7 +47,7 @@ fn call(reply: FakeReply, ids: Ids, k: usize, name: &str, arguments: &str) -> Fa
 /// Runs the session and checks every place an id shows up; `expected` are
 /// the stored ids of the four calls, in order.
 async fn ids_are_unique_everywhere(ids: Ids, expected: [&str; 4]) {
-    let Some(python) = testing::python() else {
+    let Some(python) = mcp::python() else {
         return;
     };
     let mcp = McpFile::new(&python);

@@ -3,8 +3,8 @@
 //! saying what was cut and how much; a body over the cap fails that
 //! provider (no retry) and the chain fails over.
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_tests::spawn_app_with;
 
 use crate::agent_support::{

@@ -4,17 +4,17 @@
 //! server is cut, and the server goes on; the built-in file tools describe
 //! binary files and cut long ones with a marker.
 //!
-//! The MCP server is the real Python one (`inquest_agent::mcp::testing`);
+//! The MCP server is the real Python one (`inquest_testkit::mcp`);
 //! its absence fails these tests when `INQUEST_REQUIRE_MCP` is set.
 
 use std::path::PathBuf;
 
-use inquest_agent::{
-    McpSection,
-    fake::{FakeProvider, FakeReply, Flavor},
-    mcp::testing,
-};
+use inquest_agent::McpSection;
 use inquest_proto::v1 as pb;
+use inquest_testkit::{
+    fake::{FakeProvider, FakeReply, Flavor},
+    mcp,
+};
 use inquest_tests::TestApp;
 use serde_json::Value;
 
@@ -32,7 +32,7 @@ impl Dir {
         if let Some(python) = python {
             let servers = serde_json::json!({"mcpServers": {"incident": {
                 "command": python,
-                "args": [testing::incident_tools_script().display().to_string()],
+                "args": [mcp::incident_tools_script().display().to_string()],
             }}});
             std::fs::write(dir.join("mcp.json"), servers.to_string()).unwrap();
         }
@@ -101,7 +101,7 @@ const RESULT_WHAT: &str = "tool result over limits.max_tool_result_bytes = 65536
 
 #[tokio::test]
 async fn a_five_megabyte_mcp_result_is_cut_to_the_cap_with_a_marker_and_the_server_goes_on() {
-    let Some(python) = testing::python() else {
+    let Some(python) = mcp::python() else {
         return;
     };
     let dir = Dir::new(Some(&python));
@@ -165,7 +165,7 @@ async fn a_five_megabyte_mcp_result_is_cut_to_the_cap_with_a_marker_and_the_serv
 
 #[tokio::test]
 async fn a_result_just_over_the_cap_is_cut_after_it_arrived() {
-    let Some(python) = testing::python() else {
+    let Some(python) = mcp::python() else {
         return;
     };
     let dir = Dir::new(Some(&python));
@@ -186,7 +186,7 @@ async fn a_result_just_over_the_cap_is_cut_after_it_arrived() {
 
 #[tokio::test]
 async fn an_mcp_result_with_nul_completes_and_reads_back() {
-    let Some(python) = testing::python() else {
+    let Some(python) = mcp::python() else {
         return;
     };
     let dir = Dir::new(Some(&python));
@@ -219,7 +219,7 @@ async fn an_mcp_result_with_nul_completes_and_reads_back() {
 
 #[tokio::test]
 async fn a_megabyte_stderr_line_is_cut_and_the_server_goes_on() {
-    let Some(python) = testing::python() else {
+    let Some(python) = mcp::python() else {
         return;
     };
     let dir = Dir::new(Some(&python));

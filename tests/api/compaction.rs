@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor, fake_tokens, is_compaction_request};
 use inquest_proto::v1::{self as pb, watch_event::Event};
 use inquest_server::Config;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor, fake_tokens, is_compaction_request};
 use inquest_tests::{
     spawn_app_with,
     watching::{collect, watch},

@@ -5,9 +5,9 @@
 //! fake (checking them as the real API does) accepted them; OpenAI's
 //! `cached_tokens` read.
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_core::{Cost, Price, TokenUsage};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_tests::spawn_app_with;
 
 use crate::agent_support::{

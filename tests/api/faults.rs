@@ -7,10 +7,10 @@
 
 use std::time::Duration;
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_core::{ExitReason, NewTurn, SessionId, SessionStatus, TokenUsage, ToolArguments};
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_store::Transition;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_tests::{
     driver::{Driver, new_session},
     spawn_app, spawn_app_with,

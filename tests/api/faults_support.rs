@@ -5,10 +5,10 @@
 
 use std::{collections::HashMap, net::SocketAddr, time::Duration};
 
-use inquest_agent::fake::{FakeProvider, Recorded};
 use inquest_core::SessionId;
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_server::{Application, Config};
+use inquest_testkit::fake::{FakeProvider, Recorded};
 use inquest_tests::TestApp;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},

@@ -9,11 +9,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use inquest_agent::{
-    McpSection,
-    fake::{FakeProvider, FakeReply, Flavor},
-    mcp::testing,
-};
+use inquest_agent::McpSection;
 use inquest_core::{
     ExitReason, IdempotencyKey, IncidentId, IncidentText, Limits, NewTurn, SessionId, TokenUsage,
     ToolArguments, ToolCall, UserMessage,
@@ -23,6 +19,10 @@ use inquest_store::{
     NewReport, ReplicaId, SendOutcome, Store, StoreConfig, WriteId,
     listen::ListenEvent,
     notify::{CHANNEL, Notification},
+};
+use inquest_testkit::{
+    fake::{FakeProvider, FakeReply, Flavor},
+    mcp,
 };
 use inquest_tests::{
     spawn_app, spawn_app_with,
@@ -291,14 +291,14 @@ async fn nul_from_the_model_a_file_and_the_user_is_kept_watched_and_sent_back() 
 
 #[tokio::test]
 async fn an_mcp_result_with_nul_is_kept_and_sent_back() {
-    let Some(python) = testing::python() else {
+    let Some(python) = mcp::python() else {
         return;
     };
     let dir = TempDir::new("mcp");
     let file = dir.0.join("mcp.json");
     let servers = json!({"mcpServers": {"incident": {
         "command": python,
-        "args": [testing::incident_tools_script().display().to_string()],
+        "args": [mcp::incident_tools_script().display().to_string()],
     }}});
     std::fs::write(&file, servers.to_string()).unwrap();
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();

@@ -38,13 +38,13 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use inquest_agent::fake::{FakeProvider, Flavor};
 use inquest_core::{Tenant, auth::Role};
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_server::{
     auth::AuthMode,
     reason::{ErrorReason, Reason},
 };
+use inquest_testkit::fake::{FakeProvider, Flavor};
 use inquest_tests::{TestApp, spawn_app_with};
 use prost::Message;
 use tonic::{

@@ -336,9 +336,9 @@ fn get(id: SessionId) -> inquest_proto::v1::GetSessionRequest {
 
 #[tokio::test]
 async fn get_watch_and_send_claim_an_orphan_on_the_spot() {
-    use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
     use inquest_core::Role;
     use inquest_proto::v1 as pb;
+    use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
     use inquest_tests::{resume::settled, watching::collect};
 
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
@@ -430,9 +430,9 @@ async fn get_watch_and_send_claim_an_orphan_on_the_spot() {
 
 #[tokio::test]
 async fn a_degraded_orphan_is_never_continued() {
-    use inquest_agent::fake::{FakeProvider, Flavor};
     use inquest_core::Role;
     use inquest_proto::v1 as pb;
+    use inquest_testkit::fake::{FakeProvider, Flavor};
     use inquest_tests::resume::settled;
 
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();

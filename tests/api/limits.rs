@@ -551,7 +551,7 @@ async fn a_long_recovery_notice_is_cut_with_a_marker_and_the_session_goes_on() {
         fake_provider, incident, insert_session, insert_turn, send, settled, tool_classes, turns,
     };
 
-    let fake = inquest_agent::fake::FakeProvider::start(inquest_agent::fake::Flavor::OpenAi)
+    let fake = inquest_testkit::fake::FakeProvider::start(inquest_testkit::fake::Flavor::OpenAi)
         .await
         .unwrap();
     let cap = 1024;

@@ -5,8 +5,8 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::agent_support::{app_with_fake, finished, start};

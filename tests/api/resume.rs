@@ -5,13 +5,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use inquest_agent::fake::{FakeProvider, Flavor};
 use inquest_core::{
     IncidentId, SessionId, SideEffect, Turn, is_follow_up, plan_resume,
     resume::INTERRUPTED_TOOL_RESULT,
 };
 use inquest_proto::v1 as pb;
 use inquest_server::{convert, reason::Reason};
+use inquest_testkit::fake::{FakeProvider, Flavor};
 use inquest_tests::resume::*;
 use serde_json::Value;
 
@@ -34,7 +34,7 @@ fn all_classes() -> BTreeMap<String, SideEffect> {
 
 /// The fixture's turns under fresh session ids (its own, and one per other
 /// session it names), so fixtures share one database.
-fn remapped(f: &inquest_core::fixture::TranscriptFixture) -> (SessionId, Vec<Turn>) {
+fn remapped(f: &inquest_testkit::fixture::TranscriptFixture) -> (SessionId, Vec<Turn>) {
     let original = f.session().expect("fixture session id");
     let own = SessionId::new();
     let mut others: BTreeMap<String, SessionId> = BTreeMap::new();

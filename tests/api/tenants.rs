@@ -6,7 +6,6 @@
 //! nothing; the audit trail records a session's life and is per tenant;
 //! token management over the API stays within the tenant.
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_core::{Tenant, auth::Role};
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_server::{
@@ -14,6 +13,7 @@ use inquest_server::{
     reason::{ErrorReason, Reason},
     tenants::LimitsEntry,
 };
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_tests::TestApp;
 use tonic::{Code, Request, Status, metadata::MetadataValue, transport::Channel};
 

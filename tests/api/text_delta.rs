@@ -9,8 +9,8 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use inquest_agent::fake::{Break, FakeProvider, FakeReply, Flavor};
 use inquest_proto::v1::{self as pb, watch_event::Event};
+use inquest_testkit::fake::{Break, FakeProvider, FakeReply, Flavor};
 use inquest_tests::{
     spawn_app_with,
     watching::{collect, next, watch},

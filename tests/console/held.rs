@@ -8,9 +8,9 @@
 
 use std::collections::BTreeMap;
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_core::{IncidentId, Role, Seq, SessionId, SideEffect, TokenUsage, Turn};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_tests::resume::{fake_provider, insert_session, insert_turn, tool_classes};
 use serde_json::json;
 

@@ -7,12 +7,12 @@
 
 use std::path::PathBuf;
 
-use inquest_agent::{
-    McpSection,
-    fake::{FakeProvider, FakeReply, Flavor},
-    mcp::testing,
-};
+use inquest_agent::McpSection;
 use inquest_proto::v1 as pb;
+use inquest_testkit::{
+    fake::{FakeProvider, FakeReply, Flavor},
+    mcp,
+};
 use serde_json::json;
 
 use crate::{
@@ -38,7 +38,7 @@ pub struct GatedMcp {
 
 impl GatedMcp {
     pub fn new() -> GatedMcp {
-        let python = testing::python().unwrap_or_else(|| {
+        let python = mcp::python().unwrap_or_else(|| {
             panic!(
                 "the console's live test needs the MCP Python SDK: set INQUEST_TEST_PYTHON \
                  (cargo xtask test makes target/test-python)"

@@ -3,7 +3,7 @@
 //! answer in small pieces with a pause between them, so the page renders
 //! it more than once before the turn commits.
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use serde_json::json;
 
 use crate::{

@@ -5,10 +5,12 @@
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
-use inquest_agent::{McpSection, ProviderConfig, ProviderKind, fake::FakeProvider};
-use inquest_core::{IncidentId, SessionId, SideEffect, Turn, fixture::TranscriptFixture};
+use inquest_agent::{McpSection, ProviderConfig, ProviderKind};
+use inquest_core::{IncidentId, SessionId, SideEffect, Turn};
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_server::Config;
+use inquest_testkit::fake::FakeProvider;
+use inquest_testkit::fixture::TranscriptFixture;
 use tonic::transport::Channel;
 
 /// Every fixture of `tests/fixtures/transcripts`, by file name.

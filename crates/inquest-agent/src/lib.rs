@@ -11,8 +11,9 @@
 //!   sticky within a burst.
 //! - [`mcp`]: tools from MCP servers ([`McpTools`]): the `mcpServers`
 //!   config, a side-effect catalog, calls with idempotency keys.
-//! - `fake` (cargo feature `fake`): local HTTP servers that speak both wire
-//!   formats and reject invalid transcripts like the real APIs do.
+//!
+//! The provider fakes and the MCP test server live in `inquest-testkit`
+//! (a dev-dependency only), so no test code ships in this crate.
 
 mod agent;
 pub mod anthropic;
@@ -21,8 +22,6 @@ pub mod chain;
 pub mod compact;
 pub mod config;
 pub mod failpoints;
-#[cfg(feature = "fake")]
-pub mod fake;
 pub mod files;
 mod http;
 pub mod limit;

@@ -13,7 +13,7 @@
 //! each wire format, so the bytes measured are the bytes the adapter sends.
 //!
 //! For every request of the tool loop, the prompt is taken in the
-//! provider's cache order (`inquest_agent::fake::cache`: tools, system,
+//! provider's cache order (`inquest_testkit::fake::cache`: tools, system,
 //! then messages; `cache_control` markers left out, since they mark where a
 //! cached prefix ends and are not part of it), and compared with the
 //! previous loop request's: the byte-identical prefix over the request's
@@ -32,13 +32,13 @@ use std::{sync::Arc, time::Duration};
 use anyhow::Context;
 use inquest_agent::{
     Agent, AgentConfig, FileTools, ProviderChain, ProviderConfig, ProviderKind, Stop,
-    fake::{Behaviour, FakeProvider, FakeReply, Flavor, Recorded},
     report::AUTHOR_SYSTEM,
 };
 use inquest_broadcast::TurnBroadcaster;
 use inquest_core::{ExitReason, IncidentText, Limits, Price, UserMessage};
 use inquest_server::TurnLog;
 use inquest_store::{SendOutcome, Store, StoreConfig};
+use inquest_testkit::fake::{Behaviour, FakeProvider, FakeReply, Flavor, Recorded};
 
 pub struct CacheBench {
     pub url: String,

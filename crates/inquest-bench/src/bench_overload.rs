@@ -21,8 +21,8 @@ use std::{
 };
 
 use anyhow::Context;
-use inquest_agent::fake::{FakeProvider, Flavor};
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
+use inquest_testkit::fake::{FakeProvider, Flavor};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},

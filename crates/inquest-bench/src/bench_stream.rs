@@ -2,7 +2,7 @@
 //! a chunk to a watcher receiving it, over real gRPC.
 //!
 //! An in-process server (the same `Application` as `serve`) whose only
-//! provider is the OpenAI-flavoured fake (`inquest_agent::fake`, a real
+//! provider is the OpenAI-flavoured fake (`inquest_testkit::fake`, a real
 //! HTTP server on loopback) streaming one long answer: `chunks` pieces of
 //! one 8-byte word each (so every piece ends at a word boundary and is
 //! released at once), `delay` apart. For each watcher count, a fresh
@@ -21,14 +21,12 @@ use std::{
 };
 
 use anyhow::Context;
-use inquest_agent::{
-    ProviderConfig, ProviderKind,
-    fake::{FakeProvider, FakeReply, Flavor},
-};
+use inquest_agent::{ProviderConfig, ProviderKind};
 use inquest_proto::v1::{
     self as pb, investigations_client::InvestigationsClient, watch_event::Event,
 };
 use inquest_server::{Application, Config};
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;

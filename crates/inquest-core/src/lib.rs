@@ -11,7 +11,6 @@ pub mod cap;
 pub mod compaction;
 pub mod cost;
 pub mod exit;
-pub mod fixture;
 pub mod idempotency;
 pub mod ids;
 pub mod input;

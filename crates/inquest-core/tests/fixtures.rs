@@ -1,12 +1,12 @@
 //! Runs every transcript fixture in `tests/fixtures/transcripts/` (format:
-//! `inquest_core::fixture`) through rebuild, recovery and active time.
+//! `inquest_testkit::fixture`) through rebuild, recovery and active time.
 
 mod support;
 
 use std::path::PathBuf;
 
-use inquest_core::fixture::TranscriptFixture;
 use inquest_core::{active_time, plan_recovery, plan_recovery_rebuilt, rebuild_messages};
+use inquest_testkit::fixture::TranscriptFixture;
 
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/transcripts")

@@ -6,8 +6,8 @@
 
 mod support;
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use support::{Server, all_turns, create_incident, settled, start_session};
 
 #[tokio::test]

@@ -10,8 +10,8 @@
 
 mod support;
 
-use inquest_agent::fake::FakeReply;
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::FakeReply;
 use support::{Server, all_turns as turns, crash::*, create_incident, get_session, start_session};
 
 // ---------------------------------------------------------------------

@@ -22,8 +22,8 @@ mod support;
 
 use std::time::Duration;
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use serde_json::Value;
 use support::{
     Server, all_turns as turns, crash::*, create_incident, fake_provider_toml, faults::*,

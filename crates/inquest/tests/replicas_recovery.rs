@@ -8,8 +8,8 @@ mod support;
 
 use std::time::Duration;
 
-use inquest_agent::fake::{Behaviour, FakeReply};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{Behaviour, FakeReply};
 use support::{all_turns as turns, crash::*, create_incident, get_session, settled, start_session};
 
 // ---------------------------------------------------------------------

@@ -8,8 +8,8 @@ mod support;
 
 use std::{collections::HashSet, time::Duration};
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_proto::v1::{self as pb, watch_event::Event};
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_tests::watching::{self, collect, turn_seqs, watch};
 use support::{
     Client, ReplicaConfig, all_turns, create_incident, fake_provider_toml,

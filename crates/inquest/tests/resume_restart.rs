@@ -8,8 +8,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use support::{Server, create_incident, settled, start_session};
 
 #[tokio::test]

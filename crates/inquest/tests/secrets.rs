@@ -6,8 +6,8 @@
 
 mod support;
 
-use inquest_agent::fake::{Behaviour, FakeProvider, Flavor};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{Behaviour, FakeProvider, Flavor};
 use support::{Server, all_turns, create_incident, free_port, settled, start_session};
 
 /// The URL with a password in it: the suite's own when it has one (the

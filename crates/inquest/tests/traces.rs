@@ -17,8 +17,8 @@ use std::{
     time::Duration,
 };
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use opentelemetry_proto::tonic::{
     collector::trace::v1::{
         ExportTraceServiceRequest, ExportTraceServiceResponse,
@@ -198,7 +198,7 @@ const SPAN_NAMES: [&str; 6] = [
 
 #[tokio::test]
 async fn a_burst_is_one_trace_from_the_callers_traceparent_to_every_turn_write() {
-    let python = inquest_agent::mcp::testing::python()
+    let python = inquest_testkit::mcp::python()
         .expect("the MCP SDK (INQUEST_TEST_PYTHON) is required: the burst calls a real tool");
     let (receiver, endpoint) = Receiver::start().await;
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();

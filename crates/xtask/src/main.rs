@@ -221,6 +221,43 @@ fn ensure_mcp_python() -> anyhow::Result<PathBuf> {
     Ok(python)
 }
 
+/// What a root `cargo build --release` compiles: the default members'
+/// normal and build edges, with the features they turn on. No test code
+/// (the testkit, a provider fake) and no benchmark helper may be in it.
+fn check_shipped_graph() -> anyhow::Result<()> {
+    step("checking that no test or bench code is in the shipped binary's graph");
+    let output = cargo()
+        .args(["tree", "-e", "normal,build,features", "--prefix", "none"])
+        .output()
+        .context("running cargo tree")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let tree = String::from_utf8_lossy(&output.stdout);
+    anyhow::ensure!(
+        tree.lines().any(|l| l.starts_with("inquest v")),
+        "cargo tree at the root did not list the `inquest` binary crate; is it still the default member?"
+    );
+    let forbidden: Vec<&str> = tree
+        .lines()
+        .filter(|l| {
+            l.contains("inquest-testkit")
+                || l.contains("inquest-bench")
+                || l.contains("inquest-tests")
+                || l.contains("feature \"fake\"")
+                || l.contains("feature \"bench\"")
+        })
+        .collect();
+    anyhow::ensure!(
+        forbidden.is_empty(),
+        "test or bench code is in the shipped graph:\n{}",
+        forbidden.join("\n")
+    );
+    Ok(())
+}
+
 fn test(extra: &[String]) -> anyhow::Result<()> {
     let started = Instant::now();
     ensure_postgres()?;
@@ -239,6 +276,7 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
         "warnings",
     ]);
     run("cargo clippy -D warnings", clippy)?;
+    check_shipped_graph()?;
 
     // Under the temp dir, not target/: as root the cluster runs as the
     // `postgres` user, who cannot enter a checkout under /root.

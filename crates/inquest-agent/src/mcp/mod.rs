@@ -50,8 +50,6 @@ pub mod config;
 pub mod content;
 mod section;
 mod stdio;
-#[cfg(feature = "fake")]
-pub mod testing;
 
 use std::{collections::BTreeMap, time::Duration};
 

@@ -1,5 +1,5 @@
 //! `McpTools` against a real MCP server this project did not write the
-//! protocol side of: `tests/mcp_servers/incident_tools.py`, built on the
+//! protocol side of: `crates/inquest-testkit/mcp_servers/incident_tools.py`, built on the
 //! official Python SDK (PyPI `mcp`), over stdio and streamable HTTP.
 //!
 //! Needs `python3 -m pip install 'mcp==2.3.0'` (or `INQUEST_TEST_PYTHON`
@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use inquest_agent::mcp::{
     McpError, McpOptions, McpSection, McpServer, McpServers, McpTools, McpTransport, ToolLimits,
-    content::MAX_RESULT_BYTES, testing::incident_tools_server,
+    content::MAX_RESULT_BYTES,
 };
 use inquest_core::{SessionId, SideEffect, ToolServers, tool_idempotency_key};
+use inquest_testkit::mcp::incident_tools_server;
 use serde_json::{Value, json};
 
 use support::{TempDir, alive, call, options, python_or_skip, raw_call, wait_gone};
@@ -23,7 +24,7 @@ use support::{TempDir, alive, call, options, python_or_skip, raw_call, wait_gone
 async fn catalog_comes_from_annotations_and_overrides_from_a_config_file() {
     let python = python_or_skip!();
     let dir = TempDir::new();
-    let script = inquest_agent::mcp::testing::incident_tools_script();
+    let script = inquest_testkit::mcp::incident_tools_script();
     let servers = json!({"mcpServers": {"incidents": {"command": python, "args": [script]}}});
     std::fs::write(dir.path("mcp.json"), servers.to_string()).unwrap();
     let section: McpSection = serde_json::from_value(json!({
@@ -112,8 +113,7 @@ async fn a_stdio_server_sees_none_of_inquests_environment() {
     for name in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "PATH"] {
         assert!(std::env::var_os(name).is_some(), "{name} is not set here");
     }
-    let script =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_servers/env_tools.py");
+    let script = inquest_testkit::mcp::script("env_tools.py");
     let servers = McpServers(vec![McpServer {
         name: "env".into(),
         transport: McpTransport::Stdio {

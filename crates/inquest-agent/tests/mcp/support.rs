@@ -2,15 +2,16 @@
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
-use inquest_agent::mcp::{McpOptions, testing::incident_tools_script};
+use inquest_agent::mcp::McpOptions;
 use inquest_core::{SessionId, ToolArguments, ToolCall};
+use inquest_testkit::mcp::incident_tools_script;
 use serde_json::Value;
 
 /// The Python interpreter with the MCP SDK, or return from the test
 /// (skipped loudly; a failure when `INQUEST_REQUIRE_MCP` is set).
 macro_rules! python_or_skip {
     () => {
-        match inquest_agent::mcp::testing::python() {
+        match inquest_testkit::mcp::python() {
             Some(python) => python,
             None => return,
         }

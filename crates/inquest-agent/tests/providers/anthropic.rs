@@ -1,10 +1,8 @@
 //! The Anthropic adapter against the fake Messages API.
 
-use inquest_agent::{
-    Provider, ProviderError, StopReason,
-    fake::{FakeProvider, FakeReply, Flavor},
-};
+use inquest_agent::{Provider, ProviderError, StopReason};
 use inquest_core::{TokenUsage, ToolArguments};
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use serde_json::json;
 
 use crate::support::{anthropic, assistant, rebuilt_transcript, request, result, tools, user};

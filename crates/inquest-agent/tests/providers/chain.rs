@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use inquest_agent::{
     ChainCursor, ConfigError, ProviderChain, ProviderConfig, ProviderError, ProviderKind,
-    fake::{Behaviour, FakeProvider, FakeReply, Flavor},
 };
+use inquest_testkit::fake::{Behaviour, FakeProvider, FakeReply, Flavor};
 
 use crate::support::{request, user};
 

@@ -1,5 +1,5 @@
 //! Provider adapters, the failover chain and the script provider, over real
-//! HTTP on loopback against the fakes in `inquest_agent::fake`.
+//! HTTP on loopback against the fakes in `inquest_testkit::fake`.
 
 mod anthropic;
 mod chain;

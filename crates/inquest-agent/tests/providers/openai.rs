@@ -1,10 +1,8 @@
 //! The OpenAI-compatible adapter against the fake Chat Completions API.
 
-use inquest_agent::{
-    Provider, ProviderError, StopReason,
-    fake::{Behaviour, FakeProvider, FakeReply, Flavor},
-};
+use inquest_agent::{Provider, ProviderError, StopReason};
 use inquest_core::{TokenUsage, ToolArguments};
+use inquest_testkit::fake::{Behaviour, FakeProvider, FakeReply, Flavor};
 use serde_json::json;
 
 use crate::support::{assistant, openai, rebuilt_transcript, request, result, tools, user};

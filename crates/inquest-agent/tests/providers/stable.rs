@@ -2,12 +2,9 @@
 //! the one a resume rebuilds from the stored turns serialize to the same
 //! bytes, so a provider's prompt cache serves a resumed session's old part.
 
-use inquest_agent::{
-    CompletionRequest, ToolSpec, anthropic,
-    fake::cache::{self, Prompt},
-    openai,
-};
+use inquest_agent::{CompletionRequest, ToolSpec, anthropic, openai};
 use inquest_core::{Message, Role, Seq, SessionId, TokenUsage, ToolCall, Turn, rebuild_messages};
+use inquest_testkit::fake::cache::{self, Prompt};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 

@@ -10,11 +10,10 @@ use std::{
 
 use inquest_agent::{
     AnthropicProvider, ApiKey, Completion, OpenAiProvider, Provider, ProviderError, StopReason,
-    anthropic,
-    fake::{Break, FakeProvider, FakeReply, Flavor},
-    openai,
+    anthropic, openai,
 };
 use inquest_core::{TokenUsage, ToolArguments};
+use inquest_testkit::fake::{Break, FakeProvider, FakeReply, Flavor};
 
 use crate::support::{request, tools, user};
 

@@ -2,12 +2,9 @@
 
 use std::time::Duration;
 
-use inquest_agent::{
-    AnthropicProvider, ApiKey, CompletionRequest, OpenAiProvider, ToolSpec, fake::FakeProvider,
-};
-use inquest_core::{
-    Message, ToolArguments, ToolCall, Turn, fixture::TranscriptFixture, rebuild_messages,
-};
+use inquest_agent::{AnthropicProvider, ApiKey, CompletionRequest, OpenAiProvider, ToolSpec};
+use inquest_core::{Message, ToolArguments, ToolCall, Turn, rebuild_messages};
+use inquest_testkit::{fake::FakeProvider, fixture::TranscriptFixture};
 use serde_json::json;
 
 pub const TIMEOUT: Duration = Duration::from_secs(20);

@@ -2,10 +2,8 @@
 //! results included) is accepted by both fakes; the same stored turns
 //! without the repairs are rejected, as the real APIs would.
 
-use inquest_agent::{
-    Provider,
-    fake::{FakeProvider, Flavor},
-};
+use inquest_agent::Provider;
+use inquest_testkit::fake::{FakeProvider, Flavor};
 
 use crate::support::{
     anthropic, openai, rebuilt_transcript, request, tools, unrepaired_transcript,

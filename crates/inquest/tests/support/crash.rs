@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor, Recorded};
 use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor, Recorded};
 
 use super::{
     Client, ReplicaConfig, Server, all_turns as turns, fake_provider_toml, get_session, settled,
@@ -43,7 +43,7 @@ impl World {
     /// `None` (the test skips) when the MCP SDK is missing and
     /// `INQUEST_REQUIRE_MCP` is not set.
     pub async fn new() -> Option<World> {
-        let python = inquest_agent::mcp::testing::python()?;
+        let python = inquest_testkit::mcp::python()?;
         let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
         let config = ReplicaConfig::new(&fake_provider_toml(&fake.base_url()), Some(&python));
         let (_, url) = inquest_tests::fresh_database().await;

@@ -13,9 +13,9 @@ use std::{
     time::Duration,
 };
 
-use inquest_agent::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_proto::v1 as pb;
 use inquest_store::embedded::{EmbeddedOptions, EmbeddedPostgres};
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use serde_json::{Value, json};
 use tokio::{
     io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
@@ -140,10 +140,10 @@ pub fn executions_of_call(config: &ReplicaConfig, session: &str, call_id: &str) 
 /// The MCP Python SDK's interpreter; panics when it is missing (these
 /// tests never skip).
 pub fn require_python() -> String {
-    inquest_agent::mcp::testing::python().unwrap_or_else(|| {
+    inquest_testkit::mcp::python().unwrap_or_else(|| {
         panic!(
             "the fault tests need the Python MCP SDK (mcp=={}): set INQUEST_TEST_PYTHON",
-            inquest_agent::mcp::testing::MCP_PYTHON_VERSION
+            inquest_testkit::mcp::MCP_PYTHON_VERSION
         )
     })
 }

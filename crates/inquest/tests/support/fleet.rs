@@ -94,6 +94,6 @@ impl Drop for Fleet {
 }
 
 pub fn python() -> String {
-    inquest_agent::mcp::testing::python()
+    inquest_testkit::mcp::python()
         .expect("these tests need the MCP Python SDK (set INQUEST_TEST_PYTHON)")
 }

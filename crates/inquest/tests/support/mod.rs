@@ -310,7 +310,7 @@ impl ReplicaConfig {
         if let Some(python) = python {
             let servers = serde_json::json!({"mcpServers": {"incident": {
                 "command": python,
-                "args": [inquest_agent::mcp::testing::incident_tools_script().display().to_string()],
+                "args": [inquest_testkit::mcp::incident_tools_script().display().to_string()],
                 "env": {"INQUEST_MCP_COUNT_FILE": count_file.display().to_string()},
             }}});
             let mcp = dir.path().join("mcp.json");

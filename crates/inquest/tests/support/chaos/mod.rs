@@ -69,11 +69,11 @@ impl Settings {
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
             .unwrap_or(scaled)
             .max(20);
-        let python = inquest_agent::mcp::testing::python().unwrap_or_else(|| {
+        let python = inquest_testkit::mcp::python().unwrap_or_else(|| {
             panic!(
                 "the chaos test needs the Python MCP SDK (mcp=={}): set INQUEST_TEST_PYTHON to an \
                  interpreter that has it (cargo xtask chaos does)",
-                inquest_agent::mcp::testing::MCP_PYTHON_VERSION
+                inquest_testkit::mcp::MCP_PYTHON_VERSION
             )
         });
         Settings {

@@ -1,6 +1,6 @@
 //! The model the replicas call: a small HTTP/1.1 front on the test's
 //! addresses that hands every request to the strict fake OpenAI provider
-//! (`inquest_agent::fake`) first. A request the fake rejects (an invalid
+//! (`inquest_testkit::fake`) first. A request the fake rejects (an invalid
 //! transcript: a tool call without its result, a result without its call,
 //! ...) is answered with the fake's own error and recorded; a valid one is
 //! answered by [`super::script`], which derives the reply from the
@@ -16,7 +16,7 @@ use std::{
     time::Duration,
 };
 
-use inquest_agent::fake::{FakeProvider, Flavor};
+use inquest_testkit::fake::{FakeProvider, Flavor};
 use serde_json::Value;
 use tokio::{
     io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},

@@ -1,4 +1,4 @@
-//! Fake model providers for tests (cargo feature `fake`).
+//! Fake model providers for tests.
 //!
 //! A [`FakeProvider`] is a real HTTP server on `127.0.0.1:0` speaking one
 //! wire format ([`Flavor`]). It checks every request the way the real API

@@ -36,8 +36,8 @@
 //! `content`, `is_error`, the token counts and `created_at` (RFC 3339,
 //! default the Unix epoch) may be left out. `tool_classes` and
 //! `tool_servers` default to empty (every tool mutating and unknown).
-//! Messages and repairs use the serde forms of [`crate::Message`] and
-//! [`crate::Repair`]; `plan.repairs` lists every repair, in plan order.
+//! Messages and repairs use the serde forms of [`inquest_core::Message`] and
+//! [`inquest_core::Repair`]; `plan.repairs` lists every repair, in plan order.
 
 use std::collections::BTreeMap;
 
@@ -45,7 +45,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::{Message, RecoveryKind, Repair, Role, Seq, SessionId, SideEffect, TokenUsage, Turn};
+use inquest_core::{
+    Message, RecoveryKind, Repair, Role, Seq, SessionId, SideEffect, TokenUsage, Turn,
+};
 
 /// One fixture file.
 #[derive(Debug, Clone, Deserialize)]
@@ -117,7 +119,7 @@ pub enum FixtureError {
     #[error("fixture is not valid JSON of the expected shape: {0}")]
     Json(#[from] serde_json::Error),
     #[error("bad session id: {0}")]
-    SessionId(#[from] crate::IdError),
+    SessionId(#[from] inquest_core::IdError),
     #[error("turn {seq}: unknown role {role:?}")]
     Role { seq: i64, role: String },
     #[error("turn seq {0} is not a valid stored seq (must be >= 1)")]

@@ -1,6 +1,6 @@
-//! Test support (cargo feature `fake`): a real MCP server written with the
+//! A real MCP server written with the
 //! official Python SDK (PyPI `mcp` 2.x), shipped in
-//! `crates/inquest-agent/tests/mcp_servers/incident_tools.py`.
+//! `crates/inquest-testkit/mcp_servers/incident_tools.py`.
 //!
 //! Its tools: `read_log` (readOnlyHint), `scale_service` (idempotentHint),
 //! `restart_service` (destructiveHint; appends a line per execution to the
@@ -16,14 +16,21 @@
 
 use std::{collections::BTreeMap, io::Write as _, path::PathBuf, process::Command, sync::OnceLock};
 
-use super::{McpServer, McpTransport};
+use inquest_agent::mcp::{McpServer, McpTransport};
 
 /// The pinned SDK version the tests were written against.
 pub const MCP_PYTHON_VERSION: &str = "2.3.0";
 
-/// The server script.
+/// A test server script in `crates/inquest-testkit/mcp_servers/`.
+pub fn script(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp_servers")
+        .join(file)
+}
+
+/// The incident-tools server script.
 pub fn incident_tools_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_servers/incident_tools.py")
+    script("incident_tools.py")
 }
 
 /// The Python interpreter that can import `mcp`, or `None` when there is

@@ -1,0 +1,16 @@
+//! Test support for Inquest's suites and benchmarks. Nothing here ships:
+//! this crate is a dev-dependency of every production crate that uses it
+//! (and a normal dependency only of `inquest-bench`, which is not built by a
+//! root `cargo build`).
+//!
+//! - [`fake`]: fake model providers, real HTTP servers that speak the
+//!   Anthropic and OpenAI wire formats and reject invalid requests the way
+//!   the real APIs do.
+//! - [`mcp`]: a real MCP server (the official Python SDK) for the tools tests.
+//! - [`fixture`]: the transcript fixture format (`tests/fixtures/transcripts`).
+//!
+//! Must not depend on: the engine, the gRPC edge or the store.
+
+pub mod fake;
+pub mod fixture;
+pub mod mcp;
