@@ -10,6 +10,7 @@ use std::{
 };
 
 use inquest_agent::{ProviderConfig, ProviderKind};
+use inquest_proto::rpc::Rpc;
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_server::Config;
 use inquest_testkit::fake::{FakeProvider, Flavor};
@@ -24,27 +25,17 @@ use tonic::{Code, transport::Channel};
 
 pub type Client = InvestigationsClient<Channel>;
 
-/// Every RPC of `inquest.v1.Investigations`, as the proto names it
-/// (`hostile_calls` checks this list against the descriptor set).
-pub const RPCS: [&str; 17] = [
-    "CreateIncident",
-    "GetIncident",
-    "ListIncidents",
-    "StartSession",
-    "GetSession",
-    "ListSessions",
-    "ListTurns",
-    "SendMessage",
-    "WatchSession",
-    "CancelSession",
-    "GetReport",
-    "ContinueSession",
-    "GetRecoveryPlan",
-    "CreateToken",
-    "ListTokens",
-    "RevokeToken",
-    "ListAuditEvents",
-];
+/// Every RPC of `inquest.v1.Investigations`, as the proto names it: the
+/// generated table's names.
+pub const RPCS: [&str; Rpc::ALL.len()] = {
+    let mut names = [""; Rpc::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = Rpc::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 
 /// Hang guard of every wait here. Generous: it only turns a hang into a
 /// failure and asserts nothing about speed.

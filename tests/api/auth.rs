@@ -288,7 +288,8 @@ async fn every_rpc_gives_each_caller_its_exact_code_and_refusals_write_nothing()
             );
             assert_eq!(rows(&app).await, before, "{method} with {who} wrote");
         }
-        let needs = inquest_core::auth::required_role(method);
+        let rpc = inquest_proto::rpc::Rpc::from_name(method).expect("RPCS names methods");
+        let needs = inquest_server::auth::required_role(rpc);
         for (role, token) in &tokens {
             let before = rows(&app).await;
             let got = code(&app, method, Some(token), &ids).await;

@@ -1,5 +1,6 @@
-//! Who may call what: roles, the API token format, and the method → role
-//! table. Pure: the store keeps tokens, the server checks them.
+//! Who a caller is: roles and the API token format. Pure: the store keeps
+//! tokens, the server checks them (which role each method needs is the
+//! proto's `required_role` option, read by the server).
 //!
 //! An API token is `inq_<id>_<secret>`: the token's id (a UUID, 32 hex
 //! digits) and a random 256-bit secret (64 hex digits). Only the SHA-256 of
@@ -44,20 +45,6 @@ impl Role {
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// The role a method of `inquest.v1.Investigations` needs. A method this
-/// table does not know needs [`Role::Admin`]: a new RPC is closed until it
-/// is placed here.
-pub fn required_role(method: &str) -> Role {
-    match method {
-        "GetIncident" | "ListIncidents" | "GetSession" | "ListSessions" | "ListTurns"
-        | "WatchSession" | "GetReport" | "GetRecoveryPlan" => Role::Viewer,
-        "CreateIncident" | "StartSession" | "SendMessage" | "CancelSession" | "ContinueSession" => {
-            Role::Operator
-        }
-        _ => Role::Admin,
     }
 }
 
@@ -168,13 +155,8 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn roles_order_and_the_method_table() {
+    fn roles_are_ordered_and_parse_back() {
         assert!(Role::Viewer < Role::Operator && Role::Operator < Role::Admin);
-        assert_eq!(required_role("WatchSession"), Role::Viewer);
-        assert_eq!(required_role("GetRecoveryPlan"), Role::Viewer);
-        assert_eq!(required_role("ContinueSession"), Role::Operator);
-        assert_eq!(required_role("CreateToken"), Role::Admin);
-        assert_eq!(required_role("SomethingNew"), Role::Admin);
         for r in Role::ALL {
             assert_eq!(Role::parse(r.as_str()), Some(r));
         }

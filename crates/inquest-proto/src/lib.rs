@@ -1,6 +1,7 @@
 //! The `inquest.v1` wire types and service stubs, generated from
 //! `proto/inquest/v1`, the descriptor set that server reflection serves,
-//! and [`EncodedWatchEvent`]: a watch event encoded once, so the server
+//! the table of the service's methods ([`rpc::Rpc`]: name, path, required
+//! role) generated from it, and [`EncodedWatchEvent`]: a watch event encoded once, so the server
 //! sends the same bytes to every watcher of a session.
 
 #![allow(clippy::all, clippy::pedantic)]
@@ -23,6 +24,12 @@ pub mod v1 {
 /// clients use `v1::investigations_client`.
 pub mod encoded {
     include!(concat!(env!("OUT_DIR"), "/encoded/inquest.v1.rs"));
+}
+
+/// The one table of the service's methods, generated from the descriptor
+/// set: [`rpc::Rpc`].
+pub mod rpc {
+    include!(concat!(env!("OUT_DIR"), "/rpc.rs"));
 }
 
 /// Encoded `FileDescriptorSet` of every inquest proto, for server reflection.

@@ -24,6 +24,7 @@ use std::{
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
+use inquest_proto::rpc::Rpc;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -249,37 +250,15 @@ where
     }
 }
 
-/// The method part of `path` when it belongs to `service`: a bounded
-/// label (unknown paths share one).
+/// The method `path` names when it belongs to `service`: its name from
+/// the generated table, so every RPC has its own label and the label set
+/// stays bounded (unknown paths share one).
 fn method_label(service: &str, path: &str) -> &'static str {
-    let method = path
-        .strip_prefix('/')
-        .and_then(|p| p.strip_prefix(service))
-        .and_then(|p| p.strip_prefix('/'))
-        .unwrap_or("");
-    KNOWN_METHODS
-        .iter()
-        .find(|m| **m == method)
-        .copied()
-        .unwrap_or("unknown")
+    match Rpc::from_path(path) {
+        Some(rpc) if service == Rpc::SERVICE => rpc.name(),
+        _ => "unknown",
+    }
 }
-
-/// Every method of `inquest.v1.Investigations` (labels must be bounded).
-const KNOWN_METHODS: &[&str] = &[
-    "CreateIncident",
-    "GetIncident",
-    "ListIncidents",
-    "StartSession",
-    "GetSession",
-    "ListSessions",
-    "ListTurns",
-    "SendMessage",
-    "WatchSession",
-    "CancelSession",
-    "GetReport",
-    "ContinueSession",
-    "GetRecoveryPlan",
-];
 
 fn grpc_status(headers: &http::HeaderMap) -> Option<tonic::Code> {
     headers

@@ -6,8 +6,8 @@
 //! `mode = "required"`: every call carries `authorization: Bearer
 //! inq_<id>_<secret>` (an API token from `inquest token create`). A missing,
 //! malformed, unknown, expired or revoked token is UNAUTHENTICATED; a valid
-//! token whose role may not call the method (`inquest_core::auth::
-//! required_role`) is PERMISSION_DENIED; either way the call never reaches
+//! token whose role may not call the method ([`required_role`], from the
+//! proto's `required_role` option) is PERMISSION_DENIED; either way the call never reaches
 //! the service, so nothing is written. Health and reflection are separate
 //! services and stay open.
 //!
@@ -31,7 +31,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use inquest_core::auth::{PresentedToken, Principal, Role, required_role};
+use inquest_core::auth::{PresentedToken, Principal, Role};
+use inquest_proto::{rpc::Rpc, v1::RequiredRole};
 use inquest_store::{ApiToken, Store};
 use serde::Deserialize;
 use tonic::{
@@ -44,6 +45,18 @@ use crate::reason::{Reason, status};
 
 /// How long a verified token is trusted without reading it again: the
 /// longest a revocation takes to reach every replica.
+/// The least role that may call `rpc`: the `required_role` option its
+/// proto declares (the proto crate's build refuses an rpc without one).
+pub fn required_role(rpc: Rpc) -> Role {
+    match rpc.required_role() {
+        RequiredRole::Viewer => Role::Viewer,
+        RequiredRole::Operator => Role::Operator,
+        RequiredRole::Admin => Role::Admin,
+        // Never generated (the build refuses it); closed if it ever were.
+        RequiredRole::Unspecified => Role::Admin,
+    }
+}
+
 pub const VERIFY_CACHE_TTL: Duration = Duration::from_secs(2);
 /// Verified tokens kept at most; the cache is emptied when full.
 const CACHE_ENTRIES: usize = 10_000;
@@ -285,13 +298,10 @@ where
         // left for the next one (tower's rule for async work before call).
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let method = request
-            .uri()
-            .path()
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
+        // A path that is no method of the service (tonic answers
+        // UNIMPLEMENTED) still needs the highest role: an unknown name
+        // learns nothing about what exists without a credential.
+        let required = Rpc::from_path(request.uri().path()).map_or(Role::Admin, required_role);
         Box::pin(async move {
             let header = request
                 .headers()
@@ -301,7 +311,6 @@ where
                 Ok(p) => p,
                 Err(r) => return Ok(refused(r)),
             };
-            let required = required_role(&method);
             if principal.role < required {
                 return Ok(refused(Refusal::Denied {
                     role: principal.role,
