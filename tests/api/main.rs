@@ -33,6 +33,7 @@ mod notice_migration;
 mod oidc;
 mod resume;
 mod sessions;
+mod statuses;
 mod stuck_calls;
 mod tenants;
 mod text_delta;

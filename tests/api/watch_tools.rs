@@ -168,7 +168,7 @@ async fn cancel_session_mid_tool() {
     driver.finish().await;
     let row = app.store.get_session(id).await.unwrap();
     assert_eq!(row.status, SessionStatus::Cancelled);
-    assert_eq!(row.exit_reason.as_deref(), Some("cancelled"));
+    assert_eq!(row.exit_reason, Some(inquest_core::ExitReason::Cancelled));
     assert_eq!(row.head_seq.map(|s| s.get()), Some(3));
 
     // Cancelling again returns it as it is; a message is refused with why.

@@ -57,7 +57,10 @@ pub fn session(s: SessionRow) -> pb::Session {
         id: s.id.to_string(),
         incident_id: s.incident_id.to_string(),
         status: status(s.status).into(),
-        exit_reason: s.exit_reason.unwrap_or_default(),
+        exit_reason: s
+            .exit_reason
+            .map(|r| r.as_str().to_owned())
+            .unwrap_or_default(),
         head_seq: s.head_seq.map(|h| h.as_i64()).unwrap_or(0),
         turn_count: count(s.turn_count),
         tool_calls: count(s.tool_calls),

@@ -105,9 +105,7 @@ pub(crate) async fn prepare(
     // have been released by `ContinueSession` (SendMessage does not reopen
     // it): run it as confirmed, whoever claimed it (the confirming
     // replica, or a reaper after that replica died) — never hold it again.
-    let mode = if mode == Mode::Fresh
-        && row.exit_reason.as_deref() == Some(ExitReason::AwaitingConfirmation.as_str())
-    {
+    let mode = if mode == Mode::Fresh && row.exit_reason == Some(ExitReason::AwaitingConfirmation) {
         Mode::Confirmed
     } else {
         mode

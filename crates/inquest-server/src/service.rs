@@ -214,7 +214,7 @@ impl InvestigationsService {
                 format!(
                     "session {id} is {status} (exit reason: {}) and takes no more messages; \
                      start a new session of the incident to go on",
-                    exit_reason.as_deref().unwrap_or("none")
+                    exit_reason.map_or("none", inquest_core::ExitReason::as_str)
                 ),
                 vec![(key::STATUS, status.to_string())],
             )

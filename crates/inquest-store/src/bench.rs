@@ -70,8 +70,13 @@ impl Store {
             let tx = c.transaction().await?;
             tx.execute(
                 "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant) \
-                 SELECT $1, $2, 'idle', $3::bigint, $3, tenant FROM incidents WHERE id = $2",
-                &[session.as_uuid(), incident.as_uuid(), &turns],
+                 SELECT $1, $2, $4::text, $3::bigint, $3, tenant FROM incidents WHERE id = $2",
+                &[
+                    session.as_uuid(),
+                    incident.as_uuid(),
+                    &turns,
+                    &inquest_core::SessionStatus::Idle.as_str(),
+                ],
             )
             .await?;
             tx.execute(

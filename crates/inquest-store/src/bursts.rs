@@ -30,7 +30,7 @@ pub enum SendOutcome {
     /// Refused, nothing stored: the session ended for good (cancelled).
     Ended {
         status: SessionStatus,
-        exit_reason: Option<String>,
+        exit_reason: Option<ExitReason>,
     },
 }
 
@@ -260,10 +260,8 @@ async fn send_message_tx(
             )
             .await?
             .ok_or_else(|| not_found_session(session))?;
-        let status: &str = crate::rows::get(&row, 0)?;
-        let status = SessionStatus::parse(status)
-            .ok_or_else(|| StoreError::Corrupt(format!("session status {status:?}")))?;
-        let exit_reason: Option<String> = crate::rows::get(&row, 1)?;
+        let status = crate::rows::status(&row, 0)?;
+        let exit_reason = crate::rows::exit_reason(&row, 1)?;
         tx.rollback().await?;
         return Ok(match status {
             SessionStatus::Cancelled => SendOutcome::Ended {

@@ -132,11 +132,13 @@ fn expiry(param: usize) -> String {
     format!("now() + ${param}::bigint * interval '1 millisecond'")
 }
 
-/// `event`'s source statuses as a PostgreSQL array literal (`{a,b}`), for
-/// statements whose parameters are already boxed. The texts are the state
-/// machine's own, never input.
-fn status_set(event: Event) -> String {
-    format!("{{{}}}", event.source_texts().join(","))
+/// `event`'s target and source statuses as bound parameters: the state
+/// machine's table decides both, and no status is ever SQL text.
+fn transition(event: Event) -> (Box<dyn ToSql + Send + Sync>, Box<dyn ToSql + Send + Sync>) {
+    (
+        Box::new(event.target().as_str()),
+        Box::new(event.source_texts()),
+    )
 }
 
 fn millis(d: Duration) -> i64 {
@@ -170,14 +172,13 @@ impl Store {
         trace_id: Option<String>,
     ) -> Result<Option<Lease>, StoreError> {
         let sql = format!(
-            "UPDATE sessions SET status = '{}', lease_owner = $2, \
+            "UPDATE sessions SET status = $5::text, lease_owner = $2, \
              lease_epoch = lease_epoch + 1, lease_expires_at = {}, updated_at = now(), \
              trace_id = $4 \
-             WHERE id = $1 AND status = ANY('{}') RETURNING lease_epoch",
-            Event::Claim.target(),
+             WHERE id = $1 AND status = ANY($6) RETURNING lease_epoch",
             expiry(3),
-            status_set(Event::Claim),
         );
+        let (to, from) = transition(Event::Claim);
         let sent_at = Instant::now();
         let rows = self
             .lease_write(
@@ -188,6 +189,8 @@ impl Store {
                     Box::new(self.replica.as_str().to_owned()),
                     Box::new(millis(self.lease_ttl)),
                     Box::new(trace_id),
+                    to,
+                    from,
                 ],
             )
             .await?;
@@ -223,15 +226,17 @@ impl Store {
         let sql = format!(
             "UPDATE sessions s SET lease_owner = $1, lease_epoch = s.lease_epoch + 1, \
              lease_expires_at = {}, updated_at = now() \
-             FROM (SELECT id FROM sessions WHERE status = ANY('{}') \
+             FROM (SELECT id FROM sessions WHERE status = ANY($5) \
                      AND (lease_expires_at IS NULL OR lease_expires_at <= now()) \
                      AND ($3::uuid IS NULL OR id = $3) \
                    ORDER BY lease_expires_at NULLS FIRST LIMIT $4 \
                    FOR UPDATE SKIP LOCKED) orphan \
              WHERE s.id = orphan.id RETURNING s.id, s.lease_epoch",
             expiry(2),
-            status_set(Event::Recover),
         );
+        // Recovery keeps the status (`running` to `running`): only the
+        // sources are bound.
+        let (_, from) = transition(Event::Recover);
         let sent_at = Instant::now();
         let rows = self
             .lease_write(
@@ -242,6 +247,7 @@ impl Store {
                     Box::new(millis(self.lease_ttl)),
                     Box::new(only.map(|s| *s.as_uuid())),
                     Box::new(i64::from(limit)),
+                    from,
                 ],
             )
             .await?;
@@ -258,16 +264,15 @@ impl Store {
         min_age: Duration,
     ) -> Result<Vec<Lease>, StoreError> {
         let sql = format!(
-            "UPDATE sessions s SET status = '{}', lease_owner = $1, \
+            "UPDATE sessions s SET status = $5::text, lease_owner = $1, \
              lease_epoch = s.lease_epoch + 1, lease_expires_at = {}, updated_at = now() \
-             FROM (SELECT id FROM sessions WHERE status = ANY('{}') \
+             FROM (SELECT id FROM sessions WHERE status = ANY($6) \
                      AND updated_at <= now() - $4::bigint * interval '1 millisecond' \
                    ORDER BY updated_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) oldest \
              WHERE s.id = oldest.id RETURNING s.id, s.lease_epoch",
-            Event::Claim.target(),
             expiry(2),
-            status_set(Event::Claim),
         );
+        let (to, from) = transition(Event::Claim);
         let sent_at = Instant::now();
         let rows = self
             .lease_write(
@@ -278,6 +283,8 @@ impl Store {
                     Box::new(millis(self.lease_ttl)),
                     Box::new(i64::from(limit)),
                     Box::new(millis(min_age)),
+                    to,
+                    from,
                 ],
             )
             .await?;
@@ -303,12 +310,7 @@ impl Store {
             .await?;
         match row {
             None => Ok(Renewal::Lost),
-            Some(row) => {
-                let status: &str = get(&row, 0)?;
-                let status = SessionStatus::parse(status)
-                    .ok_or_else(|| StoreError::Corrupt(format!("session status {status:?}")))?;
-                Ok(Renewal::Held(status))
-            }
+            Some(row) => Ok(Renewal::Held(crate::rows::status(&row, 0)?)),
         }
     }
 
@@ -343,13 +345,15 @@ impl Store {
         let rows = self
             .lease_write(
                 "release_lease",
-                format!(
-                    "UPDATE sessions SET lease_owner = NULL, lease_expires_at = now(), \
-                     updated_at = now() \
-                     WHERE id = $1 AND lease_epoch = $2 AND status = ANY('{}') RETURNING id",
-                    status_set(Event::HandOver)
-                ),
-                vec![Box::new(*lease.session.as_uuid()), Box::new(lease.epoch)],
+                "UPDATE sessions SET lease_owner = NULL, lease_expires_at = now(), \
+                 updated_at = now() \
+                 WHERE id = $1 AND lease_epoch = $2 AND status = ANY($3) RETURNING id"
+                    .to_owned(),
+                vec![
+                    Box::new(*lease.session.as_uuid()),
+                    Box::new(lease.epoch),
+                    transition(Event::HandOver).1,
+                ],
             )
             .await?;
         Ok(rows.len() == 1)

@@ -1,7 +1,7 @@
 //! Row → domain decoding, in one place so every query reads rows the same
 //! way and a bad row becomes [`StoreError::Corrupt`] instead of a panic.
 
-use inquest_core::{Cost, Role, Seq, SessionId, TokenUsage, Turn};
+use inquest_core::{Cost, ExitReason, Role, Seq, SessionId, SessionStatus, TokenUsage, Turn};
 use tokio_postgres::Row;
 
 use crate::{StoreError, text};
@@ -23,6 +23,22 @@ where
 {
     row.try_get(idx)
         .map_err(|e| StoreError::Corrupt(format!("column {idx}: {e}")))
+}
+
+/// A session's `status` column: the state machine's own spelling.
+pub(crate) fn status(row: &Row, idx: usize) -> Result<SessionStatus, StoreError> {
+    let text: &str = get(row, idx)?;
+    SessionStatus::parse(text)
+        .ok_or_else(|| StoreError::Corrupt(format!("session status {text:?}")))
+}
+
+/// A nullable `exit_reason` column.
+pub(crate) fn exit_reason(row: &Row, idx: usize) -> Result<Option<ExitReason>, StoreError> {
+    let text: Option<&str> = get(row, idx)?;
+    text.map(|text| {
+        ExitReason::parse(text).ok_or_else(|| StoreError::Corrupt(format!("exit reason {text:?}")))
+    })
+    .transpose()
 }
 
 pub(crate) fn seq(value: i64) -> Result<Seq, StoreError> {

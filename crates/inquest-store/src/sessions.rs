@@ -1,6 +1,6 @@
 use inquest_core::{
-    IdempotencyKey, IncidentId, NewTurn, RequestFingerprint, Seq, SessionId, SessionStatus, Tenant,
-    TenantQuota, Turn, UserMessage,
+    ExitReason, IdempotencyKey, IncidentId, NewTurn, RequestFingerprint, Seq, SessionId,
+    SessionStatus, Tenant, TenantQuota, Turn, UserMessage,
 };
 use time::OffsetDateTime;
 use tokio_postgres::Row;
@@ -17,7 +17,7 @@ pub struct SessionRow {
     pub id: SessionId,
     pub incident_id: IncidentId,
     pub status: SessionStatus,
-    pub exit_reason: Option<String>,
+    pub exit_reason: Option<ExitReason>,
     /// The newest committed turn, `None` for a session with no turns.
     pub head_seq: Option<Seq>,
     pub turn_count: u64,
@@ -70,16 +70,14 @@ pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, 
      cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, cost_unknown_turns";
 
 pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
-    let status: &str = get(row, 2)?;
     let head: i64 = get(row, 4)?;
     let plan: Option<serde_json::Value> = get(row, 11)?;
     let plan_escaped: bool = get(row, 15)?;
     Ok(SessionRow {
         id: SessionId::from_uuid(get(row, 0)?),
         incident_id: IncidentId::from_uuid(get(row, 1)?),
-        status: SessionStatus::parse(status)
-            .ok_or_else(|| StoreError::Corrupt(format!("session status {status:?}")))?,
-        exit_reason: get(row, 3)?,
+        status: crate::rows::status(row, 2)?,
+        exit_reason: crate::rows::exit_reason(row, 3)?,
         head_seq: Seq::from_stored(head),
         turn_count: count(get(row, 5)?),
         tool_calls: count(get(row, 6)?),
@@ -360,12 +358,17 @@ async fn start_session_tx(
     let turn = NewTurn::User(message.clone());
     let session_sql = format!(
         "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant) \
-         VALUES ($1, $2, 'pending', 1, 1, $3) RETURNING {SESSION_COLUMNS}"
+         VALUES ($1, $2, $4::text, 1, 1, $3) RETURNING {SESSION_COLUMNS}"
     );
     let session = session_from_row(
         &tx.query_one(
             &session_sql,
-            &[id.as_uuid(), incident.as_uuid(), &tenant.as_str()],
+            &[
+                id.as_uuid(),
+                incident.as_uuid(),
+                &tenant.as_str(),
+                &SessionStatus::INITIAL.as_str(),
+            ],
         )
         .await?,
     )?;

@@ -195,8 +195,8 @@ pub enum SessionCommand {
         /// Only this incident's sessions (default: every incident's).
         #[arg(long = "incident", value_name = "ID")]
         incident_id: Option<String>,
-        /// Only sessions in this status (repeat for several): pending,
-        /// running, idle, completed, failed, cancelled, awaiting_confirmation.
+        /// Only sessions in this status (repeat for several), spelled as in
+        /// `inquest sessions get`: e.g. running, awaiting_confirmation.
         #[arg(long = "status", value_name = "STATUS", value_parser = parse_status)]
         statuses: Vec<pb::SessionStatus>,
         #[command(flatten)]
@@ -224,10 +224,11 @@ fn parse_status(text: &str) -> Result<pb::SessionStatus, String> {
     pb::SessionStatus::from_str_name(&format!("SESSION_STATUS_{}", text.to_uppercase()))
         .filter(|s| *s != pb::SessionStatus::Unspecified)
         .ok_or_else(|| {
-            format!(
-                "unknown status {text:?} (pending, running, idle, completed, failed, \
-                 cancelled, awaiting_confirmation)"
-            )
+            let known: Vec<String> = (1..)
+                .map_while(|n| pb::SessionStatus::try_from(n).ok())
+                .map(|s| status_name(s as i32))
+                .collect();
+            format!("unknown status {text:?} ({})", known.join(", "))
         })
 }
 
@@ -730,6 +731,18 @@ mod tests {
     use tonic::{Code, Status};
 
     use super::*;
+
+    /// The CLI spells every status as the domain does, reads each back,
+    /// and names them all when refusing an unknown one.
+    #[test]
+    fn the_cli_spells_every_status_as_the_domain_does() {
+        let refusal = parse_status("nope").unwrap_err();
+        for status in inquest_core::SessionStatus::ALL {
+            let parsed = parse_status(status.as_str()).unwrap();
+            assert_eq!(status_name(parsed as i32), status.as_str());
+            assert!(refusal.contains(status.as_str()), "{refusal}");
+        }
+    }
 
     #[test]
     fn a_cost_is_shown_known_partly_known_or_unknown_never_as_zero() {
