@@ -572,12 +572,14 @@ async fn a_shutdown_mid_burst_hands_the_session_over_and_the_next_replica_finish
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
     fake.reply(FakeReply::text("Listing.").call("c1", "list_files", "{}"))
         .push(Behaviour::Hang);
-    let app = app_with_fake(&fake, |_| {}).await;
+    let mut app = app_with_fake(&fake, |_| {}).await;
     let mut client = app.client().await;
     let id = start(&mut client, ASK).await;
     eventually("the second model call", || fake.request_count() == 2).await;
 
     let db_url = app.db_url.clone();
+    // The next replica serves the same data.
+    let _database = app.take_database();
     drop(client);
     app.stop().await.unwrap();
 
@@ -619,13 +621,15 @@ async fn a_shutdown_while_the_report_is_authored_hands_over_and_the_next_replica
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
     fake.reply(FakeReply::text("The pool is exhausted."))
         .push(Behaviour::Hang);
-    let app = app_with_fake(&fake, |_| {}).await;
+    let mut app = app_with_fake(&fake, |_| {}).await;
     let mut client = app.client().await;
     let id = start(&mut client, ASK).await;
     // The second request is the author's, and it hangs.
     eventually("the author call", || fake.request_count() == 2).await;
 
     let db_url = app.db_url.clone();
+    // The next replica serves the same data.
+    let _database = app.take_database();
     drop(client);
     app.stop().await.unwrap();
 

@@ -353,7 +353,8 @@ async fn a_revoked_token_is_refused_within_the_cache_ttl() {
 
 #[tokio::test]
 async fn no_auth_on_a_non_loopback_listener_needs_the_insecure_flag() {
-    let (_, db_url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let db_url = database.url.clone();
     let mut config = inquest_server::config::Config {
         listen: "0.0.0.0:0".parse().unwrap(),
         database_url: Some(db_url.clone()),

@@ -23,7 +23,8 @@ fn a_burst_connection_answers_while_the_runtime_that_asked_is_idle() {
         .enable_all()
         .build()
         .expect("serving runtime");
-    let (_name, url) = serving.block_on(fresh_database());
+    let database = serving.block_on(fresh_database());
+    let url = database.url.clone();
     let mut config = StoreConfig::new(&url);
     // One connection, so the second ping must reuse the first's.
     config.burst_connections = 1;

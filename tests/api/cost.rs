@@ -310,6 +310,8 @@ async fn absurd_token_counts_from_a_provider_are_clamped_and_the_session_goes_on
             id,
             report2,
             session: s,
+            // Held to the end: the app (and its database) serves the reads.
+            _app,
             ..
         } = two_bursts(flavor, "hostile", [huge; 3], [huge; 2]).await;
 

@@ -82,7 +82,8 @@ async fn raw(db: &tokio_postgres::Client, session: SessionId, seq: i64) -> (Stri
 
 #[tokio::test]
 async fn v11_moves_old_notice_plans_into_the_column_and_leaves_the_rest() {
-    let (db_name, db_url) = fresh_database().await;
+    let database = fresh_database().await;
+    let (db_name, db_url) = (database.name.clone(), database.url.clone());
     let store = Store::connect(&StoreConfig::new(db_url.clone())).unwrap();
     assert_eq!(store.migrate_up_to(10).await.unwrap(), 10);
     let db = connect(&db_url).await;

@@ -681,7 +681,8 @@ async fn a_jwks_url_that_fails_at_startup_refuses_jwts_until_it_loads() {
 #[tokio::test]
 async fn unusable_oidc_config_stops_startup_with_a_clear_error() {
     let files = Files::new();
-    let (_, db_url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let db_url = database.url.clone();
     let idp = "http://127.0.0.1:9/jwks".to_owned();
     let mut both = section(JwksSource::Url(idp.clone()), Duration::from_secs(60));
     both.jwks_file = Some(files.dir.join("jwks.json"));

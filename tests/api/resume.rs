@@ -431,7 +431,7 @@ async fn every_burst_starts_on_the_first_provider() {
 #[tokio::test]
 async fn a_confirmation_whose_replica_died_before_claiming_runs_as_confirmed_elsewhere() {
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
-    let app = inquest_tests::spawn_app_with(|c| {
+    let mut app = inquest_tests::spawn_app_with(|c| {
         c.providers = vec![fake_provider(&fake, "fake")];
         tool_classes(c, &classes());
     })
@@ -451,6 +451,7 @@ async fn a_confirmation_whose_replica_died_before_claiming_runs_as_confirmed_els
     ));
     let mut config = app.config.clone();
     let db_url = app.db_url.clone();
+    let _database = app.take_database();
     drop(client);
     app.stop().await.unwrap();
 

@@ -67,7 +67,8 @@ async fn freeze_row(url: &str, session: SessionId) -> tokio_postgres::Client {
 
 #[tokio::test]
 async fn a_write_that_timed_out_behind_a_lock_does_not_hold_up_the_calls_after_it() {
-    let (_name, url) = fresh_database().await;
+    let database = fresh_database().await;
+    let url = database.url.clone();
     for lane in ["api", "burst"] {
         let api = one_connection_store(&url).await;
         let store = if lane == "api" {
@@ -124,7 +125,8 @@ async fn a_write_that_timed_out_behind_a_lock_does_not_hold_up_the_calls_after_i
 /// too: the next read does not wait for it.
 #[tokio::test]
 async fn a_read_that_timed_out_does_not_hold_up_the_calls_after_it() {
-    let (_name, url) = fresh_database().await;
+    let database = fresh_database().await;
+    let url = database.url.clone();
     let store = one_connection_store(&url).await;
     let session = new_session(&store).await;
     let frozen = connect(&url).await;
@@ -164,7 +166,8 @@ fn a_replica_frozen_inside_a_transaction_lets_go_of_its_rows() {
         .enable_all()
         .build()
         .expect("test runtime");
-    let (_name, url) = runtime.block_on(fresh_database());
+    let database = runtime.block_on(fresh_database());
+    let url = database.url.clone();
     let limits = Limits::default();
     let tenant = inquest_core::Tenant::default_tenant();
     let mut live_config = StoreConfig::new(&url);

@@ -835,7 +835,8 @@ async fn a_secret_pasted_as_a_token_id_is_refused_without_echoing_it() {
 #[tokio::test]
 async fn v16_puts_existing_rows_in_the_default_tenant() {
     use inquest_store::{Store, StoreConfig};
-    let (db_name, db_url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let (db_name, db_url) = (database.name.clone(), database.url.clone());
     let store = Store::connect(&StoreConfig::new(db_url.clone())).unwrap();
     assert_eq!(store.migrate_up_to(15).await.unwrap(), 15);
     let db = inquest_tests::connect(&db_url).await;

@@ -142,7 +142,8 @@ async fn unusable_tls_files_stop_startup_with_the_file_named() {
     let other_key = files.write("other.key", &other_key);
     let garbage = files.write("garbage.crt", "not a certificate\n");
     let missing = files.dir.join("missing.crt");
-    let (_, db_url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let db_url = database.url.clone();
     for (section, expect) in [
         (
             TlsSection {

@@ -3,8 +3,11 @@
 //! port, and a generated gRPC client talking to it over TCP.
 //!
 //! The cluster's admin URL comes from `DATABASE_URL`; `cargo xtask test`
-//! starts a throwaway cluster and sets it. Databases are left behind and
-//! vanish with the cluster.
+//! starts a throwaway cluster and sets it. Each test's database is dropped
+//! when its [`TestDatabase`] goes (the end of the test, or of the
+//! [`TestApp`] that owns it); one left by a killed test process is dropped
+//! by the next process that makes a database, since its name carries the
+//! process id of its maker.
 
 pub mod driver;
 pub mod resume;
@@ -59,17 +62,109 @@ pub async fn connect(url: &str) -> tokio_postgres::Client {
     client
 }
 
-/// Creates a fresh, empty database and returns its name and URL.
-pub async fn fresh_database() -> (String, String) {
+/// The prefix of every test database's name: `inquest_test_<pid>_<uuid>`.
+const TEST_DATABASE_PREFIX: &str = "inquest_test_";
+
+/// A test's own database, dropped (with any connection still open to it)
+/// when this goes.
+#[derive(Debug)]
+pub struct TestDatabase {
+    pub name: String,
+    pub url: String,
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        // Drop runs inside the test's runtime, which must not be blocked
+        // on itself: the statement runs on a thread of its own, waited for
+        // (bounded) so the database is gone when the test ends.
+        let name = self.name.clone();
+        let (done, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let dropped = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(anyhow::Error::from)
+                .and_then(|rt| rt.block_on(drop_database(&name)));
+            let _ = done.send(dropped);
+        });
+        match wait.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(Ok(())) => {}
+            // A test that fails to clean up must not fail for it; the next
+            // process's sweep takes the database.
+            Ok(Err(e)) => eprintln!("warning: dropping test database {}: {e:#}", self.name),
+            Err(_) => eprintln!("warning: dropping test database {} timed out", self.name),
+        }
+    }
+}
+
+async fn drop_database(name: &str) -> anyhow::Result<()> {
+    let (client, connection) = tokio_postgres::connect(&admin_url(), tokio_postgres::NoTls).await?;
+    let connection = tokio::spawn(connection);
+    // WITH (FORCE): a server the test left running still holds
+    // connections; they are ended with it.
+    client
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await?;
+    drop(client);
+    let _ = connection.await;
+    Ok(())
+}
+
+/// Drops the test databases whose maker process is gone (a run that was
+/// killed, or a test binary that ended with databases still open), once
+/// per process.
+async fn sweep_leftovers(admin: &tokio_postgres::Client) {
+    static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    SWEPT
+        .get_or_init(|| async {
+            let rows = match admin
+                .query(
+                    "SELECT datname FROM pg_database WHERE starts_with(datname, $1)",
+                    &[&TEST_DATABASE_PREFIX],
+                )
+                .await
+            {
+                Ok(rows) => rows,
+                Err(e) => {
+                    eprintln!("warning: listing leftover test databases: {e}");
+                    return;
+                }
+            };
+            for row in rows {
+                let name: String = row.get(0);
+                let maker = name
+                    .strip_prefix(TEST_DATABASE_PREFIX)
+                    .and_then(|rest| rest.split_once('_'))
+                    .and_then(|(pid, _)| pid.parse::<u32>().ok());
+                let alive =
+                    maker.is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
+                if !alive {
+                    if let Err(e) = drop_database(&name).await {
+                        eprintln!("warning: dropping leftover test database {name}: {e:#}");
+                    }
+                }
+            }
+        })
+        .await;
+}
+
+/// Creates a fresh, empty database, dropped when the returned value goes.
+pub async fn fresh_database() -> TestDatabase {
     let admin = admin_url();
-    let name = format!("inquest_test_{}", uuid::Uuid::new_v4().simple());
-    connect(&admin)
-        .await
+    let client = connect(&admin).await;
+    sweep_leftovers(&client).await;
+    let name = format!(
+        "{TEST_DATABASE_PREFIX}{}_{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    );
+    client
         .batch_execute(&format!("CREATE DATABASE {name}"))
         .await
         .expect("creating a test database");
     let url = with_database(&admin, &name);
-    (name, url)
+    TestDatabase { name, url }
 }
 
 /// A running server on its own database.
@@ -90,6 +185,9 @@ pub struct TestApp {
     pub admin_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     server: Option<JoinHandle<anyhow::Result<()>>>,
+    /// The database this app made for itself ([`spawn_app_with`]), dropped
+    /// with it; `None` when the caller owns the database.
+    database: Option<TestDatabase>,
 }
 
 /// Starts the server on a fresh database with default configuration.
@@ -99,8 +197,10 @@ pub async fn spawn_app() -> TestApp {
 
 /// Starts the server on a fresh database; `tweak` adjusts the config.
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
-    let (db_name, db_url) = fresh_database().await;
-    spawn_app_on(db_name, db_url, tweak).await
+    let database = fresh_database().await;
+    let mut app = spawn_app_on(database.name.clone(), database.url.clone(), tweak).await;
+    app.database = Some(database);
+    app
 }
 
 /// Starts the server on an existing database (e.g. one a test migrated
@@ -144,6 +244,7 @@ pub async fn spawn_app_on(
         admin_addr,
         shutdown,
         server: Some(server),
+        database: None,
     }
 }
 
@@ -225,7 +326,14 @@ impl TestApp {
             .expect("bringing the database up");
     }
 
-    /// Triggers graceful shutdown and waits for the server to finish.
+    /// Takes over this app's database, so it outlives the app (a test
+    /// that restarts a server on the same data).
+    pub fn take_database(&mut self) -> Option<TestDatabase> {
+        self.database.take()
+    }
+
+    /// Triggers graceful shutdown and waits for the server to finish; then
+    /// drops the app's own database.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         self.shutdown.cancel();
         match self.server.take() {

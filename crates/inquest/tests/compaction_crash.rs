@@ -50,7 +50,8 @@ async fn a_kill_during_compaction_recovers_with_nothing_lost_and_no_duplicate_su
         ),
     )
     .unwrap();
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let config = config.to_str().unwrap();
 
     let first = Server::start_with(

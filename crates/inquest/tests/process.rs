@@ -9,7 +9,8 @@ use support::{Server, create_incident, settled, start_session};
 
 #[tokio::test]
 async fn sigterm_finishes_and_exits_zero() {
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let server = Server::start(&["--database-url", &url]).await;
     create_incident(&mut server.client().await, "before shutdown").await;
     server.stop().await;
@@ -45,7 +46,8 @@ async fn embedded_default_is_created_reused_and_stopped() {
 /// provider) is picked up when a server with an agent starts.
 #[tokio::test]
 async fn a_session_left_pending_starts_when_a_server_with_an_agent_starts() {
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("script.json"),
@@ -344,7 +346,9 @@ async fn serving_threads_yield_to_bursts_and_the_database_does_not() {
     );
     server.stop().await;
 
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+
+    let url = database.url.clone();
     let level = Server::start_with(
         "level",
         &["--database-url", &url],

@@ -76,7 +76,8 @@ fn text(out: &Output) -> (String, String) {
 #[tokio::test]
 async fn the_python_client_investigates_reconnects_follows_up_and_reads_the_report() {
     let Some(python) = python() else { return };
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let config = example_dir().join("checkout-latency/inquest.toml");
     let server =
         Server::start(&["--database-url", &url, "--config", config.to_str().unwrap()]).await;
@@ -198,7 +199,8 @@ async fn the_python_client_investigates_reconnects_follows_up_and_reads_the_repo
 #[tokio::test]
 async fn the_python_client_exits_nonzero_when_the_server_refuses() {
     let Some(python) = python() else { return };
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let server = Server::start(&["--database-url", &url]).await;
     let gen_dir = tempfile::tempdir().unwrap();
     let client = example_dir().join("python");

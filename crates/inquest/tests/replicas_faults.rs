@@ -35,8 +35,14 @@ async fn world(timing: Timing) -> World {
     let python = require_python();
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
     let config = replica_config(&fake_provider_toml(&fake.base_url()), &python, timing);
-    let (_, url) = inquest_tests::fresh_database().await;
-    World { fake, config, url }
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
+    World {
+        fake,
+        config,
+        url,
+        _database: database,
+    }
 }
 
 /// Starts one replica of `world` named `name` with extra environment.

@@ -144,7 +144,8 @@ async fn a_rolling_restart_hands_running_sessions_over_and_completes_them_all() 
         script.display()
     );
     let config = ReplicaConfig::new(&providers, Some(&python));
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let mut fleet = Fleet::new();
     let first = ["replica-a", "replica-b", "replica-c"];
     fleet.start(&first, &config, &url).await;

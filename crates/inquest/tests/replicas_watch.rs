@@ -117,7 +117,8 @@ async fn a_watcher_on_another_replica_sees_every_turn_in_order() {
         .reply(FakeReply::text("The checkout pool is exhausted."))
         .reply(FakeReply::text("Report: checkout pool exhausted."));
     let config = ReplicaConfig::new(&fake_provider_toml(&fake.base_url()), Some(&python));
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let mut fleet = Fleet::new();
     fleet
         .start(&["replica-a", "replica-b", "replica-c"], &config, &url)
@@ -381,7 +382,8 @@ async fn a_killed_listen_connection_lags_watchers_who_reconnect_without_a_gap() 
     fake.reply(FakeReply::text("The checkout pool is exhausted."))
         .reply(FakeReply::text("Report: checkout pool exhausted."));
     let config = ReplicaConfig::new(&fake_provider_toml(&fake.base_url()), Some(&python));
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let mut fleet = Fleet::new();
     fleet
         .start(&["replica-a", "replica-b", "replica-c"], &config, &url)

@@ -31,7 +31,8 @@ async fn follow_up_after_a_restart_sends_the_whole_history_and_skips_the_downtim
         ),
     )
     .unwrap();
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
 
     let config = config.to_str().unwrap();
     let first = Server::start(&["--config", config, "--database-url", &url]).await;

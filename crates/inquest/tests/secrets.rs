@@ -28,7 +28,8 @@ fn with_password(url: &str) -> (String, String) {
 async fn planted_secrets_never_reach_logs_turns_or_answers() {
     let key = format!("sk-test-{}", uuid::Uuid::new_v4().simple());
     let token = format!("mcp-{}", uuid::Uuid::new_v4().simple());
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let (url, db_password) = with_password(&url);
 
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();

@@ -210,7 +210,8 @@ async fn a_burst_is_one_trace_from_the_callers_traceparent_to_every_turn_write()
     .reply(FakeReply::text("Checkout is fine; the alert was noise."))
     .reply(FakeReply::text("Report: nothing to fix."));
     let config = ReplicaConfig::new(&fake_provider_toml(&fake.base_url()), Some(&python));
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let server = Server::start_with(
         "traced",
         &["--config", config.path(), "--database-url", &url],
@@ -395,7 +396,8 @@ async fn a_dead_otlp_endpoint_does_not_hold_up_shutdown() {
     )
     .unwrap();
     let dead = format!("http://127.0.0.1:{}", support::free_port());
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let server = Server::start_with(
         "dead-otlp",
         &["--config", config.to_str().unwrap(), "--database-url", &url],
@@ -429,7 +431,8 @@ async fn a_dead_otlp_endpoint_does_not_hold_up_shutdown() {
 #[tokio::test]
 async fn bursts_from_startup_and_the_reaper_start_their_own_traces() {
     let (receiver, endpoint) = Receiver::start().await;
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("script.json"),

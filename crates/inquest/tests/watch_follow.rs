@@ -181,7 +181,8 @@ async fn asked(c: &mut support::Client, title: &str) -> pb::Session {
 
 #[tokio::test]
 async fn watch_follow_shows_every_burst_until_the_session_is_cancelled() {
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     // Burst 1: one plain answer. Burst 2 (the follow-up): a tool call that
     // the armed failpoint hangs before, so the burst is still running when
     // the test cancels it.
@@ -348,7 +349,8 @@ async fn watch_and_send_ride_out_a_postgres_outage() {
 /// show the follow-up's burst; the message is stored once.
 #[tokio::test]
 async fn send_and_watch_ride_out_a_server_restart() {
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let scripted = Scripted::new(TWO_ANSWERS);
     let args = scripted.args(&url);
     let server = Server::start_with("server", &args, &[]).await;
@@ -410,7 +412,8 @@ async fn send_and_watch_ride_out_a_server_restart() {
 /// (SIGCONT) the watch goes on, and ends 0 when the session is cancelled.
 #[tokio::test]
 async fn watch_notices_a_stopped_server_and_reconnects_when_it_runs_again() {
-    let (_, url) = inquest_tests::fresh_database().await;
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
     let scripted = Scripted::new(
         r#"[{"text": "Checking the deploy log.",
              "tool_calls": [{"name": "read_file", "arguments": {"path": "deploys.log"}}]}]"#,

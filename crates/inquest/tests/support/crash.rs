@@ -37,6 +37,8 @@ pub struct World {
     pub fake: FakeProvider,
     pub config: ReplicaConfig,
     pub url: String,
+    /// Dropped with the world, after its replicas.
+    pub _database: inquest_tests::TestDatabase,
 }
 
 impl World {
@@ -46,8 +48,14 @@ impl World {
         let python = inquest_testkit::mcp::python()?;
         let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
         let config = ReplicaConfig::new(&fake_provider_toml(&fake.base_url()), Some(&python));
-        let (_, url) = inquest_tests::fresh_database().await;
-        Some(World { fake, config, url })
+        let database = inquest_tests::fresh_database().await;
+        let url = database.url.clone();
+        Some(World {
+            fake,
+            config,
+            url,
+            _database: database,
+        })
     }
 
     /// Starts replica-a (with `failpoints` armed, if any) and `others`
