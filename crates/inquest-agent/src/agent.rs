@@ -479,7 +479,7 @@ impl Agent {
                     .tool_call_started(state.session_id, assistant_seq, call)
                     .await
                 {
-                    tracing::warn!(error = %crate::report::chain(&e), call_id = %call.id, "tool not started: the lease may expire before it could finish");
+                    tracing::warn!(error = %inquest_core::error_chain(&e), call_id = %call.id, "tool not started: the lease may expire before it could finish");
                     return ExitReason::LeaseLost;
                 }
                 failpoints::hit(failpoints::BEFORE_TOOL_RUN).await;
@@ -727,15 +727,15 @@ pub(crate) async fn persist(
             Ok(seq)
         }
         Err(e @ SinkError::LeaseLost(_)) => {
-            tracing::warn!(error = %crate::report::chain(&e), "lease lost; abandoning the burst");
+            tracing::warn!(error = %inquest_core::error_chain(&e), "lease lost; abandoning the burst");
             Err(ExitReason::LeaseLost)
         }
         Err(e @ SinkError::Unavailable(_)) => {
-            tracing::warn!(error = %crate::report::chain(&e), "store unavailable past the lease deadline; handing the session over");
+            tracing::warn!(error = %inquest_core::error_chain(&e), "store unavailable past the lease deadline; handing the session over");
             Err(ExitReason::StoreUnavailable)
         }
         Err(e @ SinkError::NotPersisted(_)) => {
-            tracing::error!(error = %crate::report::chain(&e), "turn write refused; ending the burst");
+            tracing::error!(error = %inquest_core::error_chain(&e), "turn write refused; ending the burst");
             Err(ExitReason::StoreFailed)
         }
     }

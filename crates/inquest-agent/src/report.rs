@@ -140,15 +140,3 @@ pub fn build(
         burst_usage,
     }
 }
-
-/// An error with its `source()` chain, for one log line.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cur = e.source();
-    while let Some(cause) = cur {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        cur = cause.source();
-    }
-    text
-}

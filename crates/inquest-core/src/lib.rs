@@ -10,6 +10,7 @@ pub mod call_ids;
 pub mod cap;
 pub mod compaction;
 pub mod cost;
+mod error_chain;
 pub mod exit;
 pub mod idempotency;
 pub mod ids;
@@ -26,6 +27,7 @@ pub mod turn;
 
 pub use call_ids::{is_valid_call_id, session_unique_call_ids, used_call_ids};
 pub use cost::{Cost, CostTotal, Price, UsageTotals};
+pub use error_chain::error_chain;
 pub use exit::ExitReason;
 pub use idempotency::RequestFingerprint;
 pub use ids::{IdError, IncidentId, SessionId};

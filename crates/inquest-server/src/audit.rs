@@ -7,11 +7,11 @@
 //! `audit_events` (migration V17) after the call, whatever its outcome, and
 //! logs it once as a structured event (target `inquest::audit`).
 
-use inquest_core::{IncidentId, SessionId, Tenant, auth::Principal};
+use inquest_core::{IncidentId, SessionId, Tenant, auth::Principal, error_chain};
 use inquest_store::{AuditEntry, Store};
 use tonic::{Request, Response, Status};
 
-use crate::{reason::Reason, status::chain};
+use crate::reason::Reason;
 
 /// The caller of one request.
 #[derive(Debug, Clone)]
@@ -108,7 +108,7 @@ impl Audit {
             message,
         };
         if let Err(e) = self.store.record_audit(entry).await {
-            tracing::error!(method, error = %chain(&e), "cannot record an audit event");
+            tracing::error!(method, error = %error_chain(&e), "cannot record an audit event");
         }
     }
 }

@@ -213,7 +213,7 @@ impl Verifier {
             return Ok(Some(t));
         }
         let found = self.store.find_token(id).await.map_err(|e| {
-            tracing::warn!(error = %crate::status::chain(&e), "cannot read an API token");
+            tracing::warn!(error = %inquest_core::error_chain(&e), "cannot read an API token");
             Refusal::Unavailable
         })?;
         if let Some(t) = &found {

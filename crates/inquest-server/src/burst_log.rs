@@ -25,16 +25,13 @@ use std::{
 
 use inquest_agent::{BoxFuture, SinkError, TurnSink, failpoints};
 use inquest_broadcast::ToolCallStart;
-use inquest_core::{ExitReason, NewTurn, Seq, SessionId, ToolCall, Turn};
+use inquest_core::{ExitReason, NewTurn, Seq, SessionId, ToolCall, Turn, error_chain};
 use inquest_store::{Lease, StoreError, Transition, WriteId};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::{
-    status::chain,
-    turn_log::{TurnLog, TurnLogError},
-};
+use crate::turn_log::{TurnLog, TurnLogError};
 
 /// First pause between attempts of a write the store did not take; it
 /// doubles up to [`MAX_BACKOFF`].
@@ -173,7 +170,7 @@ impl BurstLog {
                         return Attempts::Unavailable(e);
                     }
                     if !warned {
-                        tracing::warn!(session = %self.session(), what, error = %chain(&e), "store write did not land; retrying under the lease");
+                        tracing::warn!(session = %self.session(), what, error = %error_chain(&e), "store write did not land; retrying under the lease");
                         warned = true;
                     }
                     tokio::time::sleep(backoff).await;

@@ -116,7 +116,7 @@ async fn probe(store: &Store) -> ServingStatus {
     match tokio::time::timeout(PROBE_TIMEOUT, store.ping()).await {
         Ok(Ok(())) => ServingStatus::Serving,
         Ok(Err(e)) => {
-            tracing::warn!(error = %crate::status::chain(&e), "health check: database unreachable");
+            tracing::warn!(error = %inquest_core::error_chain(&e), "health check: database unreachable");
             ServingStatus::NotServing
         }
         Err(_) => {

@@ -436,7 +436,7 @@ async fn fetch_url(client: &reqwest::Client, url: &reqwest::Url) -> Result<Vec<u
         .header(reqwest::header::ACCEPT, "application/json")
         .send()
         .await
-        .map_err(|e| crate::status::chain(&e))?;
+        .map_err(|e| inquest_core::error_chain(&e))?;
     let status = response.status();
     if !status.is_success() {
         return Err(format!("the JWKS endpoint answered {status}"));
@@ -451,7 +451,7 @@ async fn fetch_url(client: &reqwest::Client, url: &reqwest::Url) -> Result<Vec<u
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| crate::status::chain(&e))?
+        .map_err(|e| inquest_core::error_chain(&e))?
     {
         if (bytes.len() + chunk.len()) as u64 > MAX_JWKS_BYTES {
             return Err(format!("the JWKS is larger than {MAX_JWKS_BYTES} bytes"));

@@ -15,11 +15,11 @@
 
 use inquest_core::{
     ExitReason, Message, NewTurn, RecoveryKind, RecoveryPlan, ResumeRequest, SessionId,
-    ToolClasses, Turn, is_follow_up, notice_plan, plan_resume_rebuilt,
+    ToolClasses, Turn, error_chain, is_follow_up, notice_plan, plan_resume_rebuilt,
 };
 use inquest_store::{SessionRow, Store, StoreError};
 
-use crate::{burst_log::BurstLog, status::chain, turn_log::TurnLogError};
+use crate::{burst_log::BurstLog, turn_log::TurnLogError};
 
 /// Why a claimed burst is about to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +96,7 @@ pub(crate) async fn prepare(
         Ok(loaded) => loaded,
         Err(e) if e.is_transient() => return Prepared::Failed(TurnLogError::Unavailable(e)),
         Err(e) => {
-            tracing::error!(%session, error = %chain(&e), "cannot load the transcript");
+            tracing::error!(%session, error = %error_chain(&e), "cannot load the transcript");
             return Prepared::Failed(TurnLogError::NotPersisted(e));
         }
     };

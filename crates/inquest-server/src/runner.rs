@@ -24,7 +24,7 @@ use std::{
 };
 
 use inquest_agent::{Agent, BurstReport, Stop, failpoints};
-use inquest_core::{Ending, ExitReason, SessionId, SessionStatus, SideEffect};
+use inquest_core::{Ending, ExitReason, SessionId, SessionStatus, SideEffect, error_chain};
 use inquest_store::{Lease, NewReport, Renewal, SessionRow, Store};
 use time::OffsetDateTime;
 use tokio::{
@@ -39,7 +39,6 @@ use crate::{
     burst_log::{BurstLog, LeaseClock},
     config::LeaseSection,
     resume::{self, Mode, Prepared},
-    status::chain,
     turn_log::{TurnLog, TurnLogError},
 };
 
@@ -245,7 +244,7 @@ impl Runner {
                     self.spawn_pending(session, Mode::Fresh, None);
                 }
             }
-            Err(e) => tracing::warn!(error = %chain(&e), "cannot look for pending sessions"),
+            Err(e) => tracing::warn!(error = %error_chain(&e), "cannot look for pending sessions"),
         }
     }
 
@@ -313,7 +312,7 @@ impl Runner {
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %chain(&e), "reaper cannot look for orphaned sessions")
+                tracing::warn!(error = %error_chain(&e), "reaper cannot look for orphaned sessions")
             }
         }
         if permits.is_empty() {
@@ -348,7 +347,7 @@ impl Runner {
                 if deferred {
                     self.slots.deferred.store(true, Ordering::SeqCst);
                 }
-                tracing::warn!(error = %chain(&e), "reaper cannot look for pending sessions")
+                tracing::warn!(error = %error_chain(&e), "reaper cannot look for pending sessions")
             }
         }
         started
@@ -374,7 +373,7 @@ impl Runner {
             }
             Ok(None) => false,
             Err(e) => {
-                tracing::warn!(session = %row.id, error = %chain(&e), "cannot claim an orphaned session");
+                tracing::warn!(session = %row.id, error = %error_chain(&e), "cannot claim an orphaned session");
                 false
             }
         }
@@ -419,7 +418,7 @@ impl Runner {
                     // Claimed elsewhere, or cancelled before it started.
                     Ok(None) => return,
                     Err(e) => {
-                        tracing::error!(%session, error = %chain(&e), "cannot claim the burst");
+                        tracing::error!(%session, error = %error_chain(&e), "cannot claim the burst");
                         return;
                     }
                 };
@@ -435,7 +434,7 @@ impl Runner {
             let store = self.log.burst_store().clone();
             self.spawn_agent(async move {
                 if let Err(e) = store.release_lease(&lease).await {
-                    tracing::warn!(session = %lease.session(), error = %chain(&e), "cannot release a claimed lease");
+                    tracing::warn!(session = %lease.session(), error = %error_chain(&e), "cannot release a claimed lease");
                 }
             });
             return;
@@ -456,7 +455,7 @@ impl Runner {
                         .instrument(tracing::info_span!("lease.claim", kind = "adopted"))
                         .await;
                     if let Err(e) = recorded {
-                        tracing::warn!(error = %chain(&e), "cannot record the burst's trace id");
+                        tracing::warn!(error = %error_chain(&e), "cannot record the burst's trace id");
                     }
                 }
                 this.drive(agent, burst, cancel, mode).await
@@ -542,7 +541,7 @@ impl Runner {
             TurnLogError::DeadlinePassed => ExitReason::LeaseLost,
             _ => ExitReason::StoreFailed,
         };
-        tracing::warn!(%session, exit_reason = %reason, error = %chain(&e), "burst could not be prepared");
+        tracing::warn!(%session, exit_reason = %reason, error = %error_chain(&e), "burst could not be prepared");
         self.land(burst, reason).await;
     }
 
@@ -582,7 +581,7 @@ impl Runner {
             match saved {
                 Ok(()) => {}
                 Err(TurnLogError::Unavailable(e)) => {
-                    tracing::warn!(%session, error = %chain(&e), "store unavailable before the report landed; handing the session over");
+                    tracing::warn!(%session, error = %error_chain(&e), "store unavailable before the report landed; handing the session over");
                     self.land(burst, ExitReason::StoreUnavailable).await;
                     return;
                 }
@@ -592,12 +591,12 @@ impl Runner {
                         Some(inquest_store::StoreError::LeaseLost { .. })
                     ) =>
                 {
-                    tracing::warn!(%session, error = %chain(&e), "lease lost before the report landed; leaving the session to its new owner");
+                    tracing::warn!(%session, error = %error_chain(&e), "lease lost before the report landed; leaving the session to its new owner");
                     burst.abandon();
                     return;
                 }
                 Err(e) => {
-                    tracing::error!(%session, error = %chain(&e), "cannot save the burst's report")
+                    tracing::error!(%session, error = %error_chain(&e), "cannot save the burst's report")
                 }
             }
         }
@@ -623,17 +622,17 @@ impl Runner {
                 }
                 Ok(false) => tracing::info!(%session, "burst no longer ours"),
                 Err(e) => {
-                    tracing::warn!(%session, error = %chain(&e), "cannot hand the burst over; its lease will expire instead")
+                    tracing::warn!(%session, error = %error_chain(&e), "cannot hand the burst over; its lease will expire instead")
                 }
             },
             Ending::Close(_) => match burst.close(exit).await {
                 Ok(_) => {}
                 Err(TurnLogError::Unavailable(e)) => {
-                    tracing::warn!(%session, error = %chain(&e), "store unavailable at the burst's end; its lease will expire and recovery lands it");
+                    tracing::warn!(%session, error = %error_chain(&e), "store unavailable at the burst's end; its lease will expire and recovery lands it");
                     burst.abandon();
                 }
                 Err(e) => {
-                    tracing::error!(%session, error = %chain(&e), "cannot record the burst's end");
+                    tracing::error!(%session, error = %error_chain(&e), "cannot record the burst's end");
                     burst.abandon();
                 }
             },
@@ -737,7 +736,7 @@ async fn keep_lease(
             }
             Ok(Err(e)) => {
                 metrics::counter!("inquest_lease_renewals_failed_total").increment(1);
-                tracing::warn!(%session, error = %chain(&e), "lease renewal failed");
+                tracing::warn!(%session, error = %error_chain(&e), "lease renewal failed");
             }
             Err(_) => {
                 metrics::counter!("inquest_lease_renewals_failed_total").increment(1);

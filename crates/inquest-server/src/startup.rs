@@ -584,7 +584,7 @@ fn spawn_idempotency_cleanup(
                 Ok(0) => {}
                 Ok(deleted) => tracing::info!(deleted, ?retention, "expired idempotency keys"),
                 Err(e) => tracing::warn!(
-                    error = %crate::status::chain(&e),
+                    error = %inquest_core::error_chain(&e),
                     "cannot expire idempotency keys; trying again at the next pass"
                 ),
             }
@@ -620,7 +620,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
         match stopped {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                tracing::error!(error = %crate::status::chain(&e), "stopping embedded PostgreSQL failed")
+                tracing::error!(error = %inquest_core::error_chain(&e), "stopping embedded PostgreSQL failed")
             }
             Err(e) => tracing::error!(error = %e, "stopping embedded PostgreSQL panicked"),
         }

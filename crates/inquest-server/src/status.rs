@@ -5,7 +5,7 @@
 //! ([`crate::reason`]). Internal causes are logged here, once, with their
 //! cause chain, and never sent to clients.
 
-use inquest_core::{CursorError, IdError, InputError};
+use inquest_core::{CursorError, IdError, InputError, error_chain};
 use inquest_store::StoreError;
 use tonic::{Code, Status};
 
@@ -69,18 +69,6 @@ pub const RETRY_AFTER_METADATA: &str = "retry-after-ms";
 
 /// Trailing metadata key carrying the head seq on OUT_OF_RANGE.
 pub const HEAD_SEQ_METADATA: &str = "inquest-head-seq";
-
-/// Renders an error with its whole `source()` chain, for logs.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cur = e.source();
-    while let Some(cause) = cur {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        cur = cause.source();
-    }
-    text
-}
 
 /// The config key a core input limit is set by, if it is one.
 fn input_limit(what: &str) -> &'static str {
@@ -280,7 +268,7 @@ fn store_status(e: StoreError) -> Status {
             )
         }
         StoreError::OutcomeUnknown { .. } => {
-            tracing::warn!(error = %chain(&e), "write outcome unknown");
+            tracing::warn!(error = %error_chain(&e), "write outcome unknown");
             reason::status(
                 Code::DeadlineExceeded,
                 Reason::WriteOutcomeUnknown,
@@ -290,7 +278,7 @@ fn store_status(e: StoreError) -> Status {
             )
         }
         StoreError::ShuttingDown => {
-            tracing::warn!(error = %chain(&e), "store shutting down");
+            tracing::warn!(error = %error_chain(&e), "store shutting down");
             reason::status(
                 Code::Unavailable,
                 Reason::ShuttingDown,
@@ -299,7 +287,7 @@ fn store_status(e: StoreError) -> Status {
             )
         }
         StoreError::Unavailable(_) | StoreError::Timeout { .. } => {
-            tracing::warn!(error = %chain(&e), "database unavailable");
+            tracing::warn!(error = %error_chain(&e), "database unavailable");
             store_unavailable("database unavailable; retry later", None)
         }
         StoreError::Database(_)
@@ -308,7 +296,7 @@ fn store_status(e: StoreError) -> Status {
         | StoreError::Config(_)
         | StoreError::Migration(_)
         | StoreError::Internal(_) => {
-            tracing::error!(error = %chain(&e), "internal store error");
+            tracing::error!(error = %error_chain(&e), "internal store error");
             internal()
         }
     }

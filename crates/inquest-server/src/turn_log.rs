@@ -26,7 +26,7 @@ use std::time::Duration;
 use inquest_broadcast::{Event, PublishedTurn, TextDelta, ToolCallStart, TurnBroadcaster};
 use inquest_core::{
     IdempotencyKey, IncidentId, Role, Seq, SessionId, SessionStatus, StreamedText, Tenant,
-    TenantQuota, Turn, UserMessage,
+    TenantQuota, Turn, UserMessage, error_chain,
 };
 use inquest_store::{
     CallerEvent, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,
@@ -34,10 +34,7 @@ use inquest_store::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{
-    burst_log::{BurstLog, LeaseClock},
-    status::chain,
-};
+use crate::burst_log::{BurstLog, LeaseClock};
 
 /// Why a [`TurnLog`] write failed. Distinct from every other failure so a
 /// burst can end with its own exit reason when its transcript cannot be
@@ -232,7 +229,7 @@ impl TurnLog {
             )
             .await
         {
-            tracing::warn!(session = %start.session_id, call_id = %start.call_id, error = %chain(&e), "cannot announce a tool call to other replicas");
+            tracing::warn!(session = %start.session_id, call_id = %start.call_id, error = %error_chain(&e), "cannot announce a tool call to other replicas");
         }
     }
 
@@ -501,7 +498,7 @@ impl TurnLog {
                     Err(e) => {
                         // Watchers would miss it: make them reconnect, the
                         // drain reads it from the table.
-                        tracing::warn!(%session, %seq, error = %chain(&e), "cannot fetch an announced turn; lagging its watchers");
+                        tracing::warn!(%session, %seq, error = %error_chain(&e), "cannot fetch an announced turn; lagging its watchers");
                         self.broadcaster.lag_session(session);
                     }
                 }

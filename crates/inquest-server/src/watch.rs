@@ -445,7 +445,7 @@ impl Watcher {
     /// The store could not be asked: end with a retryable code and the
     /// cursor, never OK.
     fn unavailable(&self, e: StoreError) -> End {
-        tracing::warn!(session_id = %self.session, error = %crate::status::chain(&e), "watch cannot read the session");
+        tracing::warn!(session_id = %self.session, error = %inquest_core::error_chain(&e), "watch cannot read the session");
         let last = self.last.get();
         End::Failed(crate::status::store_unavailable(
             format!("database unavailable; reconnect with after_seq={last}"),

@@ -14,14 +14,14 @@
 //! connection.
 
 use std::{
-    error::Error as StdError,
-    fmt::Write as _,
     future::{Future, poll_fn},
     hash::{BuildHasher, RandomState},
     pin::pin,
     task::Poll,
     time::Duration,
 };
+
+use inquest_core::error_chain;
 
 use tokio_postgres::{AsyncMessage, Config, Connection, Socket};
 
@@ -140,7 +140,7 @@ pub async fn run_listener(
             state.down = true;
             tracing::warn!(
                 channel,
-                error = %chain(&failure),
+                error = %error_chain(&failure),
                 "LISTEN connection lost; notifications may be missed until it is back"
             );
             on_event(ListenEvent::Lost);
@@ -148,7 +148,7 @@ pub async fn run_listener(
             tracing::debug!(
                 channel,
                 attempt = state.failed_attempts,
-                error = %chain(&failure),
+                error = %error_chain(&failure),
                 "LISTEN reconnect attempt failed"
             );
         }
@@ -353,7 +353,7 @@ fn pg_config(config: &ListenerConfig) -> Result<(Config, PgTls), String> {
         return Err("the channel name contains a NUL character".to_owned());
     }
     let (mut pg, tls) =
-        crate::tls::parse(&config.database_url).map_err(|e| chain(&e).to_string())?;
+        crate::tls::parse(&config.database_url).map_err(|e| error_chain(&e).to_string())?;
     pg.connect_timeout(config.connect_timeout);
     pg.application_name(config.application_name.as_str());
     // This connection never sends anything once it listens, so a peer that
@@ -376,17 +376,6 @@ fn pg_config(config: &ListenerConfig) -> Result<(Config, PgTls), String> {
 /// `name` as a quoted SQL identifier: case and punctuation kept.
 fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// `e` and its causes, `: `-separated.
-fn chain(e: &dyn StdError) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let _ = write!(text, ": {c}");
-        cause = c.source();
-    }
-    text
 }
 
 /// Exponential backoff with jitter.

@@ -8,6 +8,8 @@ use std::{
     time::Duration,
 };
 
+use inquest_core::error_chain;
+
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::{
     RoleClient, ServiceError, ServiceExt,
@@ -134,7 +136,7 @@ impl Connection {
                 let service = info
                     .serve(child)
                     .await
-                    .map_err(|e| format!("MCP handshake failed: {}", chain(&e)))?;
+                    .map_err(|e| format!("MCP handshake failed: {}", error_chain(&e)))?;
                 (service, pid, false)
             }
             McpTransport::StreamableHttp { url, headers } => {
@@ -146,7 +148,7 @@ impl Connection {
                     .pool_max_idle_per_host(0)
                     .redirect(reqwest::redirect::Policy::none())
                     .build()
-                    .map_err(|e| format!("cannot build an HTTP client: {}", chain(&e)))?;
+                    .map_err(|e| format!("cannot build an HTTP client: {}", error_chain(&e)))?;
                 let mut custom = HashMap::new();
                 for (key, value) in headers {
                     let key = reqwest::header::HeaderName::from_bytes(key.as_bytes());
@@ -168,7 +170,7 @@ impl Connection {
                 let service = info
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("MCP handshake with {url} failed: {}", chain(&e)))?;
+                    .map_err(|e| format!("MCP handshake with {url} failed: {}", error_chain(&e)))?;
                 (service, None, true)
             }
         };
@@ -185,7 +187,7 @@ impl Connection {
             Ok(tools) => Ok((connection, tools)),
             Err(e) => {
                 connection.close().await;
-                Err(format!("listing its tools failed: {}", chain(&e)))
+                Err(format!("listing its tools failed: {}", error_chain(&e)))
             }
         }
     }
@@ -303,25 +305,10 @@ fn describe(error: &ServiceError) -> String {
         }
         ServiceError::TransportSend(send) => format!(
             "the request could not be sent to the MCP server: {}",
-            chain(send.error.as_ref())
+            error_chain(send.error.as_ref())
         ),
-        other => format!("the call to the MCP server failed: {}", chain(other)),
+        other => format!("the call to the MCP server failed: {}", error_chain(other)),
     }
-}
-
-/// An error and its causes, on one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// Logs a stdio server's stderr at debug level and keeps its last lines.
