@@ -25,12 +25,9 @@
 //! The request timeout is each HTTP provider's own (its client's timeout
 //! covers connect, send and the whole body).
 
-use std::{
-    sync::atomic::{AtomicU64, Ordering},
-    time::{Duration, SystemTime, UNIX_EPOCH},
-};
+use std::time::Duration;
 
-use inquest_core::Price;
+use inquest_core::{Backoff, Price};
 use tracing::Instrument;
 
 use crate::{
@@ -507,34 +504,13 @@ fn record(entry: &Entry, outcome: &Result<Completion, ProviderError>, took: Dura
 
 /// The wait before retry number `retry` (from 0); see the module docs.
 pub fn retry_delay(backoff: Duration, retry: u32, retry_after: Option<Duration>) -> Duration {
-    let full = backoff
-        .saturating_mul(1u32 << retry.min(20))
-        .min(MAX_RETRY_DELAY);
-    let jittered = full.mul_f64(0.5 + 0.5 * jitter_unit());
+    let jittered = Backoff::new(backoff, MAX_RETRY_DELAY)
+        .jittered()
+        .delay(retry);
     match retry_after {
         Some(asked) => jittered.max(asked.min(MAX_RETRY_DELAY)),
         None => jittered,
     }
-}
-
-/// A number in [0, 1): xorshift64 over the clock and a counter. Only
-/// spreads retries of concurrent sessions apart; no quality needed.
-fn jitter_unit() -> f64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let mut x = u64::from(nanos)
-        ^ COUNTER
-            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
-            .rotate_left(17)
-        | 1;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    // 53 random bits → an f64 in [0, 1).
-    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]
@@ -554,9 +530,8 @@ mod tests {
         assert_eq!(asked, Duration::from_secs(5));
         let capped = retry_delay(base, 0, Some(Duration::from_secs(3600)));
         assert_eq!(capped, MAX_RETRY_DELAY);
-        let samples: Vec<f64> = (0..100).map(|_| jitter_unit()).collect();
-        assert!(samples.iter().all(|s| (0.0..1.0).contains(s)));
-        assert!(samples.windows(2).any(|w| w[0] != w[1]));
+        let samples: Vec<Duration> = (0..100).map(|_| retry_delay(base, 3, None)).collect();
+        assert!(samples.windows(2).any(|w| w[0] != w[1]), "jittered");
     }
 
     #[test]

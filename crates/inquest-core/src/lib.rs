@@ -6,6 +6,7 @@
 //! cursors behave, how a transcript is rebuilt) are tested with plain data.
 
 pub mod auth;
+mod backoff;
 pub mod call_ids;
 pub mod cap;
 pub mod compaction;
@@ -25,6 +26,7 @@ pub mod tenant;
 pub mod tools;
 pub mod turn;
 
+pub use backoff::Backoff;
 pub use call_ids::{is_valid_call_id, session_unique_call_ids, used_call_ids};
 pub use cost::{Cost, CostTotal, Price, UsageTotals};
 pub use error_chain::error_chain;

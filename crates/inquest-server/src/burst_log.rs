@@ -25,7 +25,7 @@ use std::{
 
 use inquest_agent::{BoxFuture, SinkError, TurnSink, failpoints};
 use inquest_broadcast::ToolCallStart;
-use inquest_core::{ExitReason, NewTurn, Seq, SessionId, ToolCall, Turn, error_chain};
+use inquest_core::{Backoff, ExitReason, NewTurn, Seq, SessionId, ToolCall, Turn, error_chain};
 use inquest_store::{Lease, StoreError, Transition, WriteId};
 use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -155,7 +155,7 @@ impl BurstLog {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
         let mut warned = false;
         loop {
             match op().await {
@@ -166,15 +166,15 @@ impl BurstLog {
                     return Attempts::Done(v);
                 }
                 Err(e) if e.is_transient() => {
-                    if Instant::now() + backoff >= self.clock.deadline() {
+                    let delay = backoff.next_delay();
+                    if Instant::now() + delay >= self.clock.deadline() {
                         return Attempts::Unavailable(e);
                     }
                     if !warned {
                         tracing::warn!(session = %self.session(), what, error = %error_chain(&e), "store write did not land; retrying under the lease");
                         warned = true;
                     }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    tokio::time::sleep(delay).await;
                 }
                 Err(e) => return Attempts::Refused(e),
             }

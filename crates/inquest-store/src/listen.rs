@@ -15,13 +15,12 @@
 
 use std::{
     future::{Future, poll_fn},
-    hash::{BuildHasher, RandomState},
     pin::pin,
     task::Poll,
     time::Duration,
 };
 
-use inquest_core::error_chain;
+use inquest_core::{Backoff, error_chain};
 
 use tokio_postgres::{AsyncMessage, Config, Connection, Socket};
 
@@ -116,7 +115,12 @@ pub async fn run_listener(
     let mut state = State {
         down: false,
         failed_attempts: 0,
-        backoff: Backoff::new(config.min_backoff, config.max_backoff),
+        // A zero delay would never grow: retry at least a millisecond apart.
+        backoff: Backoff::new(
+            config.min_backoff.max(Duration::from_millis(1)),
+            config.max_backoff,
+        )
+        .jittered(),
     };
 
     loop {
@@ -376,47 +380,6 @@ fn pg_config(config: &ListenerConfig) -> Result<(Config, PgTls), String> {
 /// `name` as a quoted SQL identifier: case and punctuation kept.
 fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// Exponential backoff with jitter.
-struct Backoff {
-    min: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    fn new(min: Duration, max: Duration) -> Self {
-        // A zero delay would never grow: retry at least a millisecond apart.
-        let min = min.max(Duration::from_millis(1));
-        let max = max.max(min);
-        Self {
-            min,
-            max,
-            next: min,
-        }
-    }
-
-    fn reset(&mut self) {
-        self.next = self.min;
-    }
-
-    /// The delay before the next attempt: the current step, jittered to
-    /// somewhere between half of it and all of it, so replicas that lost
-    /// the database together do not reconnect in lockstep.
-    fn next_delay(&mut self) -> Duration {
-        let step = self.next;
-        self.next = step.saturating_mul(2).min(self.max);
-        step.mul_f64(0.5 + 0.5 * unit_random())
-    }
-}
-
-/// A number in [0, 1) that differs from call to call. Not for anything
-/// that needs real randomness: `RandomState` is seeded randomly per thread
-/// and changes its keys on every `new`, which is plenty for jitter.
-fn unit_random() -> f64 {
-    let bits = RandomState::new().hash_one(0u8) >> 11;
-    bits as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]

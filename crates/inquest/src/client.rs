@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use inquest_core::Backoff;
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_server::reason::{ErrorReason, Reason, key};
 use tonic::transport::Channel;
@@ -380,6 +381,7 @@ pub const RETRY_FOR: Duration = Duration::from_secs(120);
 pub struct Retry {
     since: Option<Instant>,
     attempt: u32,
+    backoff: Backoff,
     budget: Duration,
     /// Say on stderr when an outage begins (not where the output shows
     /// the reconnects itself, as a watch does).
@@ -391,6 +393,7 @@ impl Default for Retry {
         Retry {
             since: None,
             attempt: 0,
+            backoff: Backoff::new(Duration::from_millis(400), Duration::from_millis(3_200)),
             budget: RETRY_FOR,
             announce: true,
         }
@@ -410,6 +413,7 @@ impl Retry {
     pub fn reset(&mut self) {
         self.since = None;
         self.attempt = 0;
+        self.backoff.reset();
     }
 
     /// After a failure worth retrying: sleeps the next backoff, or fails
@@ -430,13 +434,9 @@ impl Retry {
             );
         }
         self.attempt += 1;
-        tokio::time::sleep(backoff(self.attempt)).await;
+        tokio::time::sleep(self.backoff.next_delay()).await;
         Ok(())
     }
-}
-
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(200u64.saturating_mul(1 << attempt.min(4)))
 }
 
 /// Sends a unary call made by `call` until it answers, retrying through an

@@ -103,10 +103,10 @@ async fn next_burst(
     session: &str,
     after_seq: i64,
 ) -> anyhow::Result<()> {
-    let mut delay = Duration::from_millis(100);
+    let mut backoff =
+        inquest_core::Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
     loop {
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(2));
+        tokio::time::sleep(backoff.next_delay()).await;
         let s = match client
             .get_session(pb::GetSessionRequest {
                 session_id: session.into(),
