@@ -3,7 +3,7 @@
 //! server within the verification cache's TTL, health stays open, and
 //! `mode = "none"` is refused on a non-loopback listener.
 
-use inquest_core::auth::Role;
+use inquest_auth::Role;
 use inquest_proto::v1 as pb;
 use inquest_server::auth::{AuthMode, VERIFY_CACHE_TTL};
 use inquest_tests::{TestApp, spawn_app_with};

@@ -15,7 +15,7 @@ use std::{
 };
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use inquest_core::auth::Role;
+use inquest_auth::Role;
 use inquest_proto::v1 as pb;
 use inquest_server::{
     auth::AuthMode,

@@ -3,7 +3,7 @@
 //! says so when the token is refused, and then works with it: the token
 //! (sessionStorage) is sent as `authorization: Bearer` on every call.
 
-use inquest_core::auth::Role;
+use inquest_auth::Role;
 use inquest_server::auth::AuthMode;
 use serde_json::json;
 

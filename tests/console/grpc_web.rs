@@ -6,7 +6,7 @@
 //! and answered. The console's assets are served without a token; plain
 //! gRPC keeps working on the same port.
 
-use inquest_core::auth::Role;
+use inquest_auth::Role;
 use inquest_proto::v1 as pb;
 use inquest_server::auth::AuthMode;
 use prost::Message;

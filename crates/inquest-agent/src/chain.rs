@@ -281,7 +281,7 @@ impl ProviderChain {
                 };
                 match env(var).filter(|v| !v.trim().is_empty()) {
                     Some(value) => {
-                        inquest_core::redact::register(value.trim());
+                        inquest_redact::register(value.trim());
                         Ok(Some(ApiKey::new(value.trim())))
                     }
                     None => Err(ConfigError::MissingApiKey {

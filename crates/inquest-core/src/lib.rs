@@ -1,11 +1,14 @@
-//! Inquest's pure domain.
+//! Inquest's pure domain: ids and seqs, turns and validated input, the
+//! session state machine ([`session`]: statuses and the events that move
+//! them), exit reasons, tools' side-effect classes, cost, caps, the
+//! transcript rebuild and the recovery plan ([`resume`]), compaction, and
+//! the small pure helpers every crate shares ([`Backoff`], [`error_chain`]).
 //!
-//! Everything here is plain data and functions over it: no tokio, no
-//! database, no network. The store and the agent meet these types through
-//! narrow conversions, so the hard rules (what a valid turn is, how seqs and
-//! cursors behave, how a transcript is rebuilt) are tested with plain data.
+//! Plain data and functions over it: no tokio, no I/O, no global state, so
+//! the hard rules are tested with plain data and property tests. Must not
+//! depend on any other Inquest crate. Start reading at [`session`] and
+//! [`turn`], then [`resume`].
 
-pub mod auth;
 mod backoff;
 pub mod call_ids;
 pub mod cap;
@@ -16,12 +19,9 @@ pub mod exit;
 pub mod idempotency;
 pub mod ids;
 pub mod input;
-pub mod jwt;
-pub mod redact;
 pub mod resume;
 pub mod seq;
 pub mod session;
-pub mod streamed;
 pub mod tenant;
 pub mod tools;
 pub mod turn;
@@ -42,7 +42,6 @@ pub use resume::{
 };
 pub use seq::{AfterSeq, CursorError, Seq};
 pub use session::{Ending, Event, Refused, SessionStatus};
-pub use streamed::StreamedText;
 pub use tenant::{InvalidTenant, QuotaExceeded, Tenant, TenantQuota};
 pub use tools::{
     SideEffect, ToolCatalog, ToolClassOverrides, ToolClasses, ToolInfo, ToolServers,

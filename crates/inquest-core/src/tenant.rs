@@ -8,7 +8,11 @@
 
 use std::fmt;
 
-use crate::auth::DEFAULT_TENANT;
+
+
+/// The tenant of rows written before tenants existed, and of every call
+/// when authentication is off.
+pub const DEFAULT_TENANT: &str = "default";
 
 /// The longest tenant name.
 pub const MAX_TENANT_LEN: usize = 64;

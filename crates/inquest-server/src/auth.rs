@@ -31,7 +31,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use inquest_core::auth::{PresentedToken, Principal, Role};
+use inquest_auth::{PresentedToken, Principal, Role};
 use inquest_proto::{rpc::Rpc, v1::RequiredRole};
 use inquest_store::{ApiToken, Store};
 use serde::Deserialize;

@@ -354,11 +354,11 @@ impl TurnSink for BurstLog {
         }
     }
 }
-/// `turn` with every secret hidden (`inquest_core::redact`): a tool's
+/// `turn` with every secret hidden (`inquest_redact`): a tool's
 /// error quoting a URL with its token, a model echoing a key. What is
 /// stored, published and sent to watchers is the same redacted text.
 fn redacted(turn: NewTurn) -> NewTurn {
-    use inquest_core::redact::redact;
+    use inquest_redact::redact;
     let hide = |s: String| match redact(&s) {
         std::borrow::Cow::Borrowed(_) => s,
         std::borrow::Cow::Owned(r) => r,

@@ -2,7 +2,7 @@
 //! verified against its JWKS.
 //!
 //! The pure half (splitting the JWS, JWKS → key material, claim checks) is
-//! `inquest_core::jwt`; this module loads the keys, keeps them fresh and
+//! `inquest_auth::jwt`; this module loads the keys, keeps them fresh and
 //! checks signatures with ring. A token is accepted when its header names
 //! RS256 or ES256 and a `kid` the key set holds, the key's type matches the
 //! algorithm, the signature verifies, and its claims pass
@@ -33,10 +33,8 @@ use std::{
 };
 
 use anyhow::Context as _;
-use inquest_core::{
-    auth::Principal,
-    jwt::{ClaimRules, Jwk, JwkSet, Jws, JwtError, KeyMaterial, check_claims},
-};
+use inquest_auth::Principal;
+use inquest_auth::jwt::{ClaimRules, Jwk, JwkSet, Jws, JwtError, KeyMaterial, check_claims};
 use serde::Deserialize;
 use tokio::io::AsyncReadExt as _;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -565,7 +563,7 @@ mod tests {
                 subject: "u-42".into(),
                 name: "Ada".into(),
                 tenant: "team-a".into(),
-                role: inquest_core::auth::Role::Operator,
+                role: inquest_auth::Role::Operator,
             }
         );
     }

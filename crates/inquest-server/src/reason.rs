@@ -207,7 +207,7 @@ pub fn status_with(
     // Redact before cutting: a cut could split a secret past recognition.
     let message = message.into();
     let message = bounded(
-        inquest_core::redact::redact(&message).into_owned(),
+        inquest_redact::redact(&message).into_owned(),
         MAX_MESSAGE_CHARS,
     );
     Status::with_error_details_and_metadata(code, message, details, trailers)

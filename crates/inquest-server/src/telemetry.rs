@@ -27,7 +27,7 @@ use tracing_subscriber::{
 /// logs, so trace ids exist even when the logs are cut down to warnings.
 const TRACED: &str = "inquest";
 
-/// Log lines go to stderr through [`inquest_core::redact::redact`]: each
+/// Log lines go to stderr through [`inquest_redact::redact`]: each
 /// event is formatted into one buffer (tracing-subscriber writes an event
 /// with one writer), and the buffer is redacted whole when the writer is
 /// dropped, so a secret split across `write` calls is still caught.
@@ -61,7 +61,7 @@ impl Drop for RedactedLine {
         let text = String::from_utf8_lossy(&self.0);
         let _ = std::io::stderr()
             .lock()
-            .write_all(inquest_core::redact::redact(&text).as_bytes());
+            .write_all(inquest_redact::redact(&text).as_bytes());
     }
 }
 

@@ -285,7 +285,7 @@ impl Store {
             tls::DbTlsError::Setting(s) => StoreError::Config(s),
         })?;
         if let Some(password) = pg.get_password() {
-            inquest_core::redact::register(&String::from_utf8_lossy(password));
+            inquest_redact::register(&String::from_utf8_lossy(password));
         }
         pg.connect_timeout(config.connect_timeout);
         if pg.get_application_name().is_none() {

@@ -111,7 +111,7 @@ impl std::fmt::Debug for McpTransport {
                 .finish(),
             McpTransport::StreamableHttp { url, headers } => f
                 .debug_struct("StreamableHttp")
-                .field("url", &inquest_core::redact::redact(url))
+                .field("url", &inquest_redact::redact(url))
                 .field("header_names", &names(headers))
                 .finish(),
         }
@@ -300,7 +300,7 @@ fn expand_env(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Str
         let var = &after[..end];
         let value = lookup(var).ok_or_else(|| var.to_owned())?;
         // An expansion is where tokens come from: hide it everywhere.
-        inquest_core::redact::register(&value);
+        inquest_redact::register(&value);
         out.push_str(&value);
         rest = &after[end + 1..];
     }

@@ -52,7 +52,7 @@ impl InvestigationsService {
         caller: &Caller,
         req: pb::CreateTokenRequest,
     ) -> Result<Response<pb::CreateTokenResponse>, Status> {
-        let role = inquest_core::auth::Role::parse(&req.role).ok_or_else(|| {
+        let role = inquest_auth::Role::parse(&req.role).ok_or_else(|| {
             ApiError::InvalidArgument(format!(
                 "role: {} is not viewer, operator or admin",
                 crate::reason::excerpt(&req.role)

@@ -13,7 +13,9 @@ use std::fmt;
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use serde_json::{Map, Value};
 
-use crate::{Tenant, auth::Role};
+use inquest_core::Tenant;
+
+use crate::Role;
 
 /// A signature algorithm Inquest verifies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,11 @@
-//! Secrets never leave the process in text: every log line, status message
-//! and stored turn goes through [`redact`].
+//! Secrets never leave the process in text: every log line, status message,
+//! stored turn and streamed piece of text goes through this crate.
+//!
+//! It owns the one process-wide registry of secret values ([`register`]),
+//! which is why it is a crate of its own: whoever links it shares that
+//! registry, and the global is in plain sight. Start at
+//! [`redact`] (whole text) and [`StreamedText`] (text that arrives in
+//! pieces). Must not depend on any other Inquest crate.
 //!
 //! Two kinds of secret are hidden:
 //!
@@ -19,6 +25,10 @@
 //! The registry is process-wide (a secret learnt by the agent's config must
 //! be hidden from the server's logs); [`Redactor`] is the pure part, tested
 //! with plain data.
+
+mod streamed;
+
+pub use streamed::StreamedText;
 
 use std::{
     borrow::Cow,

@@ -11,6 +11,7 @@
 
 use std::fmt;
 
+use inquest_core::tenant::DEFAULT_TENANT;
 use sha2::{Digest, Sha256};
 
 /// What a caller may do. Each role may do everything the ones before it
@@ -144,10 +145,6 @@ impl Principal {
         }
     }
 }
-
-/// The tenant of rows written before tenants existed, and of every call
-/// when authentication is off.
-pub const DEFAULT_TENANT: &str = "default";
 
 #[cfg(test)]
 mod tests {

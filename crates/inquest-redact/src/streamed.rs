@@ -1,7 +1,7 @@
 //! The text of an assistant turn as it streams, made safe to show before
 //! the turn is stored.
 //!
-//! A stored turn's text is redacted whole ([`crate::redact::redact`]). A
+//! A stored turn's text is redacted whole ([`crate::redact`]). A
 //! streamed piece cannot be: a secret may arrive split over two pieces.
 //! [`StreamedText`] holds back the text after the last word boundary and
 //! releases only whole words, each released run redacted on its own. A
@@ -14,7 +14,7 @@
 //! stored turn still hides it. [`StreamedText::finish`] releases the rest
 //! once the answer is complete.
 
-use crate::redact::redact;
+use crate::redact;
 
 /// Released (shown) text and the held-back tail of one streamed answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
