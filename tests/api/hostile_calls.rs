@@ -38,8 +38,8 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use inquest_core::{Tenant};
 use inquest_auth::Role;
+use inquest_core::Tenant;
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_server::{
     auth::AuthMode,

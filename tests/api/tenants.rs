@@ -6,8 +6,8 @@
 //! nothing; the audit trail records a session's life and is per tenant;
 //! token management over the API stays within the tenant.
 
-use inquest_core::{Tenant};
 use inquest_auth::Role;
+use inquest_core::Tenant;
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
 use inquest_server::{
     auth::AuthMode,

@@ -8,8 +8,6 @@
 
 use std::fmt;
 
-
-
 /// The tenant of rows written before tenants existed, and of every call
 /// when authentication is off.
 pub const DEFAULT_TENANT: &str = "default";

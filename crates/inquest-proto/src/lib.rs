@@ -1,10 +1,13 @@
-//! The `inquest.v1` wire types and service stubs, generated from
-//! `proto/inquest/v1`, the descriptor set that server reflection serves,
-//! the table of the service's methods ([`rpc::Rpc`]: name, path, required
-//! role) generated from it, and [`EncodedWatchEvent`]: a watch event encoded once, so the server
-//! sends the same bytes to every watcher of a session.
-
-#![allow(clippy::all, clippy::pedantic)]
+//! The wire contract of `inquest.v1`, shared by the server and every
+//! client: the types and service stubs generated from `proto/inquest/v1`
+//! ([`v1`]), the descriptor set server reflection serves, the table of the
+//! service's methods generated from it ([`rpc::Rpc`]: name, path, required
+//! role), the ErrorInfo reasons clients branch on ([`reason`]), and
+//! [`EncodedWatchEvent`] (a watch event encoded once, so the server sends
+//! the same bytes to every watcher of a session).
+//!
+//! Must not depend on any other Inquest crate: the CLI links this and
+//! nothing of the server. Start at `proto/inquest/v1/investigations.proto`.
 
 use std::sync::Arc;
 
@@ -14,6 +17,9 @@ use prost::{
     encoding::{DecodeContext, WireType},
 };
 
+pub mod reason;
+
+#[allow(clippy::all, clippy::pedantic)]
 pub mod v1 {
     tonic::include_proto!("inquest.v1");
 }
@@ -22,12 +28,14 @@ pub mod v1 {
 /// (the wire is the same: clients decode them as `v1::WatchEvent`). The
 /// server implements `encoded::investigations_server::Investigations`;
 /// clients use `v1::investigations_client`.
+#[allow(clippy::all, clippy::pedantic)]
 pub mod encoded {
     include!(concat!(env!("OUT_DIR"), "/encoded/inquest.v1.rs"));
 }
 
 /// The one table of the service's methods, generated from the descriptor
 /// set: [`rpc::Rpc`].
+#[allow(clippy::all, clippy::pedantic)]
 pub mod rpc {
     include!(concat!(env!("OUT_DIR"), "/rpc.rs"));
 }

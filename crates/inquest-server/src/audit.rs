@@ -7,8 +7,8 @@
 //! `audit_events` (migration V17) after the call, whatever its outcome, and
 //! logs it once as a structured event (target `inquest::audit`).
 
-use inquest_core::{IncidentId, SessionId, Tenant, error_chain};
 use inquest_auth::Principal;
+use inquest_core::{IncidentId, SessionId, Tenant, error_chain};
 use inquest_store::{AuditEntry, Store};
 use tonic::{Request, Response, Status};
 

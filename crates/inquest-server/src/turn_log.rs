@@ -24,7 +24,10 @@ use std::{
 use std::time::Duration;
 
 use inquest_broadcast::{Event, PublishedTurn, TextDelta, ToolCallStart, TurnBroadcaster};
-use inquest_core::{IdempotencyKey, IncidentId, Role, Seq, SessionId, SessionStatus, Tenant, TenantQuota, Turn, UserMessage, error_chain};
+use inquest_core::{
+    IdempotencyKey, IncidentId, Role, Seq, SessionId, SessionStatus, Tenant, TenantQuota, Turn,
+    UserMessage, error_chain,
+};
 use inquest_redact::StreamedText;
 use inquest_store::{
     CallerEvent, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,

@@ -1,8 +1,8 @@
 //! API tokens (migration V15): issued, listed, verified by id, revoked.
 //! The secret is never stored, only its SHA-256 (`inquest_auth`).
 
-use inquest_core::{Tenant};
 use inquest_auth::{PresentedToken, Role};
+use inquest_core::Tenant;
 use time::OffsetDateTime;
 use tokio_postgres::Row;
 use uuid::Uuid;

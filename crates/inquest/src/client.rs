@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use inquest_core::Backoff;
+use inquest_proto::reason::{ErrorReason, Reason, key};
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
-use inquest_server::reason::{ErrorReason, Reason, key};
 use tonic::transport::Channel;
 
 #[derive(Args, Clone)]
@@ -727,7 +727,8 @@ pub async fn turns(args: TurnsArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use inquest_server::reason::{self, Reason, key};
+    use inquest_proto::reason::{Reason, key};
+    use inquest_server::reason;
     use tonic::{Code, Status};
 
     use super::*;

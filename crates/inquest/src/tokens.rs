@@ -3,8 +3,8 @@
 //! any token exists. The secret is printed once and never stored.
 
 use clap::Subcommand;
-use inquest_core::{Tenant};
 use inquest_auth::Role;
+use inquest_core::Tenant;
 use inquest_store::{ApiToken, Store};
 use time::OffsetDateTime;
 
