@@ -308,18 +308,9 @@ pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duratio
     }
 }
 
-/// `"500ms"`, `"30s"`, `"2m"`; `None` for anything else.
+/// `"500ms"`, `"30s"`, `"2m"`, `"1h"`; `None` for anything else.
 pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().ok()?;
-    match unit.trim() {
-        "ms" => Some(Duration::from_millis(number)),
-        "s" => Some(Duration::from_secs(number)),
-        "m" => number.checked_mul(60).map(Duration::from_secs),
-        _ => None,
-    }
+    inquest_core::duration_text::parse(text).ok()
 }
 
 #[cfg(test)]

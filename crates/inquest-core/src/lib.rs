@@ -14,6 +14,7 @@ pub mod call_ids;
 pub mod cap;
 pub mod compaction;
 pub mod cost;
+pub mod duration_text;
 mod error_chain;
 pub mod exit;
 pub mod idempotency;

@@ -6,7 +6,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use serde::Deserialize;
 
-use crate::duration_text;
+use inquest_core::duration_text;
 
 mod limits;
 

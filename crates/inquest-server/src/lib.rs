@@ -15,7 +15,6 @@ pub mod burst_log;
 pub mod config;
 pub mod console;
 pub mod convert;
-mod duration_text;
 pub mod health;
 pub mod oidc;
 pub mod priority;

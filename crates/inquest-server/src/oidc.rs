@@ -39,7 +39,7 @@ use serde::Deserialize;
 use tokio::io::AsyncReadExt as _;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::duration_text;
+use inquest_core::duration_text;
 
 /// The least time between two refreshes forced by an unknown `kid`.
 pub const FORCED_REFRESH_GAP: Duration = Duration::from_secs(10);

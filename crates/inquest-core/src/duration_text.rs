@@ -1,4 +1,5 @@
-//! Durations written as text: `"250ms"`, `"2s"`, `"5m"`, `"1h"`.
+//! Durations written as text in config files: `"250ms"`, `"2s"`, `"5m"`,
+//! `"1h"`. The one parser every config section uses.
 
 use std::time::Duration;
 
@@ -21,8 +22,14 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     match unit.trim() {
         "ms" => Ok(Duration::from_millis(n)),
         "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        "h" => Ok(Duration::from_secs(n * 3600)),
+        "m" => n
+            .checked_mul(60)
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("duration {text:?} is too long")),
+        "h" => n
+            .checked_mul(3600)
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("duration {text:?} is too long")),
         other => Err(format!("unknown duration unit {other:?} (use ms, s, m, h)")),
     }
 }
@@ -38,5 +45,20 @@ pub mod option {
         super::parse(&text)
             .map(Some)
             .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_parse_and_nonsense_is_refused() {
+        assert_eq!(parse("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse(" 2m "), Ok(Duration::from_secs(120)));
+        assert_eq!(parse("1h"), Ok(Duration::from_secs(3600)));
+        for bad in ["", "s", "10", "10 parsecs", "-1s", "18446744073709551615h"] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
     }
 }
