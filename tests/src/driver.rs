@@ -10,8 +10,8 @@ use inquest_broadcast::ToolCallStart;
 use inquest_core::{
     ExitReason, NewTurn, Seq, SessionId, TokenUsage, ToolArguments, ToolCall, Turn,
 };
+use inquest_engine::burst_log::BurstLog;
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
-use inquest_server::burst_log::BurstLog;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;

@@ -139,10 +139,8 @@ async fn sweep_leftovers(admin: &tokio_postgres::Client) {
                     .and_then(|(pid, _)| pid.parse::<u32>().ok());
                 let alive =
                     maker.is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists());
-                if !alive {
-                    if let Err(e) = drop_database(&name).await {
-                        eprintln!("warning: dropping leftover test database {name}: {e:#}");
-                    }
+                if !alive && let Err(e) = drop_database(&name).await {
+                    eprintln!("warning: dropping leftover test database {name}: {e:#}");
                 }
             }
         })

@@ -369,7 +369,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 payload,
                 append_statements,
                 agent_threads: agent_threads
-                    .unwrap_or_else(inquest_server::agent_runtime::default_agent_threads),
+                    .unwrap_or_else(inquest_engine::agent_runtime::default_agent_threads),
             })
             .await;
             release(embedded).await?;

@@ -36,7 +36,8 @@ use inquest_core::{
     ExitReason, IncidentText, Limits, Message, SessionId, TokenUsage, ToolArguments, ToolCall,
     UserMessage,
 };
-use inquest_server::{TurnLog, agent_runtime::AgentRuntime};
+use inquest_engine::agent_runtime::AgentRuntime;
+use inquest_server::TurnLog;
 use inquest_store::{Store, StoreConfig};
 
 pub struct LoopBench {

@@ -20,10 +20,11 @@ use std::{
 
 use anyhow::Context;
 use inquest_core::{IncidentText, Limits, NewTurn, SessionId, TokenUsage, UserMessage};
+use inquest_engine::burst_log::BurstLog;
 use inquest_proto::v1::{
     self as pb, investigations_client::InvestigationsClient, watch_event::Event,
 };
-use inquest_server::{Application, Config, TurnLog, burst_log::BurstLog};
+use inquest_server::{Application, Config, TurnLog};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;

@@ -57,7 +57,7 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // `[runtime] serving_nice`, once `serve` has read it.
-        .on_thread_unpark(inquest_server::priority::on_serving_worker_unpark)
+        .on_thread_unpark(inquest_engine::priority::on_serving_worker_unpark)
         .build()
     {
         Ok(rt) => rt,

@@ -33,7 +33,8 @@ use tonic::{
     server::NamedService,
 };
 
-use crate::{health::Readiness, runner::Runner, watch::WatchMetrics};
+use crate::{health::Readiness, watch::WatchMetrics};
+use inquest_engine::runner::Runner;
 
 /// Latency buckets, in seconds, of every histogram here.
 const BUCKETS: &[f64] = &[

@@ -40,7 +40,7 @@ pub const DEFAULT_CLIENT_LIMIT: usize = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 /// 3.5 MiB: half a MiB under the default client's limit.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 3 * 1024 * 1024 + 512 * 1024;
-pub const DEFAULT_MAX_NOTICE_BYTES: usize = 16 * 1024;
+pub use inquest_engine::DEFAULT_MAX_NOTICE_BYTES;
 /// What a request holds besides its one large text field: ids (36 bytes
 /// each), a title (500), an idempotency key (200), field tags and lengths.
 pub const REQUEST_OVERHEAD_BYTES: usize = 4 * 1024;

@@ -32,8 +32,9 @@ pub struct Config {
     pub shutdown: ShutdownSection,
     pub watch: WatchSection,
     /// `[runtime]`: where bursts run (`agent_runtime.rs`).
-    pub runtime: crate::agent_runtime::RuntimeSection,
-    pub lease: LeaseSection,
+    pub runtime: inquest_engine::agent_runtime::RuntimeSection,
+    /// `[lease]`: leases of running bursts and the reaper (the engine's).
+    pub lease: inquest_engine::LeaseSection,
     pub admin: AdminSection,
     /// `[auth]`: bearer tokens (`mode = "none"` by default, loopback only).
     pub auth: crate::auth::AuthSection,
@@ -80,52 +81,6 @@ pub struct ShutdownSection {
     /// How long in-flight calls get to finish after SIGTERM / Ctrl-C.
     #[serde(with = "duration_text")]
     pub grace: Duration,
-}
-
-/// Leases of running bursts, and the reaper that recovers orphans.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LeaseSection {
-    /// How long a claim or renewal holds a session's lease. A replica that
-    /// dies is replaced after at most this long (plus `reap_interval`).
-    #[serde(with = "duration_text")]
-    pub ttl: Duration,
-    /// How often the holder renews; a third of `ttl` when absent.
-    #[serde(with = "duration_text::option")]
-    pub renew_interval: Option<Duration>,
-    /// How long before its lease could expire the holder stops acting for
-    /// it: it counts `ttl` from when each renewal was *sent*, and this much
-    /// earlier it stops starting tools, cancels running ones and retries no
-    /// write, so no two replicas ever run tools for one session. Covers
-    /// clock-rate drift and scheduling delay. A sixth of `ttl` when absent;
-    /// `ttl` must exceed `renew_interval` + this.
-    #[serde(with = "duration_text::option")]
-    pub safety_margin: Option<Duration>,
-    /// How often each replica looks for orphaned sessions (running with an
-    /// expired lease) and for pending sessions nobody claimed.
-    #[serde(with = "duration_text")]
-    pub reap_interval: Duration,
-}
-
-impl Default for LeaseSection {
-    fn default() -> Self {
-        Self {
-            ttl: Duration::from_secs(30),
-            renew_interval: None,
-            safety_margin: None,
-            reap_interval: Duration::from_secs(1),
-        }
-    }
-}
-
-impl LeaseSection {
-    pub fn renew_interval(&self) -> Duration {
-        self.renew_interval.unwrap_or(self.ttl / 3)
-    }
-
-    pub fn margin(&self) -> Duration {
-        self.safety_margin.unwrap_or(self.ttl / 6)
-    }
 }
 
 /// The admin HTTP listener: `/metrics` (Prometheus), `/healthz`,
@@ -194,7 +149,7 @@ impl Default for Config {
             shutdown: ShutdownSection::default(),
             watch: WatchSection::default(),
             runtime: Default::default(),
-            lease: LeaseSection::default(),
+            lease: inquest_engine::LeaseSection::default(),
             admin: AdminSection::default(),
             tls: None,
             auth: Default::default(),
@@ -364,16 +319,16 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_agent()?;
-        if self.runtime.agent_threads > crate::agent_runtime::MAX_AGENT_THREADS {
+        if self.runtime.agent_threads > inquest_engine::agent_runtime::MAX_AGENT_THREADS {
             return Err(ConfigError::Invalid(format!(
                 "runtime.agent_threads must be at most {}",
-                crate::agent_runtime::MAX_AGENT_THREADS
+                inquest_engine::agent_runtime::MAX_AGENT_THREADS
             )));
         }
-        if self.runtime.serving_nice > crate::priority::MAX_SERVING_NICE {
+        if self.runtime.serving_nice > inquest_engine::priority::MAX_SERVING_NICE {
             return Err(ConfigError::Invalid(format!(
                 "runtime.serving_nice must be at most {} (the lowest priority there is)",
-                crate::priority::MAX_SERVING_NICE
+                inquest_engine::priority::MAX_SERVING_NICE
             )));
         }
         self.tenants.validate().map_err(ConfigError::Invalid)?;
@@ -568,7 +523,7 @@ mod tests {
     fn serving_nice_comes_from_the_file_and_the_environment_and_is_bounded() {
         assert_eq!(
             Config::default().runtime.serving_nice,
-            crate::agent_runtime::DEFAULT_SERVING_NICE
+            inquest_engine::agent_runtime::DEFAULT_SERVING_NICE
         );
         let mut c = Config::from_toml("[runtime]\nserving_nice = 0").unwrap();
         assert_eq!(c.runtime.serving_nice, 0);

@@ -7,30 +7,24 @@
 
 pub mod admin;
 pub mod agent_config;
-pub mod agent_runtime;
 pub mod api_limits;
 pub mod audit;
 pub mod auth;
-pub mod burst_log;
 pub mod config;
 pub mod console;
 pub mod convert;
 pub mod health;
 pub mod oidc;
-pub mod priority;
 pub mod reason;
-pub mod resume;
-pub mod runner;
 mod service;
 pub mod startup;
 pub mod status;
 pub mod telemetry;
 pub mod tenants;
 pub mod tls;
-pub mod turn_log;
 pub mod watch;
 
 pub use config::{Config, Overrides};
+pub use inquest_engine::{TurnLog, TurnLogError};
 pub use startup::{Application, cancel_on_signal, serve};
-pub use turn_log::{TurnLog, TurnLogError};
 pub use watch::WatchMetrics;

@@ -22,12 +22,12 @@ use crate::{
     audit::{Audit, AuditIds, Caller},
     convert,
     reason::{Reason, key},
-    resume,
-    runner::Runner,
     status::ApiError,
-    turn_log::TurnLog,
     watch::{WatchStream, Watches},
 };
+use inquest_engine::resume;
+use inquest_engine::runner::Runner;
+use inquest_engine::turn_log::TurnLog;
 
 /// Default and largest page sizes of the list calls.
 const DEFAULT_SESSION_PAGE: u32 = 50;
@@ -122,7 +122,7 @@ impl InvestigationsService {
         let (tenant, quota) = (caller.tenant.clone(), self.tenants.quota(&caller.tenant));
         let started = self
             .runner
-            .unit(async move {
+            .unit::<_, ApiError, _>(async move {
                 let started = log
                     .start_session(&tenant, quota, incident, message, key)
                     .await
@@ -157,7 +157,7 @@ impl InvestigationsService {
         let (tenant, quota) = (caller.tenant.clone(), self.tenants.quota(&caller.tenant));
         let outcome = self
             .runner
-            .unit(async move {
+            .unit::<_, ApiError, _>(async move {
                 let outcome = log
                     .send_message(&tenant, quota, id, message, key)
                     .await
@@ -298,7 +298,7 @@ impl InvestigationsService {
         let (log, runner) = (self.log.clone(), self.runner.clone());
         let confirmed = self
             .runner
-            .unit(async move {
+            .unit::<_, ApiError, _>(async move {
                 let t = log.confirm(id).await.map_err(ApiError::from)?;
                 if let Transition::Changed(_) = &t {
                     runner.start_confirmed(id);

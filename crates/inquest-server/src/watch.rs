@@ -82,8 +82,8 @@ use crate::{
     convert,
     reason::{self, Reason, key},
     status::ApiError,
-    turn_log::TurnLog,
 };
+use inquest_engine::turn_log::TurnLog;
 
 /// What every watch stream needs; one per server.
 #[derive(Clone)]

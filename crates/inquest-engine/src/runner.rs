@@ -37,7 +37,7 @@ use tracing::Instrument;
 use crate::{
     agent_runtime::AgentRuntime,
     burst_log::{BurstLog, LeaseClock},
-    config::LeaseSection,
+    lease::LeaseSection,
     resume::{self, Mode, Prepared},
     turn_log::{TurnLog, TurnLogError},
 };
@@ -146,7 +146,7 @@ impl Runner {
             abandon,
             lease,
             slots: Slots::new(max_running_bursts.max(1)),
-            max_notice_bytes: crate::api_limits::DEFAULT_MAX_NOTICE_BYTES,
+            max_notice_bytes: crate::DEFAULT_MAX_NOTICE_BYTES,
             runtime: AgentRuntime::shared(),
         }
     }
@@ -188,10 +188,11 @@ impl Runner {
     /// Runs `work` to its end in a task this runner's tracker owns, and
     /// waits for it: a caller that goes away (a client that gives up right
     /// after its commit) cannot cut the unit short.
-    pub async fn unit<T, F>(&self, work: F) -> Result<T, crate::status::ApiError>
+    pub async fn unit<T, E, F>(&self, work: F) -> Result<T, E>
     where
         T: Send + 'static,
-        F: std::future::Future<Output = Result<T, crate::status::ApiError>> + Send + 'static,
+        E: From<inquest_store::StoreError> + Send + 'static,
+        F: std::future::Future<Output = Result<T, E>> + Send + 'static,
     {
         // The task runs in the caller's span (the handler's, below `rpc`),
         // so a burst it starts is in the request's trace.
@@ -199,7 +200,7 @@ impl Runner {
             .spawn(work.in_current_span())
             .await
             .map_err(|e| {
-                crate::status::ApiError::Store(inquest_store::StoreError::Internal(format!(
+                E::from(inquest_store::StoreError::Internal(format!(
                     "request task failed: {e}"
                 )))
             })?
@@ -660,9 +661,9 @@ fn burst_span(
         exit_reason = tracing::field::Empty,
     );
     if let Some(parent) = parent {
-        crate::telemetry::follow(&span, parent);
+        crate::trace::follow(&span, parent);
     }
-    let trace_id = crate::telemetry::trace_id(&span);
+    let trace_id = crate::trace::trace_id(&span);
     if let Some(id) = &trace_id {
         span.record("trace_id", id.as_str());
     }

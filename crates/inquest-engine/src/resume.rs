@@ -62,7 +62,7 @@ pub(crate) enum Prepared {
 /// compaction on when it carries counters (`Store::resume_turns`), else
 /// every turn. Plans, restore and rebuild come out the same either way
 /// (property test `reading_from_a_carrying_compaction_equals_reading_everything`).
-pub(crate) async fn load(
+pub async fn load(
     store: &Store,
     session: SessionId,
 ) -> Result<(SessionRow, Vec<Turn>), StoreError> {
@@ -73,7 +73,7 @@ pub(crate) async fn load(
 
 /// The request a resume validates. Calls that resume name only the
 /// session, so the incident is the one its row names.
-pub(crate) fn request(row: &SessionRow, turns: Vec<Turn>) -> ResumeRequest {
+pub fn request(row: &SessionRow, turns: Vec<Turn>) -> ResumeRequest {
     ResumeRequest {
         session_id: Some(row.id),
         incident_id: row.incident_id,
@@ -237,7 +237,7 @@ fn fit_notice(plan: &RecoveryPlan, cap: usize) -> String {
 }
 
 /// The stored last plan, parsed; `None` when absent or unreadable.
-pub(crate) fn stored_plan(row: &SessionRow) -> Option<RecoveryPlan> {
+pub fn stored_plan(row: &SessionRow) -> Option<RecoveryPlan> {
     row.last_recovery_plan
         .clone()
         .and_then(|v| serde_json::from_value(v).ok())

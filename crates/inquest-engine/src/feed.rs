@@ -1,0 +1,112 @@
+//! The cross-replica feed: what other replicas announce (turns, statuses,
+//! running tool calls, streamed text) applied to this replica's live view,
+//! so a watcher on any replica sees every turn in order.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+use inquest_store::{
+    listen::{ListenEvent, ListenerConfig, run_listener},
+    notify::Notification,
+};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::turn_log::TurnLog;
+
+/// Feeds what other replicas announce into this replica's turn log: one
+/// dedicated, reconnecting LISTEN connection, and one task applying its
+/// notifications in order (fetching turns too large to travel inline).
+/// Whenever the connection is lost or comes back, every watcher here is
+/// told to reconnect from its last seq, so none is left with a silent gap.
+/// The queue between the two holds at most `capacity` events: when the
+/// applier falls that far behind, what does not fit is dropped and every
+/// watcher here is lagged the same way (it rereads the store from its
+/// cursor), so a slow applier costs latency, never memory or a turn.
+/// The returned `Notify` fires (a permit is stored) at the first LISTEN.
+pub fn spawn(
+    database_url: &str,
+    log: &TurnLog,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+    serving: Arc<AtomicBool>,
+    capacity: usize,
+) -> Arc<tokio::sync::Notify> {
+    let first_listen = Arc::new(tokio::sync::Notify::new());
+    let signal = Arc::clone(&first_listen);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<ListenEvent>(capacity.max(1));
+    let overflowed = Arc::new(AtomicBool::new(false));
+    let dropped = Arc::clone(&overflowed);
+    let mut config = ListenerConfig::new(database_url, inquest_store::notify::CHANNEL);
+    config.application_name = format!("inquest-listen {}", log.store().replica_id());
+    tasks.spawn(run_listener(config, shutdown.clone(), move |event| {
+        match tx.try_send(event) {
+            Ok(()) => {}
+            Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                dropped.store(true, Ordering::SeqCst);
+            }
+            // The receiver lives as long as the listener (same shutdown).
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }));
+    let log = log.clone();
+    tasks.spawn(async move {
+        let mut first = true;
+        while let Some(event) = rx.recv().await {
+            if overflowed.swap(false, Ordering::SeqCst) {
+                // Everything dropped committed before it was announced, so
+                // a watcher rereading the store from its cursor sees it.
+                let lagged = log.lag_all_watchers();
+                metrics::counter!("inquest_feed_resyncs_total", "cause" => "queue_full").increment(1);
+                tracing::warn!(
+                    watchers = lagged,
+                    capacity,
+                    "cross-replica feed queue full; dropped notifications, watchers reconnect from their last seq"
+                );
+            }
+            if first && event == ListenEvent::Listening {
+                first = false;
+                signal.notify_one();
+                if !serving.load(Ordering::SeqCst) {
+                    // Startup waited for this: no watcher exists yet.
+                    continue;
+                }
+            }
+            first = false;
+            if matches!(event, ListenEvent::Notification(_)) {
+                metrics::counter!("inquest_feed_notifications_total").increment(1);
+            }
+            match event {
+                ListenEvent::Notification(payload) => match Notification::parse(&payload) {
+                    Ok(n) => {
+                        // Commit (the database's clock) to here, for inlined
+                        // turns: the cross-replica feed's delay.
+                        if let Notification::Turn { turn: Some(t), .. } = &n {
+                            let delay = time::OffsetDateTime::now_utc() - t.created_at;
+                            if delay.is_positive() {
+                                metrics::histogram!("inquest_feed_delay_seconds")
+                                    .record(delay.as_seconds_f64());
+                            }
+                        }
+                        log.apply_remote(n).await
+                    }
+                    Err(e) => tracing::warn!(error = %e, "ignoring an undecodable notification"),
+                },
+                ListenEvent::Listening | ListenEvent::Lost => {
+                    let cause = if event == ListenEvent::Lost { "lost" } else { "listening" };
+                    metrics::counter!("inquest_feed_resyncs_total", "cause" => cause).increment(1);
+                    let lagged = log.lag_all_watchers();
+                    if lagged > 0 {
+                        tracing::warn!(
+                            watchers = lagged,
+                            ?event,
+                            "cross-replica feed interrupted; watchers reconnect from their last seq"
+                        );
+                    }
+                }
+            }
+        }
+    });
+    first_listen
+}
