@@ -5,7 +5,7 @@
 
 use inquest_auth::Role;
 use inquest_proto::v1 as pb;
-use inquest_server::auth::{AuthMode, VERIFY_CACHE_TTL};
+use inquest_server::edge::auth::{AuthMode, VERIFY_CACHE_TTL};
 use inquest_tests::{TestApp, spawn_app_with};
 use tonic::{Code, Request, metadata::MetadataValue};
 
@@ -289,7 +289,7 @@ async fn every_rpc_gives_each_caller_its_exact_code_and_refusals_write_nothing()
             assert_eq!(rows(&app).await, before, "{method} with {who} wrote");
         }
         let rpc = inquest_proto::rpc::Rpc::from_name(method).expect("RPCS names methods");
-        let needs = inquest_server::auth::required_role(rpc);
+        let needs = inquest_server::edge::auth::required_role(rpc);
         for (role, token) in &tokens {
             let before = rows(&app).await;
             let got = code(&app, method, Some(token), &ids).await;

@@ -41,10 +41,8 @@ use std::{
 use inquest_auth::Role;
 use inquest_core::Tenant;
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
-use inquest_server::{
-    auth::AuthMode,
-    reason::{ErrorReason, Reason},
-};
+use inquest_server::edge::auth::AuthMode;
+use inquest_server::reason::{ErrorReason, Reason};
 use inquest_testkit::fake::{FakeProvider, Flavor};
 use inquest_tests::{TestApp, spawn_app_with};
 use prost::Message;

@@ -17,10 +17,8 @@ use std::{
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use inquest_auth::Role;
 use inquest_proto::v1 as pb;
-use inquest_server::{
-    auth::AuthMode,
-    oidc::{JwksSource, OidcSection},
-};
+use inquest_server::edge::auth::AuthMode;
+use inquest_server::edge::oidc::{JwksSource, OidcSection};
 use inquest_tests::{TestApp, spawn_app_with, tls::Files};
 use ring::{
     rand::SystemRandom,
@@ -565,7 +563,8 @@ async fn a_rotated_key_works_at_once_and_the_removed_one_stops_without_a_restart
             Code::Unauthenticated
         );
     }
-    let gaps = started.elapsed().as_secs() / inquest_server::oidc::FORCED_REFRESH_GAP.as_secs();
+    let gaps =
+        started.elapsed().as_secs() / inquest_server::edge::oidc::FORCED_REFRESH_GAP.as_secs();
     let loads = idp.requests() - before;
     assert!(
         loads as u64 <= 1 + gaps,

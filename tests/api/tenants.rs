@@ -9,11 +9,9 @@
 use inquest_auth::Role;
 use inquest_core::Tenant;
 use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient};
-use inquest_server::{
-    auth::AuthMode,
-    reason::{ErrorReason, Reason},
-    tenants::LimitsEntry,
-};
+use inquest_server::config::tenants::LimitsEntry;
+use inquest_server::edge::auth::AuthMode;
+use inquest_server::reason::{ErrorReason, Reason};
 use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use inquest_tests::TestApp;
 use tonic::{Code, Request, Status, metadata::MetadataValue, transport::Channel};
@@ -755,7 +753,7 @@ async fn admins_manage_their_tenants_tokens_over_the_api() {
         .unwrap()
         .into_inner();
     assert!(revoked.revoked_at.is_some());
-    let deadline = std::time::Instant::now() + inquest_server::auth::VERIFY_CACHE_TTL * 10;
+    let deadline = std::time::Instant::now() + inquest_server::edge::auth::VERIFY_CACHE_TTL * 10;
     loop {
         match c
             .list_incidents(req(pb::ListIncidentsRequest::default(), &made.secret))

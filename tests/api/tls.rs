@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use inquest_proto::v1 as pb;
 use inquest_proto::v1::investigations_client::InvestigationsClient;
-use inquest_server::tls::TlsSection;
+use inquest_server::edge::tls::TlsSection;
 use inquest_tests::{
     spawn_app_with,
     tls::{Ca, Files},

@@ -4,7 +4,7 @@
 //! (sessionStorage) is sent as `authorization: Bearer` on every call.
 
 use inquest_auth::Role;
-use inquest_server::auth::AuthMode;
+use inquest_server::edge::auth::AuthMode;
 use serde_json::json;
 
 use crate::{

@@ -8,7 +8,7 @@
 
 use inquest_auth::Role;
 use inquest_proto::v1 as pb;
-use inquest_server::auth::AuthMode;
+use inquest_server::edge::auth::AuthMode;
 use prost::Message;
 
 use crate::webdriver::HANG_GUARD;

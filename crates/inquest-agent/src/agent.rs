@@ -87,7 +87,7 @@ pub struct AgentLimits {
     pub max_tool_arguments_bytes: usize,
 }
 
-/// The name of a burst's span. The server opens it (`runner.rs`) with the
+/// The name of a burst's span. The engine opens it (`inquest_engine::runner`) with the
 /// fields `session_id`, `mode`, `trace_id`, `burst` and `exit_reason`;
 /// [`Agent::run_burst`] records the last two on it.
 pub const BURST_SPAN: &str = "burst";

@@ -18,7 +18,8 @@ mod bench_watch;
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
-use inquest_server::{Config, Overrides, telemetry::Telemetry};
+use inquest_server::ops::telemetry::Telemetry;
+use inquest_server::{Config, Overrides};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]

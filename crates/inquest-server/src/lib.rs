@@ -1,27 +1,31 @@
-//! The Inquest gRPC server: the `inquest.v1.Investigations` service, health
-//! and reflection, configuration, telemetry, startup and shutdown.
+//! The gRPC edge of Inquest: the `inquest.v1.Investigations` service and
+//! everything between a socket and the engine. It owns:
 //!
-//! This is the only crate that sees both the wire types (`inquest-proto`)
-//! and the domain types (`inquest-core`), so conversions ([`convert`]) and
-//! the error → status mapping ([`status`]) live here and nowhere else.
+//! - [`service`]: one file per RPC group; [`watch`]: the live stream;
+//! - [`convert`] (wire ⇄ domain) and [`status`] / [`reason`] (error →
+//!   status with its ErrorInfo): the only place that sees both wire and
+//!   domain types; [`limits`]: request and response size bounds;
+//! - [`edge`]: auth, OIDC, TLS; [`ops`]: admin HTTP, health, telemetry;
+//! - [`config`]: one file per section, layered defaults → file → env →
+//!   flags, validated in one place; [`console`]: the web console's assets;
+//! - [`startup`]: building the [`Application`] and running it to shutdown.
+//!
+//! The burst engine (`inquest-engine`) runs the investigations; this crate
+//! calls it and serves what it stores. Must not be depended on by the
+//! engine, the store or the CLI. Start reading at [`startup`], then
+//! [`service`].
 
-pub mod admin;
-pub mod agent_config;
-pub mod api_limits;
-pub mod audit;
-pub mod auth;
+pub mod agent;
 pub mod config;
 pub mod console;
 pub mod convert;
-pub mod health;
-pub mod oidc;
+pub mod edge;
+pub mod limits;
+pub mod ops;
 pub mod reason;
-mod service;
+pub mod service;
 pub mod startup;
 pub mod status;
-pub mod telemetry;
-pub mod tenants;
-pub mod tls;
 pub mod watch;
 
 pub use config::{Config, Overrides};

@@ -21,11 +21,11 @@ use tokio::net::TcpListener;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tonic::service::LayerExt as _;
 
+use crate::agent::{BuiltAgent, build_agent};
+use crate::limits::ApiLimits;
+use crate::ops::health::DbHealth;
 use crate::{
-    agent_config::{BuiltAgent, build_agent},
-    api_limits::ApiLimits,
     config::{Config, WatchSection},
-    health::DbHealth,
     service::InvestigationsService,
     watch::{WatchMetrics, Watches},
 };
@@ -42,9 +42,9 @@ pub struct Application {
     admin: Option<TcpListener>,
     /// `[auth] mode = "required"`: the token verifier (none: every caller
     /// is the default tenant's admin).
-    auth: Option<crate::auth::Verifier>,
+    auth: Option<crate::edge::auth::Verifier>,
     /// `[tls]`: the certificate new gRPC connections get (none: plaintext).
-    tls: Option<crate::tls::Certificates>,
+    tls: Option<crate::edge::tls::Certificates>,
     store: Store,
     /// The persist-then-publish path and its broadcaster. Exposed so tests
     /// (and the agent loop) write turns exactly as the server does.
@@ -71,7 +71,7 @@ pub struct Application {
     /// The agent (none without providers) and its MCP connections.
     agent: BuiltAgent,
     /// `[tenants]`: per-tenant limits on new bursts.
-    tenants: crate::tenants::TenantsSection,
+    tenants: crate::config::tenants::TenantsSection,
     /// Where bursts run (`[runtime] agent_threads`).
     runtime: AgentRuntime,
 }
@@ -84,7 +84,7 @@ impl Application {
         let tls = config
             .tls
             .as_ref()
-            .map(crate::tls::Certificates::load)
+            .map(crate::edge::tls::Certificates::load)
             .transpose()?;
         let runtime = AgentRuntime::new(config.runtime.agent_threads)?;
         // After the agent runtime's threads exist (they keep the process's
@@ -113,15 +113,15 @@ impl Application {
             .with_context(|| format!("binding {}", config.listen))?;
         let bound = listener.local_addr()?;
         config.auth.check(bound).map_err(anyhow::Error::msg)?;
-        if config.auth.mode == crate::auth::AuthMode::None && !bound.ip().is_loopback() {
+        if config.auth.mode == crate::edge::auth::AuthMode::None && !bound.ip().is_loopback() {
             tracing::warn!(listen = %bound, "--insecure-no-auth: anyone who can reach this port can read every incident and run sessions");
         }
         let auth = match config.auth.mode {
-            crate::auth::AuthMode::None => None,
-            crate::auth::AuthMode::Required => {
-                let verifier = crate::auth::Verifier::new(store.clone());
+            crate::edge::auth::AuthMode::None => None,
+            crate::edge::auth::AuthMode::Required => {
+                let verifier = crate::edge::auth::Verifier::new(store.clone());
                 Some(match &config.auth.oidc {
-                    Some(oidc) => verifier.with_oidc(crate::oidc::Oidc::start(oidc).await?),
+                    Some(oidc) => verifier.with_oidc(crate::edge::oidc::Oidc::start(oidc).await?),
                     None => verifier,
                 })
             }
@@ -178,7 +178,7 @@ impl Application {
         })
     }
 
-    /// The runtime bursts run on (`agent_runtime.rs`): a benchmark writes
+    /// The runtime bursts run on (`inquest_engine::agent_runtime`): a benchmark writes
     /// there to stand where a burst stands.
     pub fn agent_runtime(&self) -> &AgentRuntime {
         &self.runtime
@@ -239,7 +239,7 @@ impl Application {
         // Health answers undecodable and oversized requests as the API
         // does: INVALID_ARGUMENT, not tonic's INTERNAL / OUT_OF_RANGE.
         let max_request_bytes = self.api.max_request_bytes;
-        let health = crate::api_limits::Limited::new(
+        let health = crate::limits::Limited::new(
             tonic_health::pb::health_server::HealthServer::new(db_health)
                 .max_decoding_message_size(max_request_bytes),
             max_request_bytes,
@@ -289,14 +289,14 @@ impl Application {
         }
         serving.store(true, Ordering::SeqCst);
         if let Some(listener) = self.admin {
-            let state = crate::admin::AdminState {
+            let state = crate::ops::admin::AdminState {
                 readiness,
                 serving: Arc::clone(&serving),
                 watch: Arc::clone(&self.metrics),
                 runner: runner.clone(),
                 store: self.store.clone(),
             };
-            let addr = crate::admin::serve(listener, state, &tasks, shutdown.clone())?;
+            let addr = crate::ops::admin::serve(listener, state, &tasks, shutdown.clone())?;
             tracing::info!(%addr, "admin listener: /metrics, /healthz, /readyz");
         }
         // Sessions left pending are claimed before requests are served, so
@@ -304,7 +304,11 @@ impl Application {
         // in the request's trace, not the startup pass's in a new one.
         runner.start_pending().await;
         runner.spawn_reaper();
-        if let Some(oidc) = self.auth.as_ref().and_then(crate::auth::Verifier::oidc) {
+        if let Some(oidc) = self
+            .auth
+            .as_ref()
+            .and_then(crate::edge::auth::Verifier::oidc)
+        {
             oidc.spawn_refresher(&tasks, shutdown.clone());
         }
         spawn_idempotency_cleanup(
@@ -333,16 +337,17 @@ impl Application {
         let routes = tonic::service::Routes::new(health)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(
-                tonic_web::GrpcWebLayer::new().named_layer(crate::admin::Measured::new(
-                    crate::auth::Authenticated::new(investigations, self.auth),
+            .add_service(tonic_web::GrpcWebLayer::new().named_layer(
+                crate::ops::admin::Measured::new(crate::edge::auth::Authenticated::new(
+                    investigations,
+                    self.auth,
                 )),
-            )
+            ))
             .into_axum_router()
             .fallback(crate::console::fallback);
         let router = tonic::transport::Server::builder()
             .accept_http1(true)
-            .trace_fn(crate::telemetry::rpc_span)
+            .trace_fn(crate::ops::telemetry::rpc_span)
             .add_routes(tonic::service::Routes::from(routes).prepare());
         let stopped = async move { stop_accepting.cancelled().await };
         let tls = self.tls.is_some();
@@ -351,7 +356,8 @@ impl Application {
         > = match self.tls {
             Some(certs) => {
                 certs.spawn_reloader(&tasks, shutdown.clone());
-                let incoming = crate::tls::incoming(self.listener, certs, &tasks, shutdown.clone());
+                let incoming =
+                    crate::edge::tls::incoming(self.listener, certs, &tasks, shutdown.clone());
                 Box::pin(router.serve_with_incoming_shutdown(incoming, stopped))
             }
             None => {

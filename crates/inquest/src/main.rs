@@ -10,7 +10,8 @@ mod watch;
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
-use inquest_server::{Config, Overrides, telemetry::Telemetry};
+use inquest_server::ops::telemetry::Telemetry;
+use inquest_server::{Config, Overrides};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]

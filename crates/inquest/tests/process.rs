@@ -123,7 +123,7 @@ async fn the_cli_talks_to_a_tls_server_with_its_ca() {
     let files = Files::new();
     let ca = Ca::new("cli CA");
     let (cert, key) = ca.leaf();
-    let section = inquest_server::tls::TlsSection {
+    let section = inquest_server::edge::tls::TlsSection {
         cert: files.write("server.crt", &cert),
         key: files.write("server.key", &key),
         client_ca: None,
@@ -161,7 +161,7 @@ async fn the_cli_talks_to_a_tls_server_with_its_ca() {
 #[tokio::test]
 async fn token_commands_issue_list_and_revoke_what_the_server_checks() {
     let app = inquest_tests::spawn_app_with(|c| {
-        c.auth.mode = inquest_server::auth::AuthMode::Required;
+        c.auth.mode = inquest_server::edge::auth::AuthMode::Required;
     })
     .await;
     let inquest = || tokio::process::Command::new(env!("CARGO_BIN_EXE_inquest"));

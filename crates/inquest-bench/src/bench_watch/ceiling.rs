@@ -260,10 +260,7 @@ fn bare_turn(seq: i64, content: &str) -> pb::SessionTurn {
         usage: TokenUsage::default(),
         created_at: time::OffsetDateTime::now_utc(),
     };
-    inquest_server::convert::turn_within(
-        &turn,
-        inquest_server::api_limits::DEFAULT_MAX_RESPONSE_BYTES,
-    )
+    inquest_server::convert::turn_within(&turn, inquest_server::limits::DEFAULT_MAX_RESPONSE_BYTES)
 }
 
 type BareSender = tokio::sync::mpsc::Sender<Result<EncodedWatchEvent, tonic::Status>>;

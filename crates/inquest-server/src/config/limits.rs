@@ -38,7 +38,7 @@ pub struct LimitsConfig {
     #[serde(with = "duration_text")]
     pub idempotency_key_retention: Duration,
     // -- end idempotency keys --
-    // --- API sizes and watch caps (issue 11, API side; `api_limits.rs`) ---
+    // --- API sizes and watch caps (`crate::limits`) ---
     /// Largest request message the gRPC server accepts, in bytes (the
     /// frame's length prefix, checked before the body is read). Larger:
     /// INVALID_ARGUMENT naming this key. Must hold a `max_message_bytes`
@@ -110,9 +110,9 @@ impl Default for LimitsConfig {
             feed_queue_capacity: 10_000,
             idempotency_key_retention: LimitsConfig::DEFAULT_IDEMPOTENCY_KEY_RETENTION,
             // --- API sizes and watch caps ---
-            max_request_bytes: crate::api_limits::DEFAULT_MAX_REQUEST_BYTES,
-            max_response_bytes: crate::api_limits::DEFAULT_MAX_RESPONSE_BYTES,
-            max_notice_bytes: crate::api_limits::DEFAULT_MAX_NOTICE_BYTES,
+            max_request_bytes: crate::limits::DEFAULT_MAX_REQUEST_BYTES,
+            max_response_bytes: crate::limits::DEFAULT_MAX_RESPONSE_BYTES,
+            max_notice_bytes: crate::limits::DEFAULT_MAX_NOTICE_BYTES,
             max_watch_streams: 10_000,
             max_watch_streams_per_session: 1_000,
             // --- end API sizes and watch caps ---
@@ -185,7 +185,7 @@ impl LimitsConfig {
             }
         }
         // API sizes and watch caps.
-        crate::api_limits::validate(self).map_err(ConfigError::Invalid)?;
+        crate::limits::validate(self).map_err(ConfigError::Invalid)?;
         if self.idempotency_key_retention < Duration::from_secs(1) {
             return Err(ConfigError::Invalid(
                 "limits.idempotency_key_retention must be at least 1s".into(),

@@ -7,12 +7,8 @@ use inquest_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::{InvestigationsService, page_size};
-use crate::{
-    audit::{AuditIds, Caller},
-    convert,
-    reason::Reason,
-    status::ApiError,
-};
+use crate::service::audit::{AuditIds, Caller};
+use crate::{convert, reason::Reason, status::ApiError};
 
 /// A token's name, as `api_tokens` allows (V15).
 const MAX_TOKEN_NAME_CHARS: usize = 200;

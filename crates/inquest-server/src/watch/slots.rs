@@ -11,7 +11,8 @@ use std::{
 
 use inquest_core::SessionId;
 
-use crate::{api_limits::ApiLimits, status::ApiError};
+use crate::limits::ApiLimits;
+use crate::status::ApiError;
 
 /// Counters over all watch streams of this server. The atomics are read
 /// without locks by tests and the benchmark and only grow; `slots` counts

@@ -8,8 +8,8 @@
 //!
 //! Span names (documented in docs/ARCHITECTURE.md, "Traces"): `rpc` (one
 //! per request, the child of a W3C `traceparent` in its metadata), `burst`
-//! (`runner.rs`), `lease.claim`, `provider.request` (`chain.rs`),
-//! `tool.call` (`agent.rs`), `turn.append` (`burst_log.rs`).
+//! (`inquest_engine::runner`), `lease.claim`, `provider.request` (`chain.rs`),
+//! `tool.call` (`agent.rs`), `turn.append` (`inquest_engine::burst_log`).
 
 use opentelemetry::{
     propagation::{Extractor, TextMapPropagator},

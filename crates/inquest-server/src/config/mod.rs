@@ -9,6 +9,7 @@ use serde::Deserialize;
 use inquest_core::duration_text;
 
 mod limits;
+pub mod tenants;
 
 pub use limits::LimitsConfig;
 
@@ -31,17 +32,17 @@ pub struct Config {
     pub store: StoreSection,
     pub shutdown: ShutdownSection,
     pub watch: WatchSection,
-    /// `[runtime]`: where bursts run (`agent_runtime.rs`).
+    /// `[runtime]`: where bursts run (`inquest_engine::agent_runtime`).
     pub runtime: inquest_engine::agent_runtime::RuntimeSection,
     /// `[lease]`: leases of running bursts and the reaper (the engine's).
     pub lease: inquest_engine::LeaseSection,
     pub admin: AdminSection,
     /// `[auth]`: bearer tokens (`mode = "none"` by default, loopback only).
-    pub auth: crate::auth::AuthSection,
+    pub auth: crate::edge::auth::AuthSection,
     /// `[tenants]`: per-tenant limits on new bursts.
-    pub tenants: crate::tenants::TenantsSection,
+    pub tenants: crate::config::tenants::TenantsSection,
     /// `[tls]`: serve gRPC over TLS (absent: plaintext).
-    pub tls: Option<crate::tls::TlsSection>,
+    pub tls: Option<crate::edge::tls::TlsSection>,
     /// The model providers, in failover order. None: no agent runs.
     pub providers: Vec<inquest_agent::ProviderConfig>,
     /// The loop's rails and prompt.
@@ -49,7 +50,7 @@ pub struct Config {
     /// MCP tool servers (`config` names an `mcpServers` JSON file).
     pub mcp: Option<inquest_agent::McpSection>,
     /// Built-in tools.
-    pub tools: crate::agent_config::ToolsSection,
+    pub tools: crate::agent::ToolsSection,
     /// Prompt snippets tied to a tool server.
     pub skills: Vec<inquest_agent::Skill>,
 }
@@ -157,7 +158,7 @@ impl Default for Config {
             providers: Vec::new(),
             agent: inquest_agent::AgentConfig::default(),
             mcp: None,
-            tools: crate::agent_config::ToolsSection::default(),
+            tools: crate::agent::ToolsSection::default(),
             skills: Vec::new(),
         }
     }
@@ -413,9 +414,9 @@ impl Config {
         }
     }
 
-    /// The API's size bounds and watch caps (`api_limits.rs`).
-    pub fn api_limits(&self) -> crate::api_limits::ApiLimits {
-        crate::api_limits::ApiLimits::from_config(&self.limits)
+    /// The API's size bounds and watch caps (`crate::limits`).
+    pub fn api_limits(&self) -> crate::limits::ApiLimits {
+        crate::limits::ApiLimits::from_config(&self.limits)
     }
 
     pub fn store_config(&self, database_url: &str) -> inquest_store::StoreConfig {

@@ -33,7 +33,8 @@ use tonic::{
     server::NamedService,
 };
 
-use crate::{health::Readiness, watch::WatchMetrics};
+use crate::ops::health::Readiness;
+use crate::watch::WatchMetrics;
 use inquest_engine::runner::Runner;
 
 /// Latency buckets, in seconds, of every histogram here.

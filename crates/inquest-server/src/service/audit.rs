@@ -82,7 +82,7 @@ impl Audit {
             }
             Err(status) => (status.code(), status.message().to_owned()),
         };
-        let code = crate::admin::code_label(code);
+        let code = crate::ops::admin::code_label(code);
         tracing::info!(
             target: "inquest::audit",
             method,

@@ -12,7 +12,7 @@
 //! services and stay open.
 //!
 //! With `[auth.oidc]` a bearer value may also be a JWT from an OpenID
-//! Connect provider (`crate::oidc`): a value starting `inq_` is an API
+//! Connect provider (`crate::edge::oidc`): a value starting `inq_` is an API
 //! token, one with two dots a JWT, anything else malformed. Both kinds give
 //! the same [`Principal`] and go through the same role check.
 //!
@@ -72,7 +72,7 @@ pub struct AuthSection {
     pub insecure_no_auth: bool,
     /// `[auth.oidc]`: also accept JWTs from an OpenID Connect provider
     /// (needs `mode = "required"`).
-    pub oidc: Option<crate::oidc::OidcSection>,
+    pub oidc: Option<crate::edge::oidc::OidcSection>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -119,7 +119,7 @@ pub struct Verifier {
     store: Store,
     cache: Arc<Mutex<HashMap<uuid::Uuid, (ApiToken, Instant)>>>,
     /// `[auth.oidc]`: the JWT verifier (none: only API tokens).
-    oidc: Option<crate::oidc::Oidc>,
+    oidc: Option<crate::edge::oidc::Oidc>,
 }
 
 /// Why a call was refused.
@@ -140,12 +140,12 @@ impl Verifier {
     }
 
     /// Also accepts JWTs `oidc` verifies.
-    pub fn with_oidc(mut self, oidc: crate::oidc::Oidc) -> Self {
+    pub fn with_oidc(mut self, oidc: crate::edge::oidc::Oidc) -> Self {
         self.oidc = Some(oidc);
         self
     }
 
-    pub fn oidc(&self) -> Option<&crate::oidc::Oidc> {
+    pub fn oidc(&self) -> Option<&crate::edge::oidc::Oidc> {
         self.oidc.as_ref()
     }
 

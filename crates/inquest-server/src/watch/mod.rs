@@ -77,8 +77,8 @@ pub use slots::{WATCH_RETRY_AFTER, WatchMetrics, WatchSlot, WatchSlots};
 use stream::Outbox;
 pub use stream::WatchStream;
 
+use crate::limits::ApiLimits;
 use crate::{
-    api_limits::ApiLimits,
     convert,
     reason::{self, Reason, key},
     status::ApiError,

@@ -636,7 +636,7 @@ mod tests {
         .unwrap();
         assert!(config.auth.oidc.is_some());
         config.validate().unwrap();
-        config.auth.mode = crate::auth::AuthMode::None;
+        config.auth.mode = crate::edge::auth::AuthMode::None;
         let err = config.validate().unwrap_err().to_string();
         assert!(err.contains("mode = \"required\""), "{err}");
     }

@@ -16,10 +16,11 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 mod admin;
+pub mod audit;
 
+use crate::limits::{ApiLimits, Limited};
+use crate::service::audit::{Audit, AuditIds, Caller};
 use crate::{
-    api_limits::{ApiLimits, Limited},
-    audit::{Audit, AuditIds, Caller},
     convert,
     reason::{Reason, key},
     status::ApiError,
@@ -54,7 +55,7 @@ pub struct InvestigationsService {
     /// Starts the burst of a session a call left `pending`.
     runner: Runner,
     /// `[tenants]`: the limits of each tenant's new bursts.
-    tenants: crate::tenants::TenantsSection,
+    tenants: crate::config::tenants::TenantsSection,
     audit: Audit,
 }
 
@@ -73,7 +74,7 @@ impl InvestigationsService {
     }
 
     /// The same service with `[tenants]` limits.
-    pub fn with_tenants(mut self, tenants: crate::tenants::TenantsSection) -> Self {
+    pub fn with_tenants(mut self, tenants: crate::config::tenants::TenantsSection) -> Self {
         self.tenants = tenants;
         self
     }

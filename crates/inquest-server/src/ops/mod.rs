@@ -1,0 +1,7 @@
+//! What operators read: the admin HTTP listener (`/metrics`, `/healthz`,
+//! `/readyz`: [`admin`]), gRPC health checking that asks the database
+//! ([`health`]), and logs and traces ([`telemetry`]).
+
+pub mod admin;
+pub mod health;
+pub mod telemetry;
