@@ -105,6 +105,24 @@ pub struct RuntimeSection {
     pub serving_nice: u8,
 }
 
+impl RuntimeSection {
+    /// The checks the server's config runs on `[runtime]`.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.agent_threads > MAX_AGENT_THREADS {
+            return Err(format!(
+                "runtime.agent_threads must be at most {MAX_AGENT_THREADS}"
+            ));
+        }
+        if self.serving_nice > crate::priority::MAX_SERVING_NICE {
+            return Err(format!(
+                "runtime.serving_nice must be at most {} (the lowest priority there is)",
+                crate::priority::MAX_SERVING_NICE
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// `[runtime] serving_nice` by default (docs/benchmarks.md, "Serving
 /// threads a few nice levels down").
 pub const DEFAULT_SERVING_NICE: u8 = 5;

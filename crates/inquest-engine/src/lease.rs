@@ -52,4 +52,28 @@ impl LeaseSection {
     pub fn margin(&self) -> Duration {
         self.safety_margin.unwrap_or(self.ttl / 6)
     }
+
+    /// The checks the server's config runs on `[lease]`.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.ttl < Duration::from_millis(100) {
+            return Err("lease.ttl must be at least 100ms".into());
+        }
+        let renew = self.renew_interval();
+        if renew.is_zero() || renew >= self.ttl {
+            return Err("lease.renew_interval must be > 0 and shorter than lease.ttl".into());
+        }
+        if renew + self.margin() >= self.ttl {
+            return Err(format!(
+                "lease.ttl ({:?}) must exceed lease.renew_interval ({renew:?}) + \
+                 lease.safety_margin ({:?}): a holder must be able to renew before it stops \
+                 acting for its lease",
+                self.ttl,
+                self.margin()
+            ));
+        }
+        if self.reap_interval.is_zero() {
+            return Err("lease.reap_interval must be > 0".into());
+        }
+        Ok(())
+    }
 }

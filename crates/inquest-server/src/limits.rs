@@ -34,23 +34,11 @@ use tonic::{
 };
 
 use crate::config::LimitsConfig;
-
-/// The receive limit of a default gRPC client: 4 MiB.
-pub const DEFAULT_CLIENT_LIMIT: usize = 4 * 1024 * 1024;
-pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
-/// 3.5 MiB: half a MiB under the default client's limit.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 3 * 1024 * 1024 + 512 * 1024;
-pub use inquest_engine::DEFAULT_MAX_NOTICE_BYTES;
-/// What a request holds besides its one large text field: ids (36 bytes
-/// each), a title (500), an idempotency key (200), field tags and lengths.
-pub const REQUEST_OVERHEAD_BYTES: usize = 4 * 1024;
-/// What a stored turn holds besides its content, as encoded: session id,
-/// seq, role, tool call ids and names, the tool-call framing, timestamp,
-/// token counts, and the cut marker appended to cut content. Generous on
-/// purpose (tool names come from MCP servers).
-pub const TURN_OVERHEAD_BYTES: usize = 64 * 1024;
-/// The smallest `max_response_bytes` accepted: a page must hold a turn.
-pub const MIN_RESPONSE_BYTES: usize = 2 * TURN_OVERHEAD_BYTES;
+pub use crate::config::limits::{
+    DEFAULT_CLIENT_LIMIT, DEFAULT_MAX_NOTICE_BYTES, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_RESPONSE_BYTES, MIN_RESPONSE_BYTES, REQUEST_OVERHEAD_BYTES, TURN_OVERHEAD_BYTES,
+    content_caps, worst_case_turn_bytes,
+};
 
 /// The API's bounds, read once from the config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,78 +66,6 @@ impl Default for ApiLimits {
     fn default() -> Self {
         Self::from_config(&LimitsConfig::default())
     }
-}
-
-/// Every cap on the content of a stored turn, by config key. The largest
-/// turn stored is the largest of these plus [`TURN_OVERHEAD_BYTES`].
-///
-/// Model text (`limits.max_model_text_bytes`) and tool results
-/// (`limits.max_tool_result_bytes`) belong here too once their caps land.
-pub fn content_caps(c: &LimitsConfig) -> Vec<(&'static str, usize)> {
-    vec![
-        // User turns (StartSession, SendMessage).
-        ("limits.max_message_bytes", c.max_message_bytes),
-        // Recovery and refusal notices (plus their cut marker, inside the
-        // overhead).
-        ("limits.max_notice_bytes", c.max_notice_bytes),
-        // An assistant turn's text (its tool calls' arguments are bounded
-        // each, not in number: the read-time cut covers a turn of many).
-        ("limits.max_model_text_bytes", c.max_model_text_bytes),
-        // A tool's result (plus its cut marker, inside the overhead).
-        ("limits.max_tool_result_bytes", c.max_tool_result_bytes),
-    ]
-}
-
-/// The largest encoded turn the server can store under `c`, and the cap
-/// that decides it.
-pub fn worst_case_turn_bytes(c: &LimitsConfig) -> (usize, &'static str) {
-    content_caps(c)
-        .into_iter()
-        .max_by_key(|(_, cap)| *cap)
-        .map_or((TURN_OVERHEAD_BYTES, "none"), |(key, cap)| {
-            (cap.saturating_add(TURN_OVERHEAD_BYTES), key)
-        })
-}
-
-/// The checks of [`crate::Config::validate`] for the keys above.
-pub fn validate(c: &LimitsConfig) -> Result<(), String> {
-    if !(MIN_RESPONSE_BYTES..=DEFAULT_CLIENT_LIMIT).contains(&c.max_response_bytes) {
-        return Err(format!(
-            "limits.max_response_bytes must be between {MIN_RESPONSE_BYTES} and \
-             {DEFAULT_CLIENT_LIMIT} (the default gRPC client's receive limit)"
-        ));
-    }
-    let (turn, key) = worst_case_turn_bytes(c);
-    if turn > c.max_response_bytes {
-        return Err(format!(
-            "{key} lets a stored turn reach {turn} bytes (the cap plus {TURN_OVERHEAD_BYTES} \
-             bytes of other fields), over limits.max_response_bytes ({}): such a turn could \
-             not be listed or watched whole",
-            c.max_response_bytes
-        ));
-    }
-    let need = c.max_message_bytes.saturating_add(REQUEST_OVERHEAD_BYTES);
-    if c.max_request_bytes < need {
-        return Err(format!(
-            "limits.max_request_bytes ({}) must be at least limits.max_message_bytes + \
-             {REQUEST_OVERHEAD_BYTES} ({need}), or a message within its limit could not be sent",
-            c.max_request_bytes
-        ));
-    }
-    if c.max_notice_bytes < 1024 {
-        return Err("limits.max_notice_bytes must be at least 1024".into());
-    }
-    if c.max_watch_streams == 0 || c.max_watch_streams_per_session == 0 {
-        return Err(
-            "limits.max_watch_streams and limits.max_watch_streams_per_session must be > 0".into(),
-        );
-    }
-    if c.max_watch_streams_per_session > c.max_watch_streams {
-        return Err(
-            "limits.max_watch_streams_per_session must not exceed limits.max_watch_streams".into(),
-        );
-    }
-    Ok(())
 }
 
 /// Wraps a generated gRPC server so that requests the transport cannot
@@ -359,6 +275,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::limits::validate;
 
     fn frame(len: u32) -> Vec<u8> {
         let mut f = vec![0];

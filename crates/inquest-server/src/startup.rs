@@ -168,7 +168,7 @@ impl Application {
             limits: config.limits(),
             max_running_bursts: config.limits.max_running_bursts,
             feed_queue_capacity: config.limits.feed_queue_capacity,
-            api: config.api_limits(),
+            api: ApiLimits::from_config(&config.limits),
             grace: config.shutdown.grace,
             key_retention: config.limits.idempotency_key_retention,
             key_cleanup_interval: config.limits.idempotency_cleanup_interval(),

@@ -6,10 +6,20 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use serde::Deserialize;
 
-use inquest_core::duration_text;
-
-mod limits;
+mod admin;
+pub mod agent;
+mod env;
+pub mod limits;
+mod shutdown;
+mod store;
 pub mod tenants;
+mod watch;
+
+pub use admin::AdminSection;
+pub use agent::ToolsSection;
+pub use shutdown::ShutdownSection;
+pub use store::StoreSection;
+pub use watch::WatchSection;
 
 pub use limits::LimitsConfig;
 
@@ -50,92 +60,9 @@ pub struct Config {
     /// MCP tool servers (`config` names an `mcpServers` JSON file).
     pub mcp: Option<inquest_agent::McpSection>,
     /// Built-in tools.
-    pub tools: crate::agent::ToolsSection,
+    pub tools: ToolsSection,
     /// Prompt snippets tied to a tool server.
     pub skills: Vec<inquest_agent::Skill>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct StoreSection {
-    /// Connections for API calls (reads, health probes, StartSession /
-    /// SendMessage writes).
-    pub max_connections: usize,
-    /// A separate pool for running bursts: turn writes, lease claims and
-    /// renewals, closes. API traffic cannot exhaust it.
-    pub burst_connections: usize,
-    /// Turn-append statements each pool runs at once; appends arriving
-    /// while they are busy go out together in one statement (group
-    /// commit, `inquest-store` `group.rs`).
-    pub append_statements: usize,
-    #[serde(with = "duration_text")]
-    pub op_timeout: Duration,
-    #[serde(with = "duration_text")]
-    pub turn_write_timeout: Duration,
-    #[serde(with = "duration_text")]
-    pub connect_timeout: Duration,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ShutdownSection {
-    /// How long in-flight calls get to finish after SIGTERM / Ctrl-C.
-    #[serde(with = "duration_text")]
-    pub grace: Duration,
-}
-
-/// The admin HTTP listener: `/metrics` (Prometheus), `/healthz`,
-/// `/readyz`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AdminSection {
-    /// Where it listens. A port that cannot be bound (another process on
-    /// a shared host) is logged and the server runs without it: metrics are
-    /// not worth an outage.
-    pub listen: SocketAddr,
-    /// `false` turns the listener off.
-    pub enabled: bool,
-}
-
-impl Default for AdminSection {
-    fn default() -> Self {
-        Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
-            enabled: true,
-        }
-    }
-}
-
-/// `WatchSession` tuning.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct WatchSection {
-    /// A running session that has been quiet this long gets a `Heartbeat`.
-    #[serde(with = "duration_text")]
-    pub heartbeat: Duration,
-    /// Live events queued per watcher in the broadcaster. A watcher that
-    /// falls this far behind is sent `Lagged` and must reconnect; the
-    /// writer never waits for it.
-    pub channel_capacity: usize,
-    /// Stored turns read per database round trip while catching a watcher
-    /// up; bounds a watcher's memory however long the history.
-    pub drain_page: u32,
-    /// Test hook: a pause between subscribing and reading the stored turns,
-    /// to widen the race the handshake exists for. Not settable from a file
-    /// or the environment; `None` in production.
-    #[serde(skip)]
-    pub test_drain_delay: Option<Duration>,
-}
-
-impl Default for WatchSection {
-    fn default() -> Self {
-        Self {
-            heartbeat: Duration::from_secs(15),
-            channel_capacity: inquest_broadcast::DEFAULT_CAPACITY,
-            drain_page: 256,
-            test_drain_delay: None,
-        }
-    }
 }
 
 impl Default for Config {
@@ -158,30 +85,8 @@ impl Default for Config {
             providers: Vec::new(),
             agent: inquest_agent::AgentConfig::default(),
             mcp: None,
-            tools: crate::agent::ToolsSection::default(),
+            tools: ToolsSection::default(),
             skills: Vec::new(),
-        }
-    }
-}
-
-impl Default for StoreSection {
-    fn default() -> Self {
-        let s = inquest_store::StoreConfig::new("");
-        Self {
-            max_connections: s.max_connections,
-            burst_connections: s.burst_connections,
-            append_statements: s.append_statements,
-            op_timeout: s.op_timeout,
-            turn_write_timeout: s.turn_write_timeout,
-            connect_timeout: s.connect_timeout,
-        }
-    }
-}
-
-impl Default for ShutdownSection {
-    fn default() -> Self {
-        Self {
-            grace: Duration::from_secs(10),
         }
     }
 }
@@ -261,51 +166,6 @@ impl Config {
         toml::from_str(text)
     }
 
-    /// The environment layer. `get` is `std::env::var` in production and a
-    /// map in tests.
-    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
-        if let Some(v) = get("INQUEST_LISTEN") {
-            self.listen = v.parse().map_err(|e| ConfigError::Env {
-                name: "INQUEST_LISTEN",
-                reason: format!("{e}"),
-            })?;
-        }
-        if let Some(v) = get("INQUEST_ADMIN_LISTEN") {
-            self.admin.listen = v.parse().map_err(|e| ConfigError::Env {
-                name: "INQUEST_ADMIN_LISTEN",
-                reason: format!("{e}"),
-            })?;
-        }
-        if let Some(v) = get("INQUEST_DATABASE_URL").or_else(|| get("DATABASE_URL")) {
-            self.database_url = Some(v).filter(|v| !v.is_empty());
-        }
-        if let Some(v) = get("INQUEST_REPLICA_ID") {
-            self.replica_id = Some(v).filter(|v| !v.is_empty());
-        }
-        if let Some(v) = get("INQUEST_DATA_DIR") {
-            self.data_dir = PathBuf::from(v);
-        }
-        if let Some(v) = get("INQUEST_AGENT_THREADS") {
-            self.runtime.agent_threads = v.parse().map_err(|e| ConfigError::Env {
-                name: "INQUEST_AGENT_THREADS",
-                reason: format!("{e}"),
-            })?;
-        }
-        if let Some(v) = get("INQUEST_SERVING_NICE") {
-            self.runtime.serving_nice = v.parse().map_err(|e| ConfigError::Env {
-                name: "INQUEST_SERVING_NICE",
-                reason: format!("{e}"),
-            })?;
-        }
-        if let Some(v) = get("INQUEST_MAX_MESSAGE_BYTES") {
-            self.limits.max_message_bytes = v.parse().map_err(|e| ConfigError::Env {
-                name: "INQUEST_MAX_MESSAGE_BYTES",
-                reason: format!("{e}"),
-            })?;
-        }
-        Ok(())
-    }
-
     pub fn apply(&mut self, flags: Overrides) {
         if let Some(v) = flags.listen {
             self.listen = v;
@@ -320,18 +180,8 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_agent()?;
-        if self.runtime.agent_threads > inquest_engine::agent_runtime::MAX_AGENT_THREADS {
-            return Err(ConfigError::Invalid(format!(
-                "runtime.agent_threads must be at most {}",
-                inquest_engine::agent_runtime::MAX_AGENT_THREADS
-            )));
-        }
-        if self.runtime.serving_nice > inquest_engine::priority::MAX_SERVING_NICE {
-            return Err(ConfigError::Invalid(format!(
-                "runtime.serving_nice must be at most {} (the lowest priority there is)",
-                inquest_engine::priority::MAX_SERVING_NICE
-            )));
-        }
+        self.runtime.validate().map_err(ConfigError::Invalid)?;
+        self.lease.validate().map_err(ConfigError::Invalid)?;
         self.tenants.validate().map_err(ConfigError::Invalid)?;
         self.limits.validate()?;
         self.auth.validate().map_err(ConfigError::Invalid)?;
@@ -367,28 +217,7 @@ impl Config {
         if let Some(id) = &self.replica_id {
             inquest_store::ReplicaId::parse(id).map_err(ConfigError::Invalid)?;
         }
-        if self.lease.ttl < Duration::from_millis(100) {
-            return Err(ConfigError::Invalid(
-                "lease.ttl must be at least 100ms".into(),
-            ));
-        }
-        let renew = self.lease.renew_interval();
-        if renew.is_zero() || renew >= self.lease.ttl {
-            return Err(ConfigError::Invalid(
-                "lease.renew_interval must be > 0 and shorter than lease.ttl".into(),
-            ));
-        }
-        if renew + self.lease.margin() >= self.lease.ttl {
-            return Err(ConfigError::Invalid(format!(
-                "lease.ttl ({:?}) must exceed lease.renew_interval ({renew:?}) + \
-                 lease.safety_margin ({:?}): a holder must be able to renew before it stops \
-                 acting for its lease",
-                self.lease.ttl,
-                self.lease.margin()
-            )));
-        }
         for (name, d) in [
-            ("lease.reap_interval", self.lease.reap_interval),
             ("store.op_timeout", self.store.op_timeout),
             ("store.turn_write_timeout", self.store.turn_write_timeout),
             ("store.connect_timeout", self.store.connect_timeout),
@@ -412,11 +241,6 @@ impl Config {
         inquest_core::Limits {
             max_message_bytes: self.limits.max_message_bytes,
         }
-    }
-
-    /// The API's size bounds and watch caps (`crate::limits`).
-    pub fn api_limits(&self) -> crate::limits::ApiLimits {
-        crate::limits::ApiLimits::from_config(&self.limits)
     }
 
     pub fn store_config(&self, database_url: &str) -> inquest_store::StoreConfig {
@@ -629,13 +453,6 @@ mod tests {
             assert!(error.to_string().contains("limits.max_"), "{bad}: {error}");
         }
     }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(duration_text::parse("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(duration_text::parse("5m"), Ok(Duration::from_secs(300)));
-        assert!(duration_text::parse("12").is_err());
-    }
 }
 
 #[cfg(test)]
@@ -681,7 +498,10 @@ mod example_file {
             defaults.store.turn_write_timeout
         );
         assert_eq!(parsed.store.max_connections, defaults.store.max_connections);
-        assert_eq!(parsed.api_limits(), defaults.api_limits());
+        assert_eq!(
+            crate::limits::ApiLimits::from_config(&parsed.limits),
+            crate::limits::ApiLimits::from_config(&defaults.limits)
+        );
         assert_eq!(parsed.shutdown.grace, defaults.shutdown.grace);
         assert_eq!(parsed.lease.ttl, defaults.lease.ttl);
         assert_eq!(parsed.lease.reap_interval, defaults.lease.reap_interval);
