@@ -246,6 +246,7 @@ impl Application {
         );
         let watches = Watches {
             log: self.log.clone(),
+            store: self.store.clone(),
             shutdown: shutdown.clone(),
             heartbeat: self.watch.heartbeat,
             drain_page: self.watch.drain_page,
@@ -323,9 +324,10 @@ impl Application {
             lease_ttl = ?self.lease.ttl,
             "replica ready"
         );
-        let investigations = InvestigationsService::new(watches, self.limits, self.api, runner)
-            .with_tenants(self.tenants)
-            .into_server();
+        let investigations =
+            InvestigationsService::new(self.store.clone(), watches, self.limits, self.api, runner)
+                .with_tenants(self.tenants)
+                .into_server();
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
         // The web console (`console.rs`): the investigations service also

@@ -2,6 +2,12 @@
 //! store (turns always through the [`TurnLog`]), convert the answer.
 //! Validation happens before anything is written, so bad input never
 //! touches stored state.
+//!
+//! This file holds the service's state and the trait impl, which only
+//! dispatches (and records the audit event of each mutating call); each
+//! RPC group's work is in its own file: [`incidents`], [`sessions`],
+//! [`messages`], [`turns`], [`admin`] (tokens and the audit log). The
+//! watch stream is `crate::watch`.
 
 use inquest_core::SessionStatus;
 use inquest_core::{
@@ -17,6 +23,10 @@ use tonic::{Request, Response, Status};
 
 mod admin;
 pub mod audit;
+mod incidents;
+mod messages;
+mod sessions;
+mod turns;
 
 use crate::limits::{ApiLimits, Limited};
 use crate::service::audit::{Audit, AuditIds, Caller};
@@ -60,10 +70,16 @@ pub struct InvestigationsService {
 }
 
 impl InvestigationsService {
-    pub fn new(watches: Watches, limits: Limits, api: ApiLimits, runner: Runner) -> Self {
+    pub fn new(
+        store: Store,
+        watches: Watches,
+        limits: Limits,
+        api: ApiLimits,
+        runner: Runner,
+    ) -> Self {
         Self {
-            store: watches.log.store().clone(),
-            audit: Audit::new(watches.log.store().clone()),
+            audit: Audit::new(store.clone()),
+            store,
             log: watches.log.clone(),
             watches,
             limits,
@@ -77,251 +93,6 @@ impl InvestigationsService {
     pub fn with_tenants(mut self, tenants: crate::config::tenants::TenantsSection) -> Self {
         self.tenants = tenants;
         self
-    }
-
-    /// The caller's session, or NOT_FOUND exactly as for an unknown id
-    /// when it is another tenant's: every call about a session passes here
-    /// first (a session's tenant never changes).
-    async fn session_of(
-        &self,
-        caller: &Caller,
-        id: SessionId,
-    ) -> Result<inquest_store::SessionRow, ApiError> {
-        Ok(self.store.get_tenant_session(&caller.tenant, id).await?)
-    }
-
-    async fn do_create_incident(
-        &self,
-        caller: &Caller,
-        req: pb::CreateIncidentRequest,
-    ) -> Result<Response<pb::Incident>, Status> {
-        let text = IncidentText::parse(req.title, req.description, &self.limits)
-            .map_err(ApiError::from)?;
-        let incident = self
-            .store
-            .create_incident(&caller.tenant, &text)
-            .await
-            .map_err(ApiError::from)?;
-        tracing::info!(incident_id = %incident.id, "incident created");
-        Ok(Response::new(convert::incident(incident)))
-    }
-
-    async fn do_start_session(
-        &self,
-        caller: &Caller,
-        req: pb::StartSessionRequest,
-    ) -> Result<Response<pb::Session>, Status> {
-        let incident = IncidentId::parse(&req.incident_id).map_err(ApiError::from)?;
-        tracing::Span::current().record("incident_id", tracing::field::display(incident));
-        let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
-        let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
-        // Commit → publish → start runs as one unit a departing client
-        // cannot cut short; a replay starts the burst too, in case the
-        // first call's unit was cut off (a start of a session that is no
-        // longer pending claims nothing).
-        let (log, runner) = (self.log.clone(), self.runner.clone());
-        let (tenant, quota) = (caller.tenant.clone(), self.tenants.quota(&caller.tenant));
-        let started = self
-            .runner
-            .unit::<_, ApiError, _>(async move {
-                let started = log
-                    .start_session(&tenant, quota, incident, message, key)
-                    .await
-                    .map_err(ApiError::from)?;
-                runner.start(started.session.id);
-                Ok(started)
-            })
-            .await?;
-        tracing::Span::current().record("session_id", tracing::field::display(started.session.id));
-        if started.created {
-            tracing::info!("session started");
-        } else {
-            tracing::info!("session start replayed by idempotency key");
-        }
-        Ok(Response::new(convert::session(started.session)))
-    }
-
-    async fn do_send_message(
-        &self,
-        caller: &Caller,
-        request: Request<pb::SendMessageRequest>,
-    ) -> Result<Response<pb::SendMessageResponse>, Status> {
-        let req = request.into_inner();
-        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
-        let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
-        let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
-        // Commit → reopen → publish → start as one unit a departing client
-        // cannot cut short. A replay by idempotency key finishes what the
-        // first call may have left undone (the latch, the start); starting
-        // a session that is no longer pending claims nothing.
-        let (log, runner) = (self.log.clone(), self.runner.clone());
-        let (tenant, quota) = (caller.tenant.clone(), self.tenants.quota(&caller.tenant));
-        let outcome = self
-            .runner
-            .unit::<_, ApiError, _>(async move {
-                let outcome = log
-                    .send_message(&tenant, quota, id, message, key)
-                    .await
-                    .map_err(ApiError::from)?;
-                if let SendOutcome::Sent { .. } = &outcome {
-                    runner.start(id);
-                }
-                Ok(outcome)
-            })
-            .await?;
-        match outcome {
-            SendOutcome::Sent { turn, created } => {
-                tracing::info!(seq = %turn.seq, created, "follow-up message stored");
-                Ok(Response::new(pb::SendMessageResponse {
-                    seq: turn.seq.as_i64(),
-                }))
-            }
-            SendOutcome::Busy {
-                status: SessionStatus::AwaitingConfirmation,
-            } => Err(ApiError::precondition(
-                Reason::AwaitingConfirmation,
-                format!(
-                    "session {id} is awaiting confirmation of its recovery plan (see \
-                     GetSession's last_recovery_plan); confirm with ContinueSession or cancel it"
-                ),
-                vec![(key::STATUS, SessionStatus::AwaitingConfirmation.to_string())],
-            )
-            .into()),
-            SendOutcome::Busy { status } => {
-                let recovering = match self.store.get_session(id).await {
-                    Ok(row) => self.runner.recover_if_orphaned(&row).await,
-                    Err(_) => false,
-                };
-                let detail = if recovering {
-                    "; its worker was gone, so this replica claimed it and is recovering it"
-                } else {
-                    ""
-                };
-                Err(ApiError::precondition(
-                    Reason::SessionRunning,
-                    format!(
-                        "session {id} is already running (status {status}){detail}; wait for \
-                         its burst to end or cancel it"
-                    ),
-                    vec![(key::STATUS, status.to_string())],
-                )
-                .into())
-            }
-            SendOutcome::Ended {
-                status,
-                exit_reason,
-            } => Err(ApiError::precondition(
-                Reason::SessionCancelled,
-                format!(
-                    "session {id} is {status} (exit reason: {}) and takes no more messages; \
-                     start a new session of the incident to go on",
-                    exit_reason.map_or("none", inquest_core::ExitReason::as_str)
-                ),
-                vec![(key::STATUS, status.to_string())],
-            )
-            .into()),
-        }
-    }
-
-    async fn do_cancel_session(
-        &self,
-        caller: &Caller,
-        request: Request<pb::CancelSessionRequest>,
-    ) -> Result<Response<pb::Session>, Status> {
-        let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
-        self.session_of(caller, id).await?;
-        match self.log.cancel(id).await.map_err(ApiError::from)? {
-            Transition::Changed(row) => {
-                tracing::info!("session cancelled");
-                Ok(Response::new(convert::session(row)))
-            }
-            Transition::Unchanged(row) if row.status == SessionStatus::Cancelled => {
-                Ok(Response::new(convert::session(row)))
-            }
-            Transition::Unchanged(row) => Err(ApiError::precondition(
-                Reason::NotCancellable,
-                format!(
-                    "session {id} is not running (status {}); nothing to cancel",
-                    row.status
-                ),
-                vec![(key::STATUS, row.status.to_string())],
-            )
-            .into()),
-        }
-    }
-
-    async fn do_continue_session(
-        &self,
-        caller: &Caller,
-        request: Request<pb::ContinueSessionRequest>,
-    ) -> Result<Response<pb::Session>, Status> {
-        let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
-        self.session_of(caller, id).await?;
-        let (row, turns) = resume::load(&self.store, id)
-            .await
-            .map_err(ApiError::from)?;
-        if row.status != SessionStatus::AwaitingConfirmation {
-            return Err(ApiError::precondition(
-                Reason::NothingToConfirm,
-                format!(
-                    "session {id} is {} and has nothing to confirm; ContinueSession confirms a \
-                     session awaiting confirmation of its recovery plan",
-                    row.status
-                ),
-                vec![(key::STATUS, row.status.to_string())],
-            )
-            .into());
-        }
-        let plan = resume::stored_plan(&row);
-        if !plan.as_ref().is_some_and(|p| p.requires_confirmation) {
-            return Err(ApiError::precondition(
-                Reason::NothingToConfirm,
-                format!("session {id}'s last recovery plan does not require confirmation"),
-                vec![(key::STATUS, row.status.to_string())],
-            )
-            .into());
-        }
-        resume::request(&row, turns)
-            .validate_history()
-            .map_err(|e| {
-                ApiError::precondition(
-                    Reason::HistoryNotResumable,
-                    format!("session {id} cannot be resumed: {e}"),
-                    Vec::new(),
-                )
-            })?;
-        // Confirming starts a burst: the tenant's limits apply (checked, not
-        // locked: a confirmation is rare and operator-driven).
-        self.store
-            .check_tenant_quota(&caller.tenant, self.tenants.quota(&caller.tenant))
-            .await
-            .map_err(ApiError::from)?;
-        let (log, runner) = (self.log.clone(), self.runner.clone());
-        let confirmed = self
-            .runner
-            .unit::<_, ApiError, _>(async move {
-                let t = log.confirm(id).await.map_err(ApiError::from)?;
-                if let Transition::Changed(_) = &t {
-                    runner.start_confirmed(id);
-                }
-                Ok(t)
-            })
-            .await?;
-        match confirmed {
-            Transition::Changed(row) => {
-                tracing::info!("recovery confirmed; burst starting");
-                Ok(Response::new(convert::session(row)))
-            }
-            Transition::Unchanged(row) => Err(ApiError::precondition(
-                Reason::SessionStateChanged,
-                format!(
-                    "session {id} is {} (confirmed or cancelled concurrently)",
-                    row.status
-                ),
-                vec![(key::STATUS, row.status.to_string())],
-            )
-            .into()),
-        }
     }
 
     /// The gRPC service to serve: requests over `limits.max_request_bytes`
@@ -404,28 +175,14 @@ impl Investigations for InvestigationsService {
         &self,
         request: Request<pb::GetSessionRequest>,
     ) -> Result<Response<pb::Session>, Status> {
-        let caller = Caller::of(&request)?;
-        let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
-        let mut session = self.session_of(&caller, id).await?;
-        if self.runner.recover_if_orphaned(&session).await {
-            // Show the claim just made (new owner and epoch).
-            session = self.session_of(&caller, id).await?;
-        }
-        Ok(Response::new(convert::session(session)))
+        self.do_get_session(request).await
     }
     #[tracing::instrument(skip_all, fields(incident_id = %request.get_ref().incident_id))]
     async fn get_incident(
         &self,
         request: Request<pb::GetIncidentRequest>,
     ) -> Result<Response<pb::Incident>, Status> {
-        let caller = Caller::of(&request)?;
-        let id = IncidentId::parse(&request.get_ref().incident_id).map_err(ApiError::from)?;
-        let incident = self
-            .store
-            .get_incident(&caller.tenant, id)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(Response::new(convert::incident(incident)))
+        self.do_get_incident(request).await
     }
 
     #[tracing::instrument(skip_all)]
@@ -433,19 +190,7 @@ impl Investigations for InvestigationsService {
         &self,
         request: Request<pb::ListIncidentsRequest>,
     ) -> Result<Response<pb::ListIncidentsResponse>, Status> {
-        let caller = Caller::of(&request)?;
-        let req = request.into_inner();
-        let before = page_token(&req.page_token, IncidentId::parse)?;
-        let limit = page_size(req.page_size, DEFAULT_INCIDENT_PAGE, MAX_INCIDENT_PAGE);
-        let page = self
-            .store
-            .list_incidents(&caller.tenant, before, limit)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(Response::new(pb::ListIncidentsResponse {
-            incidents: page.incidents.into_iter().map(convert::incident).collect(),
-            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
-        }))
+        self.do_list_incidents(request).await
     }
 
     #[tracing::instrument(skip_all, fields(incident_id = %request.get_ref().incident_id))]
@@ -453,36 +198,7 @@ impl Investigations for InvestigationsService {
         &self,
         request: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
-        let caller = Caller::of(&request)?;
-        let req = request.into_inner();
-        let incident = if req.incident_id.is_empty() {
-            None
-        } else {
-            Some(IncidentId::parse(&req.incident_id).map_err(ApiError::from)?)
-        };
-        let statuses = req
-            .statuses
-            .iter()
-            .map(|&v| {
-                convert::status_from_wire(v).ok_or_else(|| {
-                    ApiError::InvalidArgument(format!(
-                        "statuses: {v} is not a session status to filter by \
-                         (SESSION_STATUS_UNSPECIFIED or unknown)"
-                    ))
-                })
-            })
-            .collect::<Result<Vec<SessionStatus>, _>>()?;
-        let before = page_token(&req.page_token, SessionId::parse)?;
-        let limit = page_size(req.page_size, DEFAULT_SESSION_PAGE, MAX_SESSION_PAGE);
-        let page = self
-            .store
-            .list_sessions(&caller.tenant, incident, &statuses, before, limit)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(Response::new(pb::ListSessionsResponse {
-            sessions: page.sessions.into_iter().map(convert::session).collect(),
-            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
-        }))
+        self.do_list_sessions(request).await
     }
 
     #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
@@ -490,58 +206,7 @@ impl Investigations for InvestigationsService {
         &self,
         request: Request<pb::ListTurnsRequest>,
     ) -> Result<Response<pb::ListTurnsResponse>, Status> {
-        let caller = Caller::of(&request)?;
-        let req = request.into_inner();
-        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
-        let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
-        self.session_of(&caller, id).await?;
-        let limit = page_size(req.limit, DEFAULT_TURN_PAGE, MAX_TURN_PAGE) as usize;
-        // Up to `limit` turns and `max_response_bytes` encoded, whichever
-        // comes first, and always at least one turn when there is one:
-        // `turn_within` shows a turn in less than a whole response.
-        let max = self.api.max_response_bytes;
-        let budget = max - LIST_TURNS_FIXED_BYTES;
-        let (mut turns, mut used) = (Vec::new(), 0);
-        let mut cursor = after;
-        let (head, more) = loop {
-            let want = (limit - turns.len()).min(TURN_READ_CHUNK as usize) as u32;
-            let page = self
-                .store
-                .list_turns(id, cursor, want)
-                .await
-                .map_err(ApiError::from)?;
-            let mut full = false;
-            for turn in &page.turns {
-                let wire = convert::turn_within(turn, max);
-                let len = wire.encoded_len();
-                let entry = 1 + prost::encoding::encoded_len_varint(len as u64) + len;
-                if !turns.is_empty() && used + entry > budget {
-                    full = true;
-                    break;
-                }
-                used += entry;
-                cursor = AfterSeq::after(turn.seq);
-                turns.push(wire);
-            }
-            if full {
-                break (page.head, true);
-            }
-            if !page.more || page.turns.is_empty() {
-                break (page.head, false);
-            }
-            if turns.len() >= limit {
-                break (page.head, true);
-            }
-        };
-        let next_after_seq = match (more, turns.last()) {
-            (true, Some(last)) => last.seq,
-            _ => 0,
-        };
-        Ok(Response::new(pb::ListTurnsResponse {
-            turns,
-            next_after_seq,
-            head_seq: head.map(|h| h.as_i64()).unwrap_or(0),
-        }))
+        self.do_list_turns(request).await
     }
 
     #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
@@ -618,15 +283,7 @@ impl Investigations for InvestigationsService {
         &self,
         request: Request<pb::GetRecoveryPlanRequest>,
     ) -> Result<Response<pb::RecoveryPlan>, Status> {
-        let caller = Caller::of(&request)?;
-        let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
-        self.session_of(&caller, id).await?;
-        let (_, turns) = resume::load(&self.store, id)
-            .await
-            .map_err(ApiError::from)?;
-        let classes = |tool: &str| self.runner.side_effect(tool);
-        let plan = inquest_core::plan_resume(id, &turns, &classes);
-        Ok(Response::new(convert::recovery_plan(&plan)))
+        self.do_get_recovery_plan(request).await
     }
 
     #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
@@ -634,19 +291,7 @@ impl Investigations for InvestigationsService {
         &self,
         request: Request<pb::GetReportRequest>,
     ) -> Result<Response<pb::Report>, Status> {
-        let caller = Caller::of(&request)?;
-        let req = request.into_inner();
-        let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
-        let burst = (req.burst != 0).then_some(req.burst);
-        // An unknown (or another tenant's) session is NOT_FOUND for the
-        // session, not the report.
-        self.session_of(&caller, id).await?;
-        let report = self
-            .store
-            .get_report(id, burst)
-            .await
-            .map_err(ApiError::from)?;
-        Ok(Response::new(convert::report(report)))
+        self.do_get_report(request).await
     }
 
     #[tracing::instrument(skip_all)]

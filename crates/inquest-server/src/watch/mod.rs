@@ -66,7 +66,7 @@ use inquest_proto::{
     EncodedWatchEvent,
     v1::{self as pb, watch_event::Event as WireEvent},
 };
-use inquest_store::{SessionRow, StoreError};
+use inquest_store::{SessionRow, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Status};
 
@@ -89,6 +89,8 @@ use inquest_engine::turn_log::TurnLog;
 #[derive(Clone)]
 pub struct Watches {
     pub log: TurnLog,
+    /// The API lane of the store: watcher registration and drain reads.
+    pub store: Store,
     pub shutdown: CancellationToken,
     pub heartbeat: Duration,
     pub drain_page: u32,
@@ -140,7 +142,7 @@ impl Watches {
             // every replica hears, watcher or not. A session not running
             // is not registered at all: its stream ends after the drain
             // (and the store ignores a registration of it anyway).
-            self.log.store().register_watcher(session).await?;
+            self.store.register_watcher(session).await?;
             self.log.running_calls(session)
         } else {
             Vec::new()
@@ -413,8 +415,7 @@ impl Watcher {
                 }
                 self.subscription = fresh;
                 self.watches
-                    .log
-                    .store()
+                    .store
                     .register_watcher(self.session)
                     .await
                     .map_err(|e| self.unavailable(e))?;
@@ -459,8 +460,7 @@ impl Watcher {
         loop {
             let page = self
                 .watches
-                .log
-                .store()
+                .store
                 .list_turns(self.session, self.last, self.watches.drain_page)
                 .await
                 .map_err(|e| self.unavailable(e))?;

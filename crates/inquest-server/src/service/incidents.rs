@@ -1,0 +1,54 @@
+//! CreateIncident, GetIncident, ListIncidents.
+
+use super::*;
+
+impl InvestigationsService {
+    pub(super) async fn do_create_incident(
+        &self,
+        caller: &Caller,
+        req: pb::CreateIncidentRequest,
+    ) -> Result<Response<pb::Incident>, Status> {
+        let text = IncidentText::parse(req.title, req.description, &self.limits)
+            .map_err(ApiError::from)?;
+        let incident = self
+            .store
+            .create_incident(&caller.tenant, &text)
+            .await
+            .map_err(ApiError::from)?;
+        tracing::info!(incident_id = %incident.id, "incident created");
+        Ok(Response::new(convert::incident(incident)))
+    }
+
+    pub(super) async fn do_get_incident(
+        &self,
+        request: Request<pb::GetIncidentRequest>,
+    ) -> Result<Response<pb::Incident>, Status> {
+        let caller = Caller::of(&request)?;
+        let id = IncidentId::parse(&request.get_ref().incident_id).map_err(ApiError::from)?;
+        let incident = self
+            .store
+            .get_incident(&caller.tenant, id)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(convert::incident(incident)))
+    }
+
+    pub(super) async fn do_list_incidents(
+        &self,
+        request: Request<pb::ListIncidentsRequest>,
+    ) -> Result<Response<pb::ListIncidentsResponse>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let before = page_token(&req.page_token, IncidentId::parse)?;
+        let limit = page_size(req.page_size, DEFAULT_INCIDENT_PAGE, MAX_INCIDENT_PAGE);
+        let page = self
+            .store
+            .list_incidents(&caller.tenant, before, limit)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ListIncidentsResponse {
+            incidents: page.incidents.into_iter().map(convert::incident).collect(),
+            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
+        }))
+    }
+}
