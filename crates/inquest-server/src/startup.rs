@@ -217,8 +217,172 @@ impl Application {
     /// Serves until `shutdown` fires, then stops accepting, gives in-flight
     /// calls `shutdown.grace` to finish, waits for every turn write in
     /// flight, and returns.
-    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+    pub async fn run(mut self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let tasks = TaskTracker::new();
+        // Fires when the shutdown grace runs out: tools still running then
+        // are dropped, left dangling for the next replica's plan.
+        let abandon = CancellationToken::new();
+        let (health, readiness) = self.health(&tasks, &shutdown);
+        let runner = self.runner(&tasks, &shutdown, &abandon);
+        let serving = self.hear_other_replicas(&tasks, &shutdown).await;
+        if let Some(listener) = self.admin.take() {
+            self.serve_admin(listener, readiness, &serving, &runner, &tasks, &shutdown)?;
+        }
+        self.start_background_work(&runner, &tasks, &shutdown).await;
+        let grace = self.grace;
+        let (store, mcp) = (self.store.clone(), self.agent.mcp.clone());
+        let server = self.serve_grpc(health, runner, &tasks, &shutdown)?;
+        let grace_ends = serve_until_shutdown(server, &shutdown, grace).await?;
+        finish_in_flight_work(tasks, abandon, grace_ends).await;
+        store.drain_writes().await;
+        if let Some(mcp) = mcp {
+            mcp.close().await;
+        }
+        tracing::info!("shutdown complete");
+        Ok(())
+    }
+
+    /// gRPC health checking that asks the database, and the readiness the
+    /// admin listener's `/readyz` reports. Health answers undecodable and
+    /// oversized requests as the API does: INVALID_ARGUMENT, not tonic's
+    /// INTERNAL / OUT_OF_RANGE.
+    fn health(
+        &self,
+        tasks: &TaskTracker,
+        shutdown: &CancellationToken,
+    ) -> (HealthServer, crate::ops::health::Readiness) {
+        let db_health = DbHealth::new(
+            self.store.clone(),
+            shutdown.clone(),
+            tasks.clone(),
+            Arc::clone(&self.health_probes),
+        );
+        let readiness = db_health.readiness();
+        let max_request_bytes = self.api.max_request_bytes;
+        let health = crate::limits::Limited::new(
+            tonic_health::pb::health_server::HealthServer::new(db_health)
+                .max_decoding_message_size(max_request_bytes),
+            max_request_bytes,
+        );
+        (health, readiness)
+    }
+
+    /// The engine's runner: burst slots, the lease keeper, the reaper.
+    fn runner(
+        &self,
+        tasks: &TaskTracker,
+        shutdown: &CancellationToken,
+        abandon: &CancellationToken,
+    ) -> Runner {
+        Runner::new(
+            self.agent.agent.clone(),
+            self.log.clone(),
+            tasks.clone(),
+            shutdown.clone(),
+            abandon.clone(),
+            self.lease.clone(),
+            self.max_running_bursts,
+        )
+        .with_max_notice_bytes(self.api.max_notice_bytes)
+        .with_runtime(self.runtime.clone())
+    }
+
+    /// Starts the cross-replica feed and waits (bounded) for its first
+    /// LISTEN. Serving starts only once other replicas' announcements are
+    /// heard, so no watcher starts in a window the feed does not cover. A
+    /// database that will not take the LISTEN does not stop the server:
+    /// the feed keeps trying, and watchers are made to reconnect when it is
+    /// up. Returns the flag that says the server serves.
+    async fn hear_other_replicas(
+        &self,
+        tasks: &TaskTracker,
+        shutdown: &CancellationToken,
+    ) -> Arc<AtomicBool> {
+        let serving = Arc::new(AtomicBool::new(false));
+        let listening = inquest_engine::feed::spawn(
+            &self.database_url,
+            &self.log,
+            tasks,
+            shutdown,
+            Arc::clone(&serving),
+            self.feed_queue_capacity,
+        );
+        if tokio::time::timeout(LISTEN_WAIT, listening.notified())
+            .await
+            .is_err()
+        {
+            tracing::warn!(wait = ?LISTEN_WAIT, "cross-replica feed not listening yet; serving anyway");
+        }
+        serving.store(true, Ordering::SeqCst);
+        serving
+    }
+
+    /// `/metrics`, `/healthz`, `/readyz` on the admin listener.
+    fn serve_admin(
+        &self,
+        listener: TcpListener,
+        readiness: crate::ops::health::Readiness,
+        serving: &Arc<AtomicBool>,
+        runner: &Runner,
+        tasks: &TaskTracker,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<()> {
+        let state = crate::ops::admin::AdminState {
+            readiness,
+            serving: Arc::clone(serving),
+            watch: Arc::clone(&self.metrics),
+            runner: runner.clone(),
+            store: self.store.clone(),
+        };
+        let addr = crate::ops::admin::serve(listener, state, tasks, shutdown.clone())?;
+        tracing::info!(%addr, "admin listener: /metrics, /healthz, /readyz");
+        Ok(())
+    }
+
+    /// Claims the sessions left pending, then starts the reaper, the OIDC
+    /// key refresher and the idempotency-key cleanup.
+    async fn start_background_work(
+        &self,
+        runner: &Runner,
+        tasks: &TaskTracker,
+        shutdown: &CancellationToken,
+    ) {
+        // Sessions left pending are claimed before requests are served, so
+        // a session a request makes pending now is this replica's to start
+        // in the request's trace, not the startup pass's in a new one.
+        runner.start_pending().await;
+        runner.spawn_reaper();
+        if let Some(oidc) = self
+            .auth
+            .as_ref()
+            .and_then(crate::edge::auth::Verifier::oidc)
+        {
+            oidc.spawn_refresher(tasks, shutdown.clone());
+        }
+        spawn_idempotency_cleanup(
+            &self.store,
+            tasks,
+            shutdown,
+            self.key_retention,
+            self.key_cleanup_interval,
+        );
+        tracing::info!(
+            replica_id = %self.store.replica_id(),
+            lease_ttl = ?self.lease.ttl,
+            "replica ready"
+        );
+    }
+
+    /// The gRPC server on the bound listener (with TLS when configured),
+    /// stopping to accept when `shutdown` fires: the investigations service
+    /// behind its layers, health, reflection, and the web console.
+    fn serve_grpc(
+        self,
+        health: HealthServer,
+        runner: Runner,
+        tasks: &TaskTracker,
+        shutdown: &CancellationToken,
+    ) -> anyhow::Result<ServerFuture> {
         let reflection_v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(inquest_proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -229,21 +393,6 @@ impl Application {
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .build_v1alpha()
             .context("building reflection (v1alpha)")?;
-        let db_health = DbHealth::new(
-            self.store.clone(),
-            shutdown.clone(),
-            tasks.clone(),
-            Arc::clone(&self.health_probes),
-        );
-        let readiness = db_health.readiness();
-        // Health answers undecodable and oversized requests as the API
-        // does: INVALID_ARGUMENT, not tonic's INTERNAL / OUT_OF_RANGE.
-        let max_request_bytes = self.api.max_request_bytes;
-        let health = crate::limits::Limited::new(
-            tonic_health::pb::health_server::HealthServer::new(db_health)
-                .max_decoding_message_size(max_request_bytes),
-            max_request_bytes,
-        );
         let watches = Watches {
             log: self.log.clone(),
             store: self.store.clone(),
@@ -255,75 +404,6 @@ impl Application {
             channel_capacity: self.watch.channel_capacity,
             limits: self.api,
         };
-        // Fires when the shutdown grace runs out: tools still running then
-        // are dropped, left dangling for the next replica's plan.
-        let abandon = CancellationToken::new();
-        let runner = Runner::new(
-            self.agent.agent.clone(),
-            self.log.clone(),
-            tasks.clone(),
-            shutdown.clone(),
-            abandon.clone(),
-            self.lease.clone(),
-            self.max_running_bursts,
-        )
-        .with_max_notice_bytes(self.api.max_notice_bytes)
-        .with_runtime(self.runtime.clone());
-        let serving = Arc::new(AtomicBool::new(false));
-        let listening = inquest_engine::feed::spawn(
-            &self.database_url,
-            &self.log,
-            &tasks,
-            &shutdown,
-            Arc::clone(&serving),
-            self.feed_queue_capacity,
-        );
-        // Serve only once other replicas' announcements are heard, so no
-        // watcher starts in a window the feed does not cover. A database
-        // that will not take the LISTEN does not stop the server: the feed
-        // keeps trying, and watchers are made to reconnect when it is up.
-        if tokio::time::timeout(LISTEN_WAIT, listening.notified())
-            .await
-            .is_err()
-        {
-            tracing::warn!(wait = ?LISTEN_WAIT, "cross-replica feed not listening yet; serving anyway");
-        }
-        serving.store(true, Ordering::SeqCst);
-        if let Some(listener) = self.admin {
-            let state = crate::ops::admin::AdminState {
-                readiness,
-                serving: Arc::clone(&serving),
-                watch: Arc::clone(&self.metrics),
-                runner: runner.clone(),
-                store: self.store.clone(),
-            };
-            let addr = crate::ops::admin::serve(listener, state, &tasks, shutdown.clone())?;
-            tracing::info!(%addr, "admin listener: /metrics, /healthz, /readyz");
-        }
-        // Sessions left pending are claimed before requests are served, so
-        // a session a request makes pending now is this replica's to start
-        // in the request's trace, not the startup pass's in a new one.
-        runner.start_pending().await;
-        runner.spawn_reaper();
-        if let Some(oidc) = self
-            .auth
-            .as_ref()
-            .and_then(crate::edge::auth::Verifier::oidc)
-        {
-            oidc.spawn_refresher(&tasks, shutdown.clone());
-        }
-        spawn_idempotency_cleanup(
-            &self.store,
-            &tasks,
-            &shutdown,
-            self.key_retention,
-            self.key_cleanup_interval,
-        );
-        tracing::info!(
-            replica_id = %self.store.replica_id(),
-            lease_ttl = ?self.lease.ttl,
-            "replica ready"
-        );
         let investigations =
             InvestigationsService::new(self.store.clone(), watches, self.limits, self.api, runner)
                 .with_tenants(self.tenants)
@@ -353,13 +433,11 @@ impl Application {
             .add_routes(tonic::service::Routes::from(routes).prepare());
         let stopped = async move { stop_accepting.cancelled().await };
         let tls = self.tls.is_some();
-        let server: std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>> + Send>,
-        > = match self.tls {
+        let server: ServerFuture = match self.tls {
             Some(certs) => {
-                certs.spawn_reloader(&tasks, shutdown.clone());
+                certs.spawn_reloader(tasks, shutdown.clone());
                 let incoming =
-                    crate::edge::tls::incoming(self.listener, certs, &tasks, shutdown.clone());
+                    crate::edge::tls::incoming(self.listener, certs, tasks, shutdown.clone());
                 Box::pin(router.serve_with_incoming_shutdown(incoming, stopped))
             }
             None => {
@@ -377,53 +455,7 @@ impl Application {
             }
         };
         tracing::info!(%addr, tls, "serving inquest.v1.Investigations");
-        tokio::pin!(server);
-        // Biased, shutdown first: the server stops with the same token, and
-        // with no call in flight it may already be done when this select
-        // is polled; an unbiased pick of the server branch then skipped
-        // the shutdown's log line (which operators and tests wait for).
-        let grace_ends = tokio::select! {
-            biased;
-            () = shutdown.cancelled() => {
-                let grace_ends = tokio::time::Instant::now() + self.grace;
-                tracing::info!(grace = ?self.grace, "shutting down: no new connections, no new model calls or tools; finishing in-flight calls and running tools");
-                match tokio::time::timeout_at(grace_ends, &mut server).await {
-                    Ok(result) => result.context("gRPC server failed")?,
-                    Err(_) => tracing::warn!("in-flight calls did not finish within the grace period"),
-                }
-                grace_ends
-            }
-            result = &mut server => {
-                result.context("gRPC server failed")?;
-                tokio::time::Instant::now() + self.grace
-            }
-        };
-        // Bursts saw the shutdown token: they start nothing new, running
-        // tools finish and their results land, then each burst is handed
-        // over. A tool still running when the grace ends is dropped and
-        // its call left without a result (never a made-up one), so the
-        // next replica's plan holds a mutating call for confirmation.
-        tasks.close();
-        tokio::select! {
-            () = tasks.wait() => {}
-            () = tokio::time::sleep_until(grace_ends) => {
-                tracing::warn!("tools still running at the end of the grace; leaving them to recovery");
-                abandon.cancel();
-                // Dropped tools let their bursts hand over at once; a task
-                // that still does not end (stuck outside any await the
-                // shutdown reaches) is left behind: exiting is what kill -9
-                // would do, and its session's lease expires for recovery.
-                if tokio::time::timeout(ABANDON_WAIT, tasks.wait()).await.is_err() {
-                    tracing::error!(wait = ?ABANDON_WAIT, "tasks still running after the grace and the abandon; exiting without them (their sessions are recovered when their leases expire)");
-                }
-            }
-        }
-        self.store.drain_writes().await;
-        if let Some(mcp) = &self.agent.mcp {
-            mcp.close().await;
-        }
-        tracing::info!("shutdown complete");
-        Ok(())
+        Ok(server)
     }
 }
 
@@ -456,6 +488,72 @@ async fn bind_admin(admin: &crate::config::AdminSection) -> Option<TcpListener> 
         Err(e) => {
             tracing::warn!(listen = %admin.listen, error = %e, "cannot bind the admin listener; running without /metrics, /healthz and /readyz");
             None
+        }
+    }
+}
+
+/// The health service behind the request-size check.
+type HealthServer = crate::limits::Limited<tonic_health::pb::health_server::HealthServer<DbHealth>>;
+
+/// The gRPC server, running until it stops accepting.
+type ServerFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<(), tonic::transport::Error>> + Send>,
+>;
+
+/// Serves until `shutdown` fires, then gives in-flight calls `grace` to
+/// finish. Returns when the grace ends (or ended) for what is still
+/// running.
+async fn serve_until_shutdown(
+    server: ServerFuture,
+    shutdown: &CancellationToken,
+    grace: Duration,
+) -> anyhow::Result<tokio::time::Instant> {
+    tokio::pin!(server);
+    // Biased, shutdown first: the server stops with the same token, and
+    // with no call in flight it may already be done when this select
+    // is polled; an unbiased pick of the server branch then skipped
+    // the shutdown's log line (which operators and tests wait for).
+    Ok(tokio::select! {
+        biased;
+        () = shutdown.cancelled() => {
+            let grace_ends = tokio::time::Instant::now() + grace;
+            tracing::info!(grace = ?grace, "shutting down: no new connections, no new model calls or tools; finishing in-flight calls and running tools");
+            match tokio::time::timeout_at(grace_ends, &mut server).await {
+                Ok(result) => result.context("gRPC server failed")?,
+                Err(_) => tracing::warn!("in-flight calls did not finish within the grace period"),
+            }
+            grace_ends
+        }
+        result = &mut server => {
+            result.context("gRPC server failed")?;
+            tokio::time::Instant::now() + grace
+        }
+    })
+}
+
+/// Bursts saw the shutdown token: they start nothing new, running tools
+/// finish and their results land, then each burst is handed over. A tool
+/// still running when the grace ends is dropped and its call left without
+/// a result (never a made-up one), so the next replica's plan holds a
+/// mutating call for confirmation.
+async fn finish_in_flight_work(
+    tasks: TaskTracker,
+    abandon: CancellationToken,
+    grace_ends: tokio::time::Instant,
+) {
+    tasks.close();
+    tokio::select! {
+        () = tasks.wait() => {}
+        () = tokio::time::sleep_until(grace_ends) => {
+            tracing::warn!("tools still running at the end of the grace; leaving them to recovery");
+            abandon.cancel();
+            // Dropped tools let their bursts hand over at once; a task
+            // that still does not end (stuck outside any await the
+            // shutdown reaches) is left behind: exiting is what kill -9
+            // would do, and its session's lease expires for recovery.
+            if tokio::time::timeout(ABANDON_WAIT, tasks.wait()).await.is_err() {
+                tracing::error!(wait = ?ABANDON_WAIT, "tasks still running after the grace and the abandon; exiting without them (their sessions are recovered when their leases expire)");
+            }
         }
     }
 }
