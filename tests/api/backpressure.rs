@@ -1,4 +1,4 @@
-//! Load slows Inquest down rather than break it (issue 11, item 5): a cap
+//! Load slows Inquest down rather than break it: a cap
 //! on the bursts one replica runs at once, a burst lane of connections
 //! API reads cannot take, and health answers from a cached probe.
 

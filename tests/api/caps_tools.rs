@@ -1,4 +1,4 @@
-//! Sizes of tool output (issue 11): a tool result far over
+//! Sizes of tool output: a tool result far over
 //! `limits.max_tool_result_bytes` is cut while it streams in and stored
 //! with a marker; NUL in a result is kept; a megabyte stderr line of an MCP
 //! server is cut, and the server goes on; the built-in file tools describe

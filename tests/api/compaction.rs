@@ -1,4 +1,4 @@
-//! Investigations larger than the model's context window (issue 13): the
+//! Investigations larger than the model's context window: the
 //! fake provider is given a window and answers the provider's standard
 //! "too long" error over it; the real loop budgets, cuts tool results in
 //! the transcript and compacts, through the real API and store.

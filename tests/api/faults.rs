@@ -1,4 +1,4 @@
-//! Faults, seen from outside (issue 10): a watch ends OK only when its
+//! Faults, seen from outside: a watch ends OK only when its
 //! session is settled, on one replica and across two; a turn write delayed
 //! past its timeout is resolved (published once, never FAILED); terminated
 //! connections and an exhausted pool slow a burst but never fail it; a

@@ -1,4 +1,4 @@
-//! Hostile input (issue 11): text PostgreSQL refuses. U+0000 from every
+//! Hostile input: text PostgreSQL refuses. U+0000 from every
 //! source — a model's text, tool-call arguments, ids and names, an MCP
 //! result, a user message, an incident, a
 //! report — is stored losslessly (the encoding of `inquest-store/src/text.rs`),

@@ -1,4 +1,4 @@
-//! Idempotency keys bind their request (issue 11): the same key with the
+//! Idempotency keys bind their request: the same key with the
 //! same request gets the first result, with another request ALREADY_EXISTS
 //! and nothing written; keys expire after the retention.
 

@@ -1,4 +1,4 @@
-//! Size bounds and caps of the API (issue 11): ListTurns pages and watch
+//! Size bounds and caps of the API: ListTurns pages and watch
 //! messages a default gRPC client accepts (4 MiB), oversized and
 //! undecodable requests answering INVALID_ARGUMENT, the watch stream caps,
 //! and a refused watch writing nothing. Every client here is the default

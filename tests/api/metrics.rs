@@ -1,4 +1,4 @@
-//! The admin listener (issue 15, item 1, first part): `/metrics` moves
+//! The admin listener: `/metrics` moves
 //! when an investigation runs, `/healthz` answers, `/readyz` follows the
 //! database. The recorder is process-wide and tests run in parallel, so
 //! counters are compared before and after, never to absolute values.

@@ -1,4 +1,4 @@
-//! Migration V11 (issue 15 item 5): recovery notices written before it
+//! Migration V11: recovery notices written before it
 //! carried their plan as a JSON line at the end of their content. A
 //! database migrated to V10 gets such rows exactly as the old writer
 //! stored them (NUL-escaped ones included), then a server starts on it,

@@ -1,4 +1,4 @@
-//! Resume through the API (issue 5): the fixture corpus stored in
+//! Resume through the API: the fixture corpus stored in
 //! PostgreSQL and read back through GetRecoveryPlan, a follow-up to a
 //! session whose tool call was cut off, ContinueSession, and the provider
 //! position reset per burst.

@@ -270,7 +270,7 @@ async fn tool_calls_and_results_round_trip_through_the_api() {
     app.stop().await.unwrap();
 }
 
-// ---- Appends near the INSERT ceiling (issue 14 item 3): the append's
+// ---- Appends near the INSERT ceiling: the append's
 // session-row update must be able to stay HOT, and `updated_at` as read
 // must still move with every turn.
 

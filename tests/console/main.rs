@@ -1,4 +1,4 @@
-//! The web console in a real browser (issue 16 item 3): Debian's headless
+//! The web console in a real browser: Debian's headless
 //! Chromium, driven over WebDriver (`webdriver.rs`), loads the console from
 //! an in-process server (the harness) with the fake model provider, a real
 //! MCP server where a tool must run, or the test driver where the test

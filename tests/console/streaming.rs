@@ -1,5 +1,5 @@
 //! Streamed text grows on the page before its turn commits, and the
-//! committed turn replaces it (issue 16 item 1 + 2). The fake streams the
+//! committed turn replaces it. The fake streams the
 //! answer in small pieces with a pause between them, so the page renders
 //! it more than once before the turn commits.
 

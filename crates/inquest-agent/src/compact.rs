@@ -1,4 +1,4 @@
-//! Keeping requests within the model's context window (issue 13).
+//! Keeping requests within the model's context window.
 //!
 //! - The budget: the provider at the chain cursor has a context window
 //!   (`context_window` of its `[[providers]]` entry, a smaller limit it

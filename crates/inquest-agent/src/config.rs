@@ -50,7 +50,7 @@ pub const DEFAULT_OUTPUT_RESERVE: u64 = 4_096;
 /// The smallest `context_window` accepted (below it no investigation fits).
 pub const MIN_CONTEXT_WINDOW: u64 = 2_048;
 
-/// The built-in context window of a model, by family (issue 13): what a
+/// The built-in context window of a model, by family: what a
 /// provider entry without `context_window` is budgeted at. Conservative:
 /// where a family's members differ, the smaller window.
 pub fn default_context_window(kind: ProviderKind, model: Option<&str>) -> u64 {
@@ -113,7 +113,7 @@ pub struct ProviderConfig {
     /// against the config file's directory first.
     #[serde(default)]
     pub script: Option<PathBuf>,
-    /// The model's context window in tokens (issue 13). Default by model
+    /// The model's context window in tokens. Default by model
     /// family ([`default_context_window`]). A provider's "too long" answer
     /// that names a smaller limit overrides it for the burst.
     #[serde(default)]
@@ -122,7 +122,7 @@ pub struct ProviderConfig {
     /// [`DEFAULT_OUTPUT_RESERVE`], at most half the window).
     #[serde(default)]
     pub output_reserve: Option<u64>,
-    // Cost (issue 13 item 5).
+    // Cost.
     /// USD per million tokens of this entry's model (`input_per_mtok`,
     /// `output_per_mtok`, optional `cached_input_per_mtok` and
     /// `cache_write_per_mtok`, see [`Price`]). Left out, the cost of its

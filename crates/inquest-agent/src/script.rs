@@ -30,7 +30,7 @@
 //!
 //! Without `usage`, tokens are estimated at four characters a token.
 //!
-//! A compaction (issue 13) keeps the position: a summary message says how
+//! A compaction keeps the position: a summary message says how
 //! many model turns it stands in for, and those count; a summary request
 //! itself is answered with [`SUMMARY_TEXT`].
 

@@ -45,7 +45,7 @@ pub struct SessionState {
     /// the configured window for the rest of the burst (`compact.rs`).
     pub learned_windows: BTreeMap<usize, u64>,
     /// The burst started from a read of the latest compaction, not every
-    /// stored turn (issue 13, item 6): the ids of the calls it summarised
+    /// stored turn: the ids of the calls it summarised
     /// are not in `call_ids`, so every new call gets a generated
     /// `inq_{seq}_{i}` id (unique by seq) instead of the provider's.
     pub partial_history: bool,

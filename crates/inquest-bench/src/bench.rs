@@ -192,7 +192,7 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 10_000)]
         session_turns: usize,
         /// Stored turns of compacted sessions measured the same way (their
-        /// latest turn a compaction keeping the last 40; issue 13).
+        /// latest turn a compaction keeping the last 40).
         #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
         compacted_turns: Vec<usize>,
         /// Measured SendMessage resumes (after one warm-up).

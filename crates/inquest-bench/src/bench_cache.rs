@@ -1,6 +1,6 @@
 //! `inquest-bench cache`: how much of each model request repeats the
 //! previous one byte for byte, which is what a provider's prompt cache can
-//! serve (issue 13 item 4).
+//! serve.
 //!
 //! A real investigation of `calls` tool calls runs through the real agent
 //! loop, persisted in PostgreSQL through the server's `TurnLog` as the

@@ -12,7 +12,7 @@
 //! ceiling (`bench append`'s) measured in the same run with as many
 //! writers as there are concurrent sessions.
 //!
-//! Beside the rates, CPU per turn on both sides (issue 14 item 4: a
+//! Beside the rates, CPU per turn on both sides (a
 //! figure the shared machine's load does not move much): this process's
 //! (`/proc/self/stat`) and that of the PostgreSQL backends serving this
 //! bench's database (`/proc/<pid>/stat` of the `pg_stat_activity` rows of

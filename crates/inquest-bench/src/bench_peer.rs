@@ -1,5 +1,5 @@
 //! `inquest-bench peer`: Inquest's half of the side-by-side with LangGraph's
-//! PostgreSQL checkpointer (issue 14, item 5). `benches/peers/langgraph/run.py`
+//! PostgreSQL checkpointer. `benches/peers/langgraph/run.py`
 //! runs it against the same cluster, with the same synthetic investigation,
 //! and prints both; run alone, it prints its JSON.
 //!

@@ -17,7 +17,7 @@
 //!    uncompacted session stays a whole-history read.
 //! 3. The same resume of sessions of 10k and 100k stored turns whose
 //!    latest turn is a compaction keeping the last 40 turns: the read, the
-//!    plan and the rebuild start from it (issue 13, item 6).
+//!    plan and the rebuild start from it.
 
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,7 @@ pub struct ResumeBench {
     pub url: String,
     pub sizes: Vec<usize>,
     pub session_turns: usize,
-    /// Sizes of sessions with a compaction at the head (issue 13, item 6).
+    /// Sizes of sessions with a compaction at the head.
     pub compacted_turns: Vec<usize>,
     pub iterations: usize,
 }

@@ -1,6 +1,6 @@
 //! `inquest-bench`: the benchmarks, against a real PostgreSQL; figures go
 //! to docs/benchmarks.md. Kept out of the production `inquest` binary
-//! (issue 14, item 6). The subcommands are those `inquest bench` had; one
+//! (and out of a root `cargo build`). One
 //! hidden `serve` runs the same server library as `inquest serve`, for the
 //! benches that need a server in its own process (`replicas`, `overload`,
 //! the memory part of `watch`). `main` only parses and dispatches.

@@ -1,4 +1,4 @@
-//! Context budgeting and compaction (issue 13): the pure part.
+//! Context budgeting and compaction: the pure part.
 //!
 //! - [`estimate_tokens`]: how many tokens a request is likely to cost.
 //! - [`legal_tail_starts`] / [`choose_tail_start`]: where the verbatim tail
@@ -122,7 +122,7 @@ pub fn estimate_tokens(system: &str, messages: &[Message<'_>], tools_bytes: usiz
 }
 
 /// [`estimate_tokens`] of a transcript that grows at its end, counting
-/// each message once (issue 14 item 4): the loop asks before every model
+/// each message once: the loop asks before every model
 /// call, and summing every message again made each burst quadratic in its
 /// length (the serialization was ~8% of the loop bench's CPU at 8
 /// sessions). The sum of the messages counted so far is kept; a call
@@ -197,7 +197,7 @@ pub fn view_start(turns: &[Turn]) -> usize {
     }
 }
 
-/// A resume read from the latest compaction (issue 13, item 6): the
+/// A resume read from the latest compaction: the
 /// opening user turn, the turns from the first retained seq of the
 /// latest compaction that carries counters on (that compaction and every
 /// later turn included), and those counters. `None` without such a

@@ -22,7 +22,7 @@ pub enum Role {
     Tool,
     /// A system record shown to humans and never sent to a model.
     Notice,
-    /// A compaction of the transcript (issue 13): `content` is the summary
+    /// A compaction of the transcript: `content` is the summary
     /// of everything before `first_retained_seq` ([`CompactionInfo`]). A
     /// role of its own rather than a typed notice because, unlike a notice,
     /// it changes what the model sees: the rebuild starts from the latest
@@ -194,7 +194,7 @@ impl ToolCall {
 pub struct TokenUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
-    // Prompt caching and cost (issue 13 items 4–5; migration V13).
+    // Prompt caching and cost (migration V13).
     /// Of `input_tokens`: read from the provider's prompt cache.
     #[serde(default)]
     pub cache_read_input_tokens: u64,

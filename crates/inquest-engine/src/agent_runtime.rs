@@ -123,8 +123,8 @@ impl RuntimeSection {
     }
 }
 
-/// `[runtime] serving_nice` by default (docs/benchmarks.md, "Serving
-/// threads a few nice levels down").
+/// `[runtime] serving_nice` by default (measured with the `watch` bench;
+/// docs/benchmarks.md, "Live watch").
 pub const DEFAULT_SERVING_NICE: u8 = 5;
 
 /// `[runtime] agent_threads` by default: half the CPUs, at least one.
@@ -139,8 +139,8 @@ pub const DEFAULT_SERVING_NICE: u8 = 5;
 /// on one agent thread instead of two used less of our CPU per turn and
 /// ran closer to the bare INSERT ceiling in each of 6 alternated pairs
 /// (0.56–0.89 of it against 0.49–0.59); one burst alone showed no
-/// difference (docs/benchmarks.md, "Agent loop overhead", "One agent
-/// thread on two CPUs").
+/// difference (the `loop` bench: docs/benchmarks.md, "Agent loop
+/// overhead").
 pub fn default_agent_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }

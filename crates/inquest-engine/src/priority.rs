@@ -9,7 +9,7 @@
 //! only after them: the writer ran at 0.12–0.17 of its solo rate. A few
 //! nice levels above the agent threads make the OS run the burst first
 //! whenever both want a core, and cost nothing while the cores are free
-//! (docs/benchmarks.md, "Serving threads a few nice levels down").
+//! (docs/benchmarks.md, "Live watch"; the measurements are in its git history).
 //!
 //! Raising one's own nice value needs no privilege; lowering it again
 //! does, so this is set once, at startup, for the process's life. On Linux

@@ -1,10 +1,10 @@
-//! Resume wiring (issue 5, item 7): what happens between claiming a burst
+//! Resume wiring: what happens between claiming a burst
 //! and running the agent, and the reads behind `ContinueSession` and
 //! `GetRecoveryPlan`.
 //!
 //! Everything comes from the store, so a follow-up behaves the same after
 //! a restart and on any replica: load the session row and its turns (from
-//! the latest compaction on, issue 13),
+//! the latest compaction on),
 //! validate the [`ResumeRequest`], compute the plan ([`plan_resume`], the
 //! one shared function), store it on the session, write a `notice` turn
 //! for a plan that is not clean (persist-then-publish, so watchers can

@@ -1,4 +1,4 @@
-//! The web console (issue 16): static assets served on the gRPC port, next
+//! The web console: static assets served on the gRPC port, next
 //! to the `inquest.v1.Investigations` service the page calls over gRPC-Web.
 //!
 //! Why the gRPC port and not the admin listener: the page then calls the

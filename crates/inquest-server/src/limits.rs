@@ -1,4 +1,4 @@
-//! The API's size bounds and watch caps (issue 11, API side), and the
+//! The API's size bounds and watch caps, and the
 //! transport layer that makes oversized and undecodable requests answer
 //! `INVALID_ARGUMENT`.
 //!

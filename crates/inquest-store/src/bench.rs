@@ -105,7 +105,7 @@ impl Store {
     /// (seq `turns + 1`) keeping the last `keep` turns (even, < turns)
     /// verbatim, with the counters the turns before them carry: the
     /// session `inquest-bench resume` measures a follow-up of when a long
-    /// investigation was compacted (issue 13, item 6).
+    /// investigation was compacted.
     pub async fn insert_bench_compacted_session(
         &self,
         incident: inquest_core::IncidentId,

@@ -1,4 +1,4 @@
-//! Group commit of turn appends (issue 14 item 3).
+//! Group commit of turn appends.
 //!
 //! Every append waits in one queue per lane. At most
 //! [`crate::StoreConfig::append_statements`] append statements run at a

@@ -68,8 +68,8 @@ pub struct TurnPage {
 /// `created_at` ([`crate::sessions`] `SESSION_COLUMNS`), which is the same
 /// instant this statement used to store. Setting it made every append a
 /// non-HOT update that added an entry to every index of the table whose
-/// predicate the row met, seven for a running session (issue 14 item 3,
-/// docs/benchmarks.md "Turn appends"); `tests/api/turns.rs`
+/// predicate the row met, seven for a running session (docs/benchmarks.md,
+/// "Turn appends"); `tests/api/turns.rs`
 /// `an_append_changes_no_indexed_session_column` keeps it so.
 macro_rules! append_sql {
     ($used:literal) => {
@@ -576,7 +576,7 @@ impl Store {
 impl Store {
     /// Every committed turn of a session, oldest first, read in pages.
     /// What a burst rebuilds its transcript from.
-    /// The turns a resume reads (issue 13, item 6), in ONE query: with a
+    /// The turns a resume reads, in ONE query: with a
     /// latest compaction that carries counters (`CompactionInfo::carried`),
     /// the opening user turn and every turn from that compaction's first
     /// retained seq (the compaction and later turns included), so the read

@@ -1,4 +1,4 @@
-//! The chaos test (issue 10, item 7): three real `inquest serve` replicas
+//! The chaos test: three real `inquest serve` replicas
 //! on one PostgreSQL cluster the test owns, the strict fake model, and a
 //! real MCP server whose mutating tool logs every execution with its
 //! idempotency key. Sessions with follow-ups run and watchers follow them

@@ -1,4 +1,4 @@
-//! A kill -9 during compaction (issue 13): the `inquest` binary is stopped
+//! A kill -9 during compaction: the `inquest` binary is stopped
 //! dead at "compaction summary received, not yet stored" (failpoint
 //! `compaction-summary-received`); another process recovers the orphaned
 //! session, compacts again and finishes. Nothing is lost (every tool

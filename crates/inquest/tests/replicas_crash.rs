@@ -1,4 +1,4 @@
-//! Crash recovery across replicas (issue 6), with real processes: several
+//! Crash recovery across replicas, with real processes: several
 //! `inquest serve` binaries share one PostgreSQL database, each spawning
 //! the real Python MCP incident-tools server, all talking to one in-test
 //! fake model provider. The replica running a session is killed (`kill -9`)

@@ -1,4 +1,4 @@
-//! Faults around a running burst (issue 10), with real processes: the
+//! Faults around a running burst, with real processes: the
 //! `inquest` binary as replicas sharing one PostgreSQL database, each with
 //! a real Python MCP server (`support/gated_tools.py`: its mutating
 //! `gated_restart` records every execution with its idempotency key and

@@ -1,4 +1,4 @@
-//! Crash recovery across replicas (issue 6), continued: the replica
+//! Crash recovery across replicas, continued: the replica
 //! running a session is killed while its model call is in flight (the
 //! recovery continues on its own), or paused with SIGSTOP past its lease
 //! (once thawed, the epoch fence refuses its writes). Setup and checks are

@@ -1,4 +1,4 @@
-//! A rolling restart of every replica while sessions run (issue 6), with
+//! A rolling restart of every replica while sessions run, with
 //! real processes on one database: each SIGTERM hands the replica's bursts
 //! over, and every session completes with a valid, gapless transcript and
 //! a report.

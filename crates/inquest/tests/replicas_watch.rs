@@ -1,4 +1,4 @@
-//! Several replicas on one database (issue 6), as separate OS processes of
+//! Several replicas on one database, as separate OS processes of
 //! the real binary: a watcher on any replica follows a session another one
 //! runs (turns in order, tool starts before their results), a replica whose
 //! LISTEN connection is killed from the database side makes its watchers

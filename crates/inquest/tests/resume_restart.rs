@@ -1,4 +1,4 @@
-//! Resume after a real process restart (issue 5): the `inquest` binary
+//! Resume after a real process restart: the `inquest` binary
 //! runs a session against a fake provider, is stopped with SIGTERM, stays
 //! down, and a NEW process on the same database takes the follow-up. The
 //! fake (which rejects invalid transcripts like the real API) must receive

@@ -1,4 +1,4 @@
-//! One trace per burst (issue 15, item 2), through the real binary: the
+//! One trace per burst, through the real binary: the
 //! tracing subscriber is process-global, so the server runs as its own
 //! process, exporting over OTLP to a receiver in this test. A real
 //! investigation (the fake model, the real MCP server, a tool call) started

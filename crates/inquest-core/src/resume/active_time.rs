@@ -14,7 +14,7 @@ use crate::{Role, Turn};
 /// span (clock skew between replicas) counts as zero. Turns are taken in the
 /// order given.
 ///
-/// From a compaction that carries counters (issue 13), the opening is
+/// From a compaction that carries counters, the opening is
 /// left out, the first turn after it starts a span (the turns before it
 /// are the carried part), and the carried active time is added.
 pub fn active_time(turns: &[Turn]) -> Duration {

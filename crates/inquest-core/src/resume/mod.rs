@@ -1,4 +1,4 @@
-//! Resuming a session from the store (issue 5): the pure part.
+//! Resuming a session from the store: the pure part.
 //!
 //! - [`ResumeRequest::validate`]: the checks before anything is touched.
 //! - [`restore`]: session-scoped state recomputed from stored turns.

@@ -29,7 +29,7 @@
 //!   message becomes [`EMPTY_USER_MESSAGE`]; a transcript that would not
 //!   start with a user message gets [`MISSING_OPENING_MESSAGE`] first.
 //!
-//! - Compaction (issue 13): with a compaction turn whose record decodes,
+//! - Compaction: with a compaction turn whose record decodes,
 //!   the transcript starts from the latest one: the session's opening user
 //!   turn (verbatim, always first, never repeated), the summary as a user message
 //!   ([`crate::compaction::summary_message`]), the turns before the

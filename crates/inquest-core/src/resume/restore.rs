@@ -42,7 +42,7 @@ pub struct Restored {
 /// kept as text counts none. A result is attributed through the most recent
 /// earlier call with its id.
 ///
-/// From a compaction that carries counters (issue 13), only the turns a
+/// From a compaction that carries counters, only the turns a
 /// read from it holds are walked and the carried counters added
 /// ([`crate::compaction::carried_view`]); `turn_count` then counts the
 /// turns walked.

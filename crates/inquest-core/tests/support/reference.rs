@@ -1,5 +1,5 @@
 //! The rebuild, recovery plan and resume plan as they were before the
-//! borrowed rebuild (issue 14 item 2), kept verbatim in logic (owned
+//! borrowed rebuild, kept verbatim in logic (owned
 //! messages, owned decoded calls, two full plans per follow-up) as the
 //! reference the new code is checked against (`rebuild_props.rs`,
 //! `new_rebuild_equals_the_reference`). Tests only.

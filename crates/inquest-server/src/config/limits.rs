@@ -28,7 +28,7 @@ pub struct LimitsConfig {
     /// are dropped and every local watcher is lagged, so it reconnects from
     /// its cursor (reading the store) rather than miss a turn.
     pub feed_queue_capacity: usize,
-    // -- Idempotency keys (issue 11) --
+    // -- Idempotency keys --
     /// How long an idempotency key stays bound to its first request
     /// (default 24h, at least 1s). Within it a retry with the key gets the
     /// first result (another request with it: ALREADY_EXISTS); after it the
@@ -87,7 +87,7 @@ pub struct LimitsConfig {
     /// of a longer line is read and dropped, and the line says how much.
     pub max_mcp_stderr_line_bytes: usize,
     // --- end tool output ---
-    // --- Context window and compaction (issue 13) ---
+    // --- Context window and compaction ---
     /// Compact the transcript before a model call whose estimated size
     /// passes this share of the provider's budget (`context_window` less
     /// `output_reserve` of its `[[providers]]` entry). Default 0.8; within

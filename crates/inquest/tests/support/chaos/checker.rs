@@ -181,9 +181,8 @@ fn check_transcript(f: &Final, v: &mut Vec<String>) {
 }
 
 /// A result the dying or fenced-out worker wrote for its own cut-off
-/// mutating call hides the cut-off from the recovery plan (issue 10,
-/// item 6): the call must be left dangling so the plan holds it for a
-/// human.
+/// mutating call hides the cut-off from the recovery plan: the call must
+/// be left dangling so the plan holds it for a human.
 fn check_self_written_result(f: &Final, t: &pb::SessionTurn, v: &mut Vec<String>) {
     let cut_off = t.role() == pb::TurnRole::Tool
         && t.tool_name == super::script::MUTATING_TOOL
