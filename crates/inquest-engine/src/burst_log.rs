@@ -54,8 +54,13 @@ impl LeaseClock {
     /// The clock of a lease just claimed (by a statement sent at
     /// `lease.sent_at()`).
     pub fn new(lease: &Lease, ttl: Duration, margin: Duration) -> Self {
+        Self::claimed_at(lease.sent_at(), ttl, margin)
+    }
+
+    /// The clock of a lease whose claim was sent at `sent_at`.
+    pub fn claimed_at(sent_at: Instant, ttl: Duration, margin: Duration) -> Self {
         Self {
-            deadline: Arc::new(Mutex::new(deadline(lease.sent_at(), ttl, margin))),
+            deadline: Arc::new(Mutex::new(deadline(sent_at, ttl, margin))),
         }
     }
 
