@@ -20,7 +20,8 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use super::id_hash::IdHashBuilder;
-use super::message::{Message, MessageCall};
+use super::message::Message;
+use super::message_calls::MessageCall;
 
 /// No call: the end of a list.
 const NONE: u32 = u32::MAX;

@@ -9,10 +9,8 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-use super::message_calls::MessageCalls;
-use crate::{ToolArguments, ToolCall};
+use super::message_calls::{CallArguments, MessageCall, MessageCalls, view};
 
 /// The content of a synthetic result for a call whose result was never
 /// recorded.
@@ -46,11 +44,6 @@ pub enum Message<'a> {
         content: Cow<'a, str>,
         is_error: bool,
     },
-}
-
-/// A view of a `Cow` borrowed from it (no copy).
-fn view(c: &str) -> Cow<'_, str> {
-    Cow::Borrowed(c)
 }
 
 impl Message<'_> {
@@ -98,140 +91,6 @@ impl Message<'_> {
                 content: Cow::Owned(content.into_owned()),
                 is_error,
             },
-        }
-    }
-}
-
-/// A tool call of a rebuilt assistant message, borrowed from the stored
-/// turn where it can be (see [`CallArguments`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct MessageCall<'a> {
-    pub id: Cow<'a, str>,
-    pub name: Cow<'a, str>,
-    pub arguments: CallArguments<'a>,
-}
-
-impl MessageCall<'_> {
-    /// The same call borrowed from this one.
-    pub fn reborrow(&self) -> MessageCall<'_> {
-        MessageCall {
-            id: view(&self.id),
-            name: view(&self.name),
-            arguments: match &self.arguments {
-                CallArguments::Json(map) => CallArguments::Json(Cow::Borrowed(map.as_ref())),
-                CallArguments::Raw(text) => CallArguments::Raw(view(text)),
-            },
-        }
-    }
-
-    pub fn into_owned(self) -> MessageCall<'static> {
-        MessageCall {
-            id: Cow::Owned(self.id.into_owned()),
-            name: Cow::Owned(self.name.into_owned()),
-            arguments: self.arguments.into_owned(),
-        }
-    }
-
-    /// The call as an owned [`ToolCall`].
-    pub fn to_tool_call(&self) -> ToolCall {
-        ToolCall {
-            id: self.id.clone().into_owned(),
-            name: self.name.clone().into_owned(),
-            arguments: self.arguments.to_tool_arguments(),
-        }
-    }
-}
-
-impl From<ToolCall> for MessageCall<'static> {
-    fn from(call: ToolCall) -> Self {
-        MessageCall {
-            id: Cow::Owned(call.id),
-            name: Cow::Owned(call.name),
-            arguments: call.arguments.into(),
-        }
-    }
-}
-
-impl<'a> From<&'a ToolCall> for MessageCall<'a> {
-    fn from(call: &'a ToolCall) -> Self {
-        MessageCall {
-            id: Cow::Borrowed(&call.id),
-            name: Cow::Borrowed(&call.name),
-            arguments: match &call.arguments {
-                ToolArguments::Json(map) => CallArguments::Json(Cow::Borrowed(map)),
-                ToolArguments::Raw(text) => CallArguments::Raw(Cow::Borrowed(text)),
-            },
-        }
-    }
-}
-
-/// A call's arguments as stored ([`ToolArguments`] without the copy): a
-/// JSON object, or the text the model sent when it was not one. Kept as
-/// the stored JSON until an adapter writes its request.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CallArguments<'a> {
-    Json(Cow<'a, Map<String, Value>>),
-    Raw(Cow<'a, str>),
-}
-
-impl<'a> CallArguments<'a> {
-    /// Reads a stored `arguments` value in place; `None` for shapes no
-    /// writer produces (what [`ToolArguments::from_stored`] refuses).
-    pub fn from_stored(value: &'a Value) -> Option<Self> {
-        match value {
-            Value::Object(map) => Some(CallArguments::Json(Cow::Borrowed(map))),
-            Value::String(text) => Some(CallArguments::Raw(Cow::Borrowed(text))),
-            _ => None,
-        }
-    }
-
-    /// The arguments as text, as the model sent them
-    /// ([`ToolArguments::as_sent`]).
-    pub fn as_sent(&self) -> Cow<'_, str> {
-        match self {
-            CallArguments::Json(map) => {
-                Cow::Owned(serde_json::to_string(map.as_ref()).unwrap_or_else(|_| "{}".to_owned()))
-            }
-            CallArguments::Raw(text) => Cow::Borrowed(text),
-        }
-    }
-
-    /// Whether the model's arguments were a well-formed JSON object.
-    pub fn is_valid_json(&self) -> bool {
-        matches!(self, CallArguments::Json(_))
-    }
-
-    pub fn into_owned(self) -> CallArguments<'static> {
-        match self {
-            CallArguments::Json(map) => CallArguments::Json(Cow::Owned(map.into_owned())),
-            CallArguments::Raw(text) => CallArguments::Raw(Cow::Owned(text.into_owned())),
-        }
-    }
-
-    pub fn to_tool_arguments(&self) -> ToolArguments {
-        match self {
-            CallArguments::Json(map) => ToolArguments::Json(map.clone().into_owned()),
-            CallArguments::Raw(text) => ToolArguments::Raw(text.clone().into_owned()),
-        }
-    }
-}
-
-impl From<ToolArguments> for CallArguments<'static> {
-    fn from(arguments: ToolArguments) -> Self {
-        match arguments {
-            ToolArguments::Json(map) => CallArguments::Json(Cow::Owned(map)),
-            ToolArguments::Raw(text) => CallArguments::Raw(Cow::Owned(text)),
-        }
-    }
-}
-
-/// The stored form: the object, or a JSON string holding the raw text
-/// (what [`ToolArguments::to_stored`] writes).
-impl Serialize for CallArguments<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            CallArguments::Json(map) => map.serialize(s),
-            CallArguments::Raw(text) => text.serialize(s),
         }
     }
 }
@@ -375,7 +234,7 @@ mod calls_serde {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ToolArguments;
+    use crate::{ToolArguments, ToolCall};
 
     #[test]
     fn messages_serialize_with_stored_call_shape() {

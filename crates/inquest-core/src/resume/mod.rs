@@ -27,10 +27,9 @@ mod validate;
 pub use active_time::active_time;
 pub use follow_up::{is_follow_up, notice_plan, plan_resume, plan_resume_rebuilt};
 pub use message::{
-    CallArguments, EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message,
-    MessageCall, Repair,
+    EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,
 };
-pub use message_calls::MessageCalls;
+pub use message_calls::{CallArguments, MessageCall, MessageCalls};
 pub(crate) use rebuild::decoded_calls;
 pub use rebuild::{
     Rebuilt, rebuild_messages, stored_calls, undecodable_turn_text, usable_tool_calls,

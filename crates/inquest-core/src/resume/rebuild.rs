@@ -54,10 +54,9 @@ use serde_json::Value;
 
 use super::call_index::{Answer, CallIndex};
 use super::message::{
-    CallArguments, EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message,
-    MessageCall, Repair,
+    EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,
 };
-use super::message_calls::MessageCalls;
+use super::message_calls::{CallArguments, MessageCall, MessageCalls};
 use crate::{Role, ToolCall, Turn};
 
 /// A rebuilt transcript and what was changed to make it valid. Its

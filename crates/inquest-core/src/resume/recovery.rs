@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::message::{Message, MessageCall, Repair};
+use super::message::{Message, Repair};
+use super::message_calls::MessageCall;
 use super::rebuild::{rebuild_refs, stored_calls, stored_calls_into};
 use crate::{Role, SessionId, SideEffect, ToolClasses, Turn};
 
