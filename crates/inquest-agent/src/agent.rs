@@ -13,16 +13,17 @@ use inquest_core::{
     session_unique_call_ids,
 };
 use serde::Deserialize;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::{
     ChainCursor, CompletionRequest, ProviderChain, ToolSpec,
     compact::{ContextLimits, tools_bytes},
     failpoints,
+    persist::persist,
     report::{self, BurstReport, Skill},
-    sink::{SinkError, ToolOutcome, ToolRunner, TurnSink},
+    sink::{ToolOutcome, ToolRunner, TurnSink},
     state::{BurstState, SessionState},
+    stop::Stop,
 };
 
 /// Rails and prompts of the loop (`[agent]` in the server config).
@@ -118,59 +119,6 @@ struct Shaped {
     calls: Vec<ToolCall>,
     /// Per call: why it must not run (its arguments were cut), if so.
     refusals: Vec<Option<String>>,
-}
-
-/// What stops a burst from outside.
-#[derive(Debug, Clone, Default)]
-pub struct Stop {
-    /// `CancelSession`: ends with `cancelled`.
-    pub cancel: CancellationToken,
-    /// Server shutdown: no new model call or tool starts; a model call in
-    /// flight is dropped (it has no side effect); a running tool is left
-    /// to finish and its real result is stored. Ends with `interrupted`
-    /// (handed over).
-    pub shutdown: CancellationToken,
-    /// The shutdown grace ran out: a tool still running is dropped and
-    /// its call left without a result, so the next replica's recovery plan
-    /// sees it dangling (and holds a mutating one for confirmation).
-    pub abandon: CancellationToken,
-    /// The worker's lease was lost (renewal found another owner): ends
-    /// with `lease_lost`, writing nothing more.
-    pub lease_lost: CancellationToken,
-}
-
-impl Stop {
-    fn reason(&self) -> Option<ExitReason> {
-        if self.lease_lost.is_cancelled() {
-            Some(ExitReason::LeaseLost)
-        } else if self.cancel.is_cancelled() {
-            Some(ExitReason::Cancelled)
-        } else if self.shutdown.is_cancelled() {
-            Some(ExitReason::Interrupted)
-        } else {
-            None
-        }
-    }
-
-    pub(crate) async fn stopped(&self) -> ExitReason {
-        tokio::select! {
-            biased;
-            () = self.lease_lost.cancelled() => ExitReason::LeaseLost,
-            () = self.cancel.cancelled() => ExitReason::Cancelled,
-            () = self.shutdown.cancelled() => ExitReason::Interrupted,
-        }
-    }
-
-    /// What cuts a running tool short: a lost lease, a cancel, or the end
-    /// of the shutdown grace (not the shutdown itself).
-    async fn tool_cut(&self) -> ExitReason {
-        tokio::select! {
-            biased;
-            () = self.lease_lost.cancelled() => ExitReason::LeaseLost,
-            () = self.cancel.cancelled() => ExitReason::Cancelled,
-            () = self.abandon.cancelled() => ExitReason::Interrupted,
-        }
-    }
 }
 
 /// The agent: providers, tools, rails. Shared by every burst of a replica.
@@ -705,38 +653,6 @@ impl Agent {
                 let spent = other.ok().map(|a| a.completion.usage);
                 (exit, report::fallback_summary(exit, state), spent)
             }
-        }
-    }
-}
-
-/// Persists one turn through the sink and records it in the state (moved
-/// there, not copied), returning its seq. On a failed write, the reason
-/// the burst ends with: `store_failed`, or `lease_lost` when the fenced
-/// store refused a worker that lost its lease.
-pub(crate) async fn persist(
-    sink: &dyn TurnSink,
-    state: &mut SessionState,
-    burst: &mut BurstState,
-    turn: NewTurn,
-) -> Result<Seq, ExitReason> {
-    match sink.append(state.session_id, turn).await {
-        Ok(stored) => {
-            burst.turns += 1;
-            let seq = stored.seq;
-            state.turns.push(stored);
-            Ok(seq)
-        }
-        Err(e @ SinkError::LeaseLost(_)) => {
-            tracing::warn!(error = %inquest_core::error_chain(&e), "lease lost; abandoning the burst");
-            Err(ExitReason::LeaseLost)
-        }
-        Err(e @ SinkError::Unavailable(_)) => {
-            tracing::warn!(error = %inquest_core::error_chain(&e), "store unavailable past the lease deadline; handing the session over");
-            Err(ExitReason::StoreUnavailable)
-        }
-        Err(e @ SinkError::NotPersisted(_)) => {
-            tracing::error!(error = %inquest_core::error_chain(&e), "turn write refused; ending the burst");
-            Err(ExitReason::StoreFailed)
         }
     }
 }

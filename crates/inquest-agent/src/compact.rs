@@ -32,8 +32,10 @@ use serde::Deserialize;
 
 use crate::{
     Agent, CompletionRequest, ToolSpec, failpoints,
+    persist::persist,
     sink::TurnSink,
     state::{BurstState, SessionState},
+    stop::Stop,
 };
 
 /// The window shares the loop budgets with (`[limits]` in the server
@@ -161,7 +163,7 @@ impl Agent {
         burst: &mut BurstState,
         system: &str,
         tools: usize,
-        stop: &crate::Stop,
+        stop: &Stop,
     ) -> Result<(), ExitReason> {
         let (window, usable) = self.budget(state);
         let cap = self.tool_result_cap(window);
@@ -231,7 +233,7 @@ impl Agent {
             info,
             usage,
         };
-        crate::agent::persist(sink, state, burst, turn).await?;
+        persist(sink, state, burst, turn).await?;
         state.audit.input_tokens = state.audit.input_tokens.saturating_add(usage.input_tokens);
         state.audit.output_tokens = state
             .audit
@@ -254,7 +256,7 @@ impl Agent {
         &self,
         state: &mut SessionState,
         older: &[Message<'_>],
-        stop: &crate::Stop,
+        stop: &Stop,
     ) -> Result<(String, TokenUsage), ExitReason> {
         let mut last_error = None;
         let mut shrink = 1.0;

@@ -27,17 +27,19 @@ mod http;
 pub mod limit;
 pub mod mcp;
 pub mod openai;
+mod persist;
 pub mod provider;
 pub mod report;
 pub mod script;
 pub mod sink;
 pub mod sse;
 pub mod state;
+mod stop;
 pub mod toolset;
 
 pub use agent::{
     Agent, AgentConfig, AgentLimits, BURST_SPAN, DEFAULT_MAX_MODEL_TEXT_BYTES,
-    DEFAULT_MAX_TOOL_ARGUMENTS_BYTES, Stop,
+    DEFAULT_MAX_TOOL_ARGUMENTS_BYTES,
 };
 pub use anthropic::AnthropicProvider;
 pub use chain::{
@@ -59,4 +61,5 @@ pub use report::{BurstReport, Skill};
 pub use script::{ScriptError, ScriptProvider};
 pub use sink::{BoxFuture, NoTools, SinkError, ToolOutcome, ToolRunner, TurnSink};
 pub use state::{BurstState, SessionState};
+pub use stop::Stop;
 pub use toolset::ToolSet;
