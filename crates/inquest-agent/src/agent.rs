@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use crate::{
     ChainCursor, CompletionRequest, ProviderChain, ToolSpec,
-    compact::{ContextLimits, tools_bytes},
+    compact::{Compactor, ContextLimits, tools_bytes},
     failpoints,
     persist::persist,
     report::{self, BurstReport, Skill},
@@ -123,12 +123,12 @@ struct Shaped {
 
 /// The agent: providers, tools, rails. Shared by every burst of a replica.
 pub struct Agent {
-    pub(crate) chain: Arc<ProviderChain>,
+    chain: Arc<ProviderChain>,
     tools: Arc<dyn ToolRunner>,
-    pub(crate) config: AgentConfig,
+    config: AgentConfig,
     skills: Vec<Skill>,
     limits: AgentLimits,
-    pub(crate) context: ContextLimits,
+    context: ContextLimits,
 }
 
 impl Agent {
@@ -158,6 +158,12 @@ impl Agent {
     pub fn with_context_limits(mut self, context: ContextLimits) -> Self {
         self.context = context;
         self
+    }
+
+    /// Keeping requests within the window, with this agent's chain,
+    /// window shares and `max_tokens` (`compact.rs`).
+    fn compactor(&self) -> Compactor<'_> {
+        Compactor::new(&self.chain, self.context, self.config.max_tokens)
     }
 
     /// How `tool` affects the world (from the tool runners' catalogs;
@@ -191,8 +197,10 @@ impl Agent {
         stop: &Stop,
     ) -> BurstReport {
         let mut state = SessionState::restore(session, turns, transcript, self.tools.as_ref());
-        let (window, _) = self.budget(&state);
-        let fitted = self.fit_transcript(std::mem::take(&mut state.transcript), window);
+        let (window, _) = self.compactor().budget(&state);
+        let fitted = self
+            .compactor()
+            .fit_transcript(std::mem::take(&mut state.transcript), window);
         state.replace_transcript(fitted);
         // The server opens the `burst` span before the claim (so the claim
         // is in the burst's trace) and runs this inside it; the burst
@@ -223,8 +231,11 @@ impl Agent {
                 .work(sink, &mut state, &mut burst, &system, &specs, stop)
                 .await;
             if report::worth_authoring(exit)
-                && self.over_threshold(&mut state, report::AUTHOR_SYSTEM, 0)
+                && self
+                    .compactor()
+                    .over_threshold(&mut state, report::AUTHOR_SYSTEM, 0)
                 && let Err(reason) = self
+                    .compactor()
                     .compact(sink, &mut state, &mut burst, report::AUTHOR_SYSTEM, 0, stop)
                     .await
             {
@@ -294,8 +305,11 @@ impl Agent {
             if burst.model_calls >= self.config.max_model_calls_per_burst {
                 return ExitReason::BurstLimitReached;
             }
-            if self.over_threshold(state, system, tools)
-                && let Err(reason) = self.compact(sink, state, burst, system, tools, stop).await
+            if self.compactor().over_threshold(state, system, tools)
+                && let Err(reason) = self
+                    .compactor()
+                    .compact(sink, state, burst, system, tools, stop)
+                    .await
             {
                 return reason;
             }
@@ -347,8 +361,10 @@ impl Agent {
                             tools,
                         );
                         state.learn_window(index, limit, requested, estimate);
-                        if let Err(reason) =
-                            self.compact(sink, state, burst, system, tools, stop).await
+                        if let Err(reason) = self
+                            .compactor()
+                            .compact(sink, state, burst, system, tools, stop)
+                            .await
                         {
                             return reason;
                         }
@@ -461,11 +477,11 @@ impl Agent {
                 if let Err(reason) = persist(sink, state, burst, result).await {
                     return reason;
                 }
-                let (window, _) = self.budget(state);
+                let (window, _) = self.compactor().budget(state);
                 state.transcript.push(Message::ToolResult {
                     call_id: call.id.clone().into(),
                     name: call.name.clone().into(),
-                    content: self.fit_result(outcome.content.into(), window),
+                    content: self.compactor().fit_result(outcome.content.into(), window),
                     is_error: outcome.is_error,
                 });
                 if let Some(reason) = stopped {

@@ -7,11 +7,11 @@
 //! - Tool results fit: in the transcript sent to the model (never in the
 //!   stored turn) a tool result is cut to `limits.tool_result_window_share`
 //!   of the window at a line boundary, with a marker saying how much was
-//!   cut and how to ask for less ([`Agent::fit_transcript`]).
+//!   cut and how to ask for less ([`Compactor::fit_transcript`]).
 //! - Compaction is a turn: before a model call whose estimate
 //!   ([`inquest_core::compaction::estimate_tokens`]) passes
 //!   `limits.compact_at` of the budget, or after the provider said the
-//!   request is too long, [`Agent::compact`] asks the chain for a summary
+//!   request is too long, [`Compactor::compact`] asks the chain for a summary
 //!   of the older part (a dedicated prompt, no tools), then persists a
 //!   `compaction` turn through the sink like any other turn (watchers see
 //!   it) and rebuilds the transcript from it. The summary is only used
@@ -31,8 +31,10 @@ use inquest_core::{
 use serde::Deserialize;
 
 use crate::{
-    Agent, CompletionRequest, ToolSpec, failpoints,
+    chain::ProviderChain,
+    failpoints,
     persist::persist,
+    provider::{CompletionRequest, ToolSpec},
     sink::TurnSink,
     state::{BurstState, SessionState},
     stop::Stop,
@@ -81,7 +83,25 @@ fn share(tokens: u64, share: f64) -> u64 {
     (tokens as f64 * share.clamp(0.0, 1.0)) as u64
 }
 
-impl Agent {
+/// What keeping requests within the window needs: the chain (each
+/// provider's window, the summary call), the window shares and the
+/// `max_tokens` of a summary call. The agent lends it these per use, so
+/// compaction reads the agent's settings without reaching into it.
+pub(crate) struct Compactor<'a> {
+    chain: &'a ProviderChain,
+    limits: ContextLimits,
+    max_tokens: u32,
+}
+
+impl<'a> Compactor<'a> {
+    pub(crate) fn new(chain: &'a ProviderChain, limits: ContextLimits, max_tokens: u32) -> Self {
+        Self {
+            chain,
+            limits,
+            max_tokens,
+        }
+    }
+
     /// (window, usable input tokens) of the provider at the cursor.
     pub(crate) fn budget(&self, state: &SessionState) -> (u64, u64) {
         let index = state.provider.position();
@@ -97,11 +117,11 @@ impl Agent {
 
     /// The most bytes of a tool result the transcript shows.
     pub(crate) fn tool_result_cap(&self, window: u64) -> usize {
-        bytes_for_tokens(share(window, self.context.tool_result_window_share)).max(256)
+        bytes_for_tokens(share(window, self.limits.tool_result_window_share)).max(256)
     }
 
     /// A tool result as the transcript shows it; see the module docs.
-    pub(crate) fn fit_result<'a>(&self, content: Cow<'a, str>, window: u64) -> Cow<'a, str> {
+    pub(crate) fn fit_result<'m>(&self, content: Cow<'m, str>, window: u64) -> Cow<'m, str> {
         let cap = self.tool_result_cap(window);
         if content.len() <= cap {
             return content;
@@ -111,17 +131,17 @@ impl Agent {
              context window (the full result is stored); to see the rest, call the tool again \
              asking for less: a narrower query, a shorter time range, fewer lines or a later \
              offset",
-            self.context.tool_result_window_share
+            self.limits.tool_result_window_share
         );
         Cow::Owned(compaction::cut_at_line(&content, cap, &what).into_owned())
     }
 
-    /// Every tool result of `messages` fitted ([`Agent::fit_result`]).
-    pub(crate) fn fit_transcript<'a>(
+    /// Every tool result of `messages` fitted ([`Compactor::fit_result`]).
+    pub(crate) fn fit_transcript<'m>(
         &self,
-        messages: Vec<Message<'a>>,
+        messages: Vec<Message<'m>>,
         window: u64,
-    ) -> Vec<Message<'a>> {
+    ) -> Vec<Message<'m>> {
         messages
             .into_iter()
             .map(|m| match m {
@@ -150,7 +170,7 @@ impl Agent {
     ) -> bool {
         let (_, usable) = self.budget(state);
         let estimate = state.transcript_tokens(system, tools);
-        estimate > share(usable, self.context.compact_at)
+        estimate > share(usable, self.limits.compact_at)
     }
 
     /// Compacts the transcript; see the module docs. `Err` is the reason
@@ -271,7 +291,7 @@ impl Agent {
                 system: SUMMARY_SYSTEM,
                 messages: &messages,
                 tools: &[],
-                max_tokens: self.config.max_tokens,
+                max_tokens: self.max_tokens,
             };
             let answered = tokio::select! {
                 biased;
