@@ -16,7 +16,7 @@ use serde::Deserialize;
 use tracing::Instrument;
 
 use crate::{
-    ChainCursor, CompletionRequest, ProviderChain, ToolSpec,
+    Answered, ChainCursor, ChainError, Completion, CompletionRequest, ProviderChain, ToolSpec,
     compact::{Compactor, ContextLimits, tools_bytes},
     failpoints,
     persist::persist,
@@ -121,6 +121,34 @@ struct Shaped {
     refusals: Vec<Option<String>>,
 }
 
+/// A model reply as stored: the seq of its assistant turn, and its calls
+/// with, per call, why it must not run, if so.
+struct Reply {
+    seq: Seq,
+    calls: Vec<ToolCall>,
+    refusals: Vec<Option<String>>,
+}
+
+/// What every step of a burst's loop reads, unchanged for the whole loop.
+struct LoopInputs<'a> {
+    sink: &'a dyn TurnSink,
+    system: &'a str,
+    specs: &'a [ToolSpec],
+    /// The serialized size of `specs`, for the estimate.
+    tools: usize,
+    stop: &'a Stop,
+}
+
+/// Model calls made for the assistant turn being written.
+#[derive(Default)]
+struct TurnAttempts {
+    /// "Too long" answers in a row; each is followed by a compaction.
+    too_long: u32,
+    /// Model calls already made for the assistant turn being written:
+    /// streamed text of the next call counts its attempts after these.
+    before: u32,
+}
+
 /// The agent: providers, tools, rails. Shared by every burst of a replica.
 pub struct Agent {
     chain: Arc<ProviderChain>,
@@ -197,27 +225,11 @@ impl Agent {
         stop: &Stop,
     ) -> BurstReport {
         let mut state = SessionState::restore(session, turns, transcript, self.tools.as_ref());
-        let (window, _) = self.compactor().budget(&state);
-        let fitted = self
-            .compactor()
-            .fit_transcript(std::mem::take(&mut state.transcript), window);
+        let compactor = self.compactor();
+        let (window, _) = compactor.budget(&state);
+        let fitted = compactor.fit_transcript(std::mem::take(&mut state.transcript), window);
         state.replace_transcript(fitted);
-        // The server opens the `burst` span before the claim (so the claim
-        // is in the burst's trace) and runs this inside it; the burst
-        // number and exit reason are recorded on it. Run without one (an
-        // embedder, the benchmarks), the burst opens its own.
-        let current = tracing::Span::current();
-        let span = if current.metadata().is_some_and(|m| m.name() == BURST_SPAN) {
-            current.record("burst", state.burst);
-            current
-        } else {
-            tracing::info_span!(
-                "burst",
-                session_id = %session,
-                burst = state.burst,
-                exit_reason = tracing::field::Empty
-            )
-        };
+        let span = burst_span(session, state.burst);
         // Attached to the future, not entered across awaits: an entered
         // guard would stay on the thread while the burst is suspended and
         // tag other tasks' log lines with this session.
@@ -230,21 +242,8 @@ impl Agent {
             let exit = self
                 .work(sink, &mut state, &mut burst, &system, &specs, stop)
                 .await;
-            if report::worth_authoring(exit)
-                && self
-                    .compactor()
-                    .over_threshold(&mut state, report::AUTHOR_SYSTEM, 0)
-                && let Err(reason) = self
-                    .compactor()
-                    .compact(sink, &mut state, &mut burst, report::AUTHOR_SYSTEM, 0, stop)
-                    .await
-            {
-                // The author step is tried anyway; its own failure decides.
-                tracing::warn!(
-                    reason = reason.as_str(),
-                    "compaction before the report failed"
-                );
-            }
+            self.compact_before_author(sink, &mut state, &mut burst, exit, stop)
+                .await;
             let (exit, summary, author_usage) = self.author(&mut state, exit, stop).await;
             let report = report::build(
                 &state,
@@ -266,6 +265,9 @@ impl Agent {
         run.instrument(span).await
     }
 
+    /// The loop of a burst: model rounds, each reply stored and its tool
+    /// calls run, until the model stops calling tools or a rail trips.
+    /// Returns the reason the burst ends with.
     async fn work(
         &self,
         sink: &dyn TurnSink,
@@ -275,223 +277,386 @@ impl Agent {
         specs: &[ToolSpec],
         stop: &Stop,
     ) -> ExitReason {
-        if let Some(Message::Assistant { tool_calls, .. }) = state.transcript.last()
-            && tool_calls.is_empty()
-        {
-            // A recovered burst whose final answer was stored before its
-            // worker died: the model owes nothing, only the report is left.
-            return if state.is_follow_up() {
-                ExitReason::AwaitingUser
-            } else {
-                ExitReason::Completed
-            };
+        if let Some(exit) = self.nothing_to_ask(state) {
+            return exit;
         }
-        if !self.tools.available() {
-            return ExitReason::ToolServersUnavailable;
-        }
-        let tools = tools_bytes(specs);
-        // "Too long" answers in a row; each is followed by a compaction.
-        let mut too_long = 0u32;
-        // Model calls already made for the assistant turn being written:
-        // streamed text of the next call counts its attempts after these.
-        let mut attempts_before = 0u32;
+        let inputs = LoopInputs {
+            sink,
+            system,
+            specs,
+            tools: tools_bytes(specs),
+            stop,
+        };
+        let mut attempts = TurnAttempts::default();
         loop {
-            if let Some(reason) = stop.reason() {
+            if let Some(reason) = self.rail_tripped(state, burst, stop) {
                 return reason;
             }
-            if state.iterations_used >= self.config.iteration_budget {
-                return ExitReason::IterationBudgetExhausted;
-            }
-            if burst.model_calls >= self.config.max_model_calls_per_burst {
-                return ExitReason::BurstLimitReached;
-            }
-            if self.compactor().over_threshold(state, system, tools)
-                && let Err(reason) = self
-                    .compactor()
-                    .compact(sink, state, burst, system, tools, stop)
-                    .await
-            {
+            if let Err(reason) = self.compact_if_due(&inputs, state, burst).await {
                 return reason;
             }
-            let request = CompletionRequest {
-                system,
-                messages: &state.transcript,
-                tools: specs,
-                max_tokens: self.config.max_tokens,
-            };
-            let session = state.session_id;
-            // Text past the cap would be cut from the stored turn: it is
-            // not streamed either.
-            // (attempt, bytes streamed in it); a std mutex, never held
-            // across an await.
-            let streamed = std::sync::Mutex::new((0u32, 0usize));
-            let text_cap = self.limits.max_model_text_bytes;
-            let on_text = |attempt: u32, piece: &str| {
-                let mut so_far = streamed
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if so_far.0 != attempt {
-                    *so_far = (attempt, 0);
-                }
-                so_far.1 += piece.len();
-                if so_far.1 <= text_cap {
-                    sink.text_delta(session, attempts_before + attempt, piece);
-                }
-            };
-            let answered = tokio::select! {
-                biased;
-                reason = stop.stopped() => return reason,
-                answered = self.chain.complete_streaming(&mut state.provider, &request, &on_text) => answered,
-            };
-            let answered = match answered {
-                Ok(a) => {
-                    attempts_before += a.attempts;
-                    a
-                }
-                Err(e) => {
-                    attempts_before += e.failures.iter().map(|f| f.attempts).sum::<u32>();
-                    if let Some((index, limit, requested)) = e.context_too_long()
-                        && too_long < MAX_TOO_LONG_IN_A_ROW
-                    {
-                        // Not a model call that counts: nothing was answered.
-                        too_long += 1;
-                        let estimate = inquest_core::compaction::estimate_tokens(
-                            system,
-                            &state.transcript,
-                            tools,
-                        );
-                        state.learn_window(index, limit, requested, estimate);
-                        if let Err(reason) = self
-                            .compactor()
-                            .compact(sink, state, burst, system, tools, stop)
-                            .await
-                        {
-                            return reason;
-                        }
-                        continue;
-                    }
-                    tracing::warn!(error = %e, "every provider failed");
-                    return ExitReason::ProviderFailed;
-                }
-            };
-            too_long = 0;
-            burst.model_calls += 1;
-            state.iterations_used += 1;
-            let completion = answered.completion;
-            if completion.text.trim().is_empty() && completion.tool_calls.is_empty() {
-                burst.empty_replies += 1;
-                tracing::warn!(retries = burst.empty_replies, "empty model reply");
-                if burst.empty_replies > self.config.empty_reply_retries {
-                    return ExitReason::NoProgress;
-                }
-                continue;
-            }
-            burst.empty_replies = 0;
-            sink.text_complete(state.session_id, attempts_before);
-            attempts_before = 0;
-            let Shaped {
-                text,
-                calls,
-                refusals,
-            } = self.shape(state, completion.text, completion.tool_calls);
-            let assistant = NewTurn::Assistant {
-                text: text.clone(),
-                tool_calls: calls.clone(),
-                usage: completion.usage,
-            };
-            let assistant_seq = match persist(sink, state, burst, assistant).await {
-                Ok(seq) => seq,
+            let completion = match self.model_round(&inputs, state, burst, &mut attempts).await {
+                Ok(Some(completion)) => completion,
+                // Nothing to store: the request was too long and the
+                // transcript was compacted, or the reply was empty.
+                Ok(None) => continue,
                 Err(reason) => return reason,
             };
-            failpoints::hit(failpoints::AFTER_ASSISTANT_PERSISTED).await;
-            state.audit.tool_calls += calls.len() as u64;
-            state.audit.input_tokens = state
-                .audit
-                .input_tokens
-                .saturating_add(completion.usage.input_tokens);
-            state.audit.output_tokens = state
-                .audit
-                .output_tokens
-                .saturating_add(completion.usage.output_tokens);
-            state.transcript.push(Message::Assistant {
-                text: text.into(),
-                tool_calls: calls.iter().cloned().map(Into::into).collect(),
-            });
-            if calls.is_empty() {
-                return if state.is_follow_up() {
-                    ExitReason::AwaitingUser
-                } else {
-                    ExitReason::Completed
-                };
+            let reply = match self.store_reply(sink, state, burst, completion).await {
+                Ok(reply) => reply,
+                Err(reason) => return reason,
+            };
+            if reply.calls.is_empty() {
+                return final_answer(state);
             }
-            for (index, call) in calls.iter().enumerate() {
-                if let Some(reason) = stop.reason() {
-                    if reason != ExitReason::Interrupted {
-                        // Cancelled (final) or no longer ours: nothing more
-                        // to record.
-                        return reason;
-                    }
-                    // Shutting down: these calls were not started and now
-                    // never will be in this burst. Say so in their results,
-                    // so the next replica's plan knows they did not run (an
-                    // honest result, not a guess).
-                    return self
-                        .record_not_run(sink, state, burst, &calls[index..])
-                        .await;
-                }
-                if let Err(e) = sink
-                    .tool_call_started(state.session_id, assistant_seq, call)
-                    .await
-                {
-                    tracing::warn!(error = %inquest_core::error_chain(&e), call_id = %call.id, "tool not started: the lease may expire before it could finish");
-                    return ExitReason::LeaseLost;
-                }
-                failpoints::hit(failpoints::BEFORE_TOOL_RUN).await;
-                let (outcome, stopped) = match &refusals[index] {
-                    Some(why) => (Some(ToolOutcome::refused(why.clone())), None),
-                    None => self.run_tool(state.session_id, call, stop).await,
-                };
-                failpoints::hit(failpoints::AFTER_TOOL_RUN).await;
-                let Some(outcome) = outcome else {
-                    // Cut off mid-run by a lost lease or the end of the
-                    // shutdown grace: the call is left without a result.
-                    // It may have run; the next claimer's recovery plan
-                    // classifies it (a mutating one waits for a human).
-                    return stopped.unwrap_or(ExitReason::Interrupted);
-                };
-                if !outcome.reached_server && outcome.is_error {
-                    burst.bad_tool_strikes += 1;
-                }
-                if outcome.reached_server
-                    && let Some(server) = state.tool_servers.get(&call.name)
-                {
-                    state.servers_used.insert(server.clone());
-                }
-                let result = NewTurn::Tool {
-                    call_id: call.id.clone(),
-                    tool_name: call.name.clone(),
-                    content: outcome.content.clone(),
-                    is_error: outcome.is_error,
-                };
-                failpoints::hit(failpoints::BEFORE_TOOL_RESULT_PERSIST).await;
-                if let Err(reason) = persist(sink, state, burst, result).await {
-                    return reason;
-                }
-                let (window, _) = self.compactor().budget(state);
-                state.transcript.push(Message::ToolResult {
-                    call_id: call.id.clone().into(),
-                    name: call.name.clone().into(),
-                    content: self.compactor().fit_result(outcome.content.into(), window),
-                    is_error: outcome.is_error,
-                });
-                if let Some(reason) = stopped {
-                    return reason;
-                }
+            if let Err(reason) = self.run_calls(&inputs, state, burst, &reply).await {
+                return reason;
             }
             if burst.bad_tool_strikes >= self.config.bad_tool_strikes {
                 return ExitReason::NoProgress;
             }
         }
+    }
+
+    /// Why a burst ends before any model call, if it does: a recovered
+    /// burst whose final answer is already stored, or no tool server up.
+    fn nothing_to_ask(&self, state: &SessionState) -> Option<ExitReason> {
+        if let Some(Message::Assistant { tool_calls, .. }) = state.transcript.last()
+            && tool_calls.is_empty()
+        {
+            // A recovered burst whose final answer was stored before its
+            // worker died: the model owes nothing, only the report is left.
+            return Some(final_answer(state));
+        }
+        if !self.tools.available() {
+            return Some(ExitReason::ToolServersUnavailable);
+        }
+        None
+    }
+
+    /// The rail that ends the burst before its next model call, if one
+    /// tripped: a stop, the session's iteration budget, the burst's
+    /// model-call limit (checked in that order).
+    fn rail_tripped(
+        &self,
+        state: &SessionState,
+        burst: &BurstState,
+        stop: &Stop,
+    ) -> Option<ExitReason> {
+        if let Some(reason) = stop.reason() {
+            return Some(reason);
+        }
+        if state.iterations_used >= self.config.iteration_budget {
+            return Some(ExitReason::IterationBudgetExhausted);
+        }
+        if burst.model_calls >= self.config.max_model_calls_per_burst {
+            return Some(ExitReason::BurstLimitReached);
+        }
+        None
+    }
+
+    /// Compacts the transcript when the next request would pass the
+    /// threshold (`compact.rs`). `Err`: the reason the burst ends with.
+    async fn compact_if_due(
+        &self,
+        inputs: &LoopInputs<'_>,
+        state: &mut SessionState,
+        burst: &mut BurstState,
+    ) -> Result<(), ExitReason> {
+        let compactor = self.compactor();
+        if compactor.over_threshold(state, inputs.system, inputs.tools) {
+            compactor
+                .compact(
+                    inputs.sink,
+                    state,
+                    burst,
+                    inputs.system,
+                    inputs.tools,
+                    inputs.stop,
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// One model call and what its answer means for the loop. `Ok(Some)`:
+    /// a reply to store. `Ok(None)`: nothing to store, the round is tried
+    /// again. `Err`: the reason the burst ends with. A stop wins over the
+    /// call in flight.
+    async fn model_round(
+        &self,
+        inputs: &LoopInputs<'_>,
+        state: &mut SessionState,
+        burst: &mut BurstState,
+        attempts: &mut TurnAttempts,
+    ) -> Result<Option<Completion>, ExitReason> {
+        let answered = tokio::select! {
+            biased;
+            reason = inputs.stop.stopped() => return Err(reason),
+            answered = self.call_model(inputs, state, attempts.before) => answered,
+        };
+        let answered = match answered {
+            Ok(a) => {
+                attempts.before += a.attempts;
+                a
+            }
+            Err(e) => {
+                attempts.before += e.failures.iter().map(|f| f.attempts).sum::<u32>();
+                self.after_failed_call(inputs, state, burst, attempts, &e)
+                    .await?;
+                return Ok(None);
+            }
+        };
+        attempts.too_long = 0;
+        burst.model_calls += 1;
+        state.iterations_used += 1;
+        let completion = answered.completion;
+        if completion.text.trim().is_empty() && completion.tool_calls.is_empty() {
+            burst.empty_replies += 1;
+            tracing::warn!(retries = burst.empty_replies, "empty model reply");
+            if burst.empty_replies > self.config.empty_reply_retries {
+                return Err(ExitReason::NoProgress);
+            }
+            return Ok(None);
+        }
+        burst.empty_replies = 0;
+        inputs.sink.text_complete(state.session_id, attempts.before);
+        attempts.before = 0;
+        Ok(Some(completion))
+    }
+
+    /// Calls the chain with the transcript, streaming the reply's text to
+    /// the sink as it comes. `attempts_before`: see [`TurnAttempts`].
+    async fn call_model(
+        &self,
+        inputs: &LoopInputs<'_>,
+        state: &mut SessionState,
+        attempts_before: u32,
+    ) -> Result<Answered, ChainError> {
+        let request = CompletionRequest {
+            system: inputs.system,
+            messages: &state.transcript,
+            tools: inputs.specs,
+            max_tokens: self.config.max_tokens,
+        };
+        let session = state.session_id;
+        // Text past the cap would be cut from the stored turn: it is
+        // not streamed either.
+        // (attempt, bytes streamed in it); a std mutex, never held
+        // across an await.
+        let streamed = std::sync::Mutex::new((0u32, 0usize));
+        let text_cap = self.limits.max_model_text_bytes;
+        let on_text = |attempt: u32, piece: &str| {
+            let mut so_far = streamed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if so_far.0 != attempt {
+                *so_far = (attempt, 0);
+            }
+            so_far.1 += piece.len();
+            if so_far.1 <= text_cap {
+                inputs
+                    .sink
+                    .text_delta(session, attempts_before + attempt, piece);
+            }
+        };
+        self.chain
+            .complete_streaming(&mut state.provider, &request, &on_text)
+            .await
+    }
+
+    /// A model call every provider failed. After a "too long" answer
+    /// (fewer than [`MAX_TOO_LONG_IN_A_ROW`] in a row) the burst learns the
+    /// window and compacts, and the round can be tried again (`Ok`); any
+    /// other failure ends it with `provider_failed`.
+    async fn after_failed_call(
+        &self,
+        inputs: &LoopInputs<'_>,
+        state: &mut SessionState,
+        burst: &mut BurstState,
+        attempts: &mut TurnAttempts,
+        e: &ChainError,
+    ) -> Result<(), ExitReason> {
+        if let Some((index, limit, requested)) = e.context_too_long()
+            && attempts.too_long < MAX_TOO_LONG_IN_A_ROW
+        {
+            // Not a model call that counts: nothing was answered.
+            attempts.too_long += 1;
+            let estimate = inquest_core::compaction::estimate_tokens(
+                inputs.system,
+                &state.transcript,
+                inputs.tools,
+            );
+            state.learn_window(index, limit, requested, estimate);
+            return self
+                .compactor()
+                .compact(
+                    inputs.sink,
+                    state,
+                    burst,
+                    inputs.system,
+                    inputs.tools,
+                    inputs.stop,
+                )
+                .await;
+        }
+        tracing::warn!(error = %e, "every provider failed");
+        Err(ExitReason::ProviderFailed)
+    }
+
+    /// Stores a model reply as an assistant turn (made fit to store by
+    /// [`Agent::shape`]), counts it in the audit and adds it to the
+    /// transcript. `Err`: the reason the burst ends with.
+    async fn store_reply(
+        &self,
+        sink: &dyn TurnSink,
+        state: &mut SessionState,
+        burst: &mut BurstState,
+        completion: Completion,
+    ) -> Result<Reply, ExitReason> {
+        let Shaped {
+            text,
+            calls,
+            refusals,
+        } = self.shape(state, completion.text, completion.tool_calls);
+        let assistant = NewTurn::Assistant {
+            text: text.clone(),
+            tool_calls: calls.clone(),
+            usage: completion.usage,
+        };
+        let seq = persist(sink, state, burst, assistant).await?;
+        failpoints::hit(failpoints::AFTER_ASSISTANT_PERSISTED).await;
+        state.audit.tool_calls += calls.len() as u64;
+        state.audit.input_tokens = state
+            .audit
+            .input_tokens
+            .saturating_add(completion.usage.input_tokens);
+        state.audit.output_tokens = state
+            .audit
+            .output_tokens
+            .saturating_add(completion.usage.output_tokens);
+        state.transcript.push(Message::Assistant {
+            text: text.into(),
+            tool_calls: calls.iter().cloned().map(Into::into).collect(),
+        });
+        Ok(Reply {
+            seq,
+            calls,
+            refusals,
+        })
+    }
+
+    /// Runs a reply's tool calls in order, storing each one's result.
+    /// `Err`: the reason the burst ends with.
+    async fn run_calls(
+        &self,
+        inputs: &LoopInputs<'_>,
+        state: &mut SessionState,
+        burst: &mut BurstState,
+        reply: &Reply,
+    ) -> Result<(), ExitReason> {
+        for (index, call) in reply.calls.iter().enumerate() {
+            if let Some(reason) = inputs.stop.reason() {
+                if reason != ExitReason::Interrupted {
+                    // Cancelled (final) or no longer ours: nothing more
+                    // to record.
+                    return Err(reason);
+                }
+                // Shutting down: these calls were not started and now
+                // never will be in this burst. Say so in their results,
+                // so the next replica's plan knows they did not run (an
+                // honest result, not a guess).
+                let not_run = &reply.calls[index..];
+                return Err(self
+                    .record_not_run(inputs.sink, state, burst, not_run)
+                    .await);
+            }
+            let refusal = reply.refusals[index].as_deref();
+            self.run_call(inputs, state, burst, reply.seq, call, refusal)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Announces one tool call of the assistant turn `assistant_seq`, runs
+    /// it (or refuses it: `refusal` says why) and stores its result.
+    /// `Err`: the reason the burst ends with, also when a stop cut the
+    /// call short after its result was stored.
+    async fn run_call(
+        &self,
+        inputs: &LoopInputs<'_>,
+        state: &mut SessionState,
+        burst: &mut BurstState,
+        assistant_seq: Seq,
+        call: &ToolCall,
+        refusal: Option<&str>,
+    ) -> Result<(), ExitReason> {
+        if let Err(e) = inputs
+            .sink
+            .tool_call_started(state.session_id, assistant_seq, call)
+            .await
+        {
+            tracing::warn!(error = %inquest_core::error_chain(&e), call_id = %call.id, "tool not started: the lease may expire before it could finish");
+            return Err(ExitReason::LeaseLost);
+        }
+        failpoints::hit(failpoints::BEFORE_TOOL_RUN).await;
+        let (outcome, stopped) = match refusal {
+            Some(why) => (Some(ToolOutcome::refused(why)), None),
+            None => self.run_tool(state.session_id, call, inputs.stop).await,
+        };
+        failpoints::hit(failpoints::AFTER_TOOL_RUN).await;
+        let Some(outcome) = outcome else {
+            // Cut off mid-run by a lost lease or the end of the
+            // shutdown grace: the call is left without a result.
+            // It may have run; the next claimer's recovery plan
+            // classifies it (a mutating one waits for a human).
+            return Err(stopped.unwrap_or(ExitReason::Interrupted));
+        };
+        self.store_result(inputs.sink, state, burst, call, outcome)
+            .await?;
+        match stopped {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
+    }
+
+    /// Stores a tool call's outcome as its result turn and adds it to the
+    /// transcript, cut to fit the window there ([`Compactor::fit_result`]).
+    /// A failed call that never reached a server is a bad tool call; one
+    /// that reached its server marks the server used.
+    async fn store_result(
+        &self,
+        sink: &dyn TurnSink,
+        state: &mut SessionState,
+        burst: &mut BurstState,
+        call: &ToolCall,
+        outcome: ToolOutcome,
+    ) -> Result<(), ExitReason> {
+        if !outcome.reached_server && outcome.is_error {
+            burst.bad_tool_strikes += 1;
+        }
+        if outcome.reached_server
+            && let Some(server) = state.tool_servers.get(&call.name)
+        {
+            state.servers_used.insert(server.clone());
+        }
+        let result = NewTurn::Tool {
+            call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content: outcome.content.clone(),
+            is_error: outcome.is_error,
+        };
+        failpoints::hit(failpoints::BEFORE_TOOL_RESULT_PERSIST).await;
+        persist(sink, state, burst, result).await?;
+        let compactor = self.compactor();
+        let (window, _) = compactor.budget(state);
+        state.transcript.push(Message::ToolResult {
+            call_id: call.id.clone().into(),
+            name: call.name.clone().into(),
+            content: compactor.fit_result(outcome.content.into(), window),
+            is_error: outcome.is_error,
+        });
+        Ok(())
     }
 
     /// Makes a model reply fit to store: each call gets a session-unique
@@ -615,6 +780,32 @@ impl Agent {
         ExitReason::Interrupted
     }
 
+    /// Compacts before the author step when its request (the transcript,
+    /// the author prompt, no tools) would pass the threshold. A failure
+    /// is only logged.
+    async fn compact_before_author(
+        &self,
+        sink: &dyn TurnSink,
+        state: &mut SessionState,
+        burst: &mut BurstState,
+        exit: ExitReason,
+        stop: &Stop,
+    ) {
+        let compactor = self.compactor();
+        if report::worth_authoring(exit)
+            && compactor.over_threshold(state, report::AUTHOR_SYSTEM, 0)
+            && let Err(reason) = compactor
+                .compact(sink, state, burst, report::AUTHOR_SYSTEM, 0, stop)
+                .await
+        {
+            // The author step is tried anyway; its own failure decides.
+            tracing::warn!(
+                reason = reason.as_str(),
+                "compaction before the report failed"
+            );
+        }
+    }
+
     /// The author step: one model call, no tools, that writes the summary.
     /// Its failure becomes the exit reason only when nothing else went wrong.
     /// A stop while it runs wins, as it does over any model call: a
@@ -670,6 +861,36 @@ impl Agent {
                 (exit, report::fallback_summary(exit, state), spent)
             }
         }
+    }
+}
+
+/// The span a burst runs in. The server opens the `burst` span before
+/// the claim (so the claim is in the burst's trace) and runs the burst
+/// inside it; the burst number is recorded on it here, the exit reason
+/// at the end. Run without one (an embedder, the benchmarks), the burst
+/// opens its own.
+fn burst_span(session: SessionId, burst: u32) -> tracing::Span {
+    let current = tracing::Span::current();
+    if current.metadata().is_some_and(|m| m.name() == BURST_SPAN) {
+        current.record("burst", burst);
+        current
+    } else {
+        tracing::info_span!(
+            "burst",
+            session_id = %session,
+            burst = burst,
+            exit_reason = tracing::field::Empty
+        )
+    }
+}
+
+/// How a burst whose model gave its final answer ends: a follow-up burst
+/// leaves the session awaiting the user, a first burst completes it.
+fn final_answer(state: &SessionState) -> ExitReason {
+    if state.is_follow_up() {
+        ExitReason::AwaitingUser
+    } else {
+        ExitReason::Completed
     }
 }
 
