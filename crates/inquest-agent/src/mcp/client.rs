@@ -2,8 +2,9 @@
 //! stdio, or streamable HTTP), listing its tools, calling one, closing it.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     error::Error as _,
+    path::Path,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -104,22 +105,7 @@ impl Connection {
                 env,
                 cwd,
             } => {
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).env_clear();
-                for name in super::config::INHERITED_ENV {
-                    if let Some(value) = std::env::var_os(name) {
-                        cmd.env(name, value);
-                    }
-                }
-                cmd.envs(env);
-                if let Some(cwd) = cwd {
-                    cmd.current_dir(cwd);
-                }
-                let mut wrapped = CommandWrap::from(cmd);
-                // Own process group: close and drop end the server's own
-                // children too. Kill-on-drop: the last resort when the
-                // transport is dropped without rmcp's graceful shutdown.
-                wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+                let wrapped = stdio_command(command, args, env, cwd.as_deref());
                 // Its stdout is read through a pump that bounds one
                 // message (`stdio.rs`).
                 let (child, stderr) = BoundedChild::spawn(wrapped, name, limits)
@@ -140,33 +126,7 @@ impl Connection {
                 (service, pid, false)
             }
             McpTransport::StreamableHttp { url, headers } => {
-                crate::http::install_crypto_provider();
-                let client = reqwest::Client::builder()
-                    .connect_timeout(timeout)
-                    // rmcp's own default: no idle pooling (avoids delayed-ACK
-                    // stalls) and no redirects that could replay headers.
-                    .pool_max_idle_per_host(0)
-                    .redirect(reqwest::redirect::Policy::none())
-                    .build()
-                    .map_err(|e| format!("cannot build an HTTP client: {}", error_chain(&e)))?;
-                let mut custom = HashMap::new();
-                for (key, value) in headers {
-                    let key = reqwest::header::HeaderName::from_bytes(key.as_bytes());
-                    let value = reqwest::header::HeaderValue::from_str(value);
-                    match (key, value) {
-                        (Ok(key), Ok(value)) => custom.insert(key, value),
-                        _ => return Err("a configured header is not a valid HTTP header".into()),
-                    };
-                }
-                // rmcp reads one response (a JSON body or an SSE event) up
-                // to this ceiling and fails the request past it: over HTTP a
-                // result is cut only after it arrived, within the ceiling.
-                let ceiling = limits.message_ceiling();
-                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom)
-                    .max_json_response_size(ceiling)
-                    .max_sse_event_size(ceiling);
-                let transport = StreamableHttpClientTransport::with_client(client, config);
+                let transport = http_transport(url, headers, timeout, limits)?;
                 let service = info
                     .serve(transport)
                     .await
@@ -279,6 +239,72 @@ impl Connection {
         // Dropping `service` now drops the transport: a child that is
         // still there is killed (kill-on-drop).
     }
+}
+
+/// The command that starts a stdio server: only the [`INHERITED_ENV`]
+/// variables of this process, plus the configured ones.
+///
+/// [`INHERITED_ENV`]: super::config::INHERITED_ENV
+fn stdio_command(
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    cwd: Option<&Path>,
+) -> CommandWrap {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args).env_clear();
+    for name in super::config::INHERITED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    cmd.envs(env);
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    let mut wrapped = CommandWrap::from(cmd);
+    // Own process group: close and drop end the server's own
+    // children too. Kill-on-drop: the last resort when the
+    // transport is dropped without rmcp's graceful shutdown.
+    wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+    wrapped
+}
+
+/// The transport to a streamable-HTTP server, with the configured
+/// headers. `Err` is a human-readable reason.
+fn http_transport(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    timeout: Duration,
+    limits: ToolLimits,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    crate::http::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .connect_timeout(timeout)
+        // rmcp's own default: no idle pooling (avoids delayed-ACK
+        // stalls) and no redirects that could replay headers.
+        .pool_max_idle_per_host(0)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("cannot build an HTTP client: {}", error_chain(&e)))?;
+    let mut custom = HashMap::new();
+    for (key, value) in headers {
+        let key = reqwest::header::HeaderName::from_bytes(key.as_bytes());
+        let value = reqwest::header::HeaderValue::from_str(value);
+        match (key, value) {
+            (Ok(key), Ok(value)) => custom.insert(key, value),
+            _ => return Err("a configured header is not a valid HTTP header".into()),
+        };
+    }
+    // rmcp reads one response (a JSON body or an SSE event) up
+    // to this ceiling and fails the request past it: over HTTP a
+    // result is cut only after it arrived, within the ceiling.
+    let ceiling = limits.message_ceiling();
+    let config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(custom)
+        .max_json_response_size(ceiling)
+        .max_sse_event_size(ceiling);
+    Ok(StreamableHttpClientTransport::with_client(client, config))
 }
 
 fn client_info() -> ClientConfig {
