@@ -362,77 +362,92 @@ impl Serialize for WireMessages<'_> {
                 })?,
             }
         }
-        return seq.end();
+        seq.end()
+    }
+}
 
-        struct Plain<'m> {
-            role: &'static str,
-            content: &'m str,
+/// A message of only a role and text content.
+struct Plain<'m> {
+    role: &'static str,
+    content: &'m str,
+}
+
+impl Serialize for Plain<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("content", self.content)?;
+        m.serialize_entry("role", self.role)?;
+        m.end()
+    }
+}
+
+/// An assistant message with tool calls (`content` null when its text is
+/// blank).
+struct WithCalls<'m> {
+    text: &'m str,
+    tool_calls: &'m [inquest_core::MessageCall<'m>],
+}
+
+impl Serialize for WithCalls<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        let content = (!self.text.trim().is_empty()).then_some(self.text);
+        m.serialize_entry("content", &content)?;
+        m.serialize_entry("role", "assistant")?;
+        m.serialize_entry("tool_calls", &Calls(self.tool_calls))?;
+        m.end()
+    }
+}
+
+struct Calls<'m>(&'m [inquest_core::MessageCall<'m>]);
+
+impl Serialize for Calls<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(Call))
+    }
+}
+
+struct Call<'m>(&'m inquest_core::MessageCall<'m>);
+
+impl Serialize for Call<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("function", &CallFunction(self.0))?;
+        m.serialize_entry("id", &self.0.id)?;
+        m.serialize_entry("type", "function")?;
+        m.end()
+    }
+}
+
+struct CallFunction<'m>(&'m inquest_core::MessageCall<'m>);
+
+impl Serialize for CallFunction<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("arguments", &self.0.arguments.as_sent())?;
+        m.serialize_entry("name", &self.0.name)?;
+        m.end()
+    }
+}
+
+/// A tool result; an error's content carries [`TOOL_ERROR_PREFIX`].
+struct ToolResultMsg<'m> {
+    call_id: &'m str,
+    content: &'m str,
+    is_error: bool,
+}
+
+impl Serialize for ToolResultMsg<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3))?;
+        if self.is_error {
+            m.serialize_entry("content", &format!("{TOOL_ERROR_PREFIX}{}", self.content))?;
+        } else {
+            m.serialize_entry("content", self.content)?;
         }
-        impl Serialize for Plain<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("content", self.content)?;
-                m.serialize_entry("role", self.role)?;
-                m.end()
-            }
-        }
-        struct WithCalls<'m> {
-            text: &'m str,
-            tool_calls: &'m [inquest_core::MessageCall<'m>],
-        }
-        impl Serialize for WithCalls<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(3))?;
-                let content = (!self.text.trim().is_empty()).then_some(self.text);
-                m.serialize_entry("content", &content)?;
-                m.serialize_entry("role", "assistant")?;
-                m.serialize_entry("tool_calls", &Calls(self.tool_calls))?;
-                m.end()
-            }
-        }
-        struct Calls<'m>(&'m [inquest_core::MessageCall<'m>]);
-        impl Serialize for Calls<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_seq(self.0.iter().map(Call))
-            }
-        }
-        struct Call<'m>(&'m inquest_core::MessageCall<'m>);
-        impl Serialize for Call<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(3))?;
-                m.serialize_entry("function", &Function(self.0))?;
-                m.serialize_entry("id", &self.0.id)?;
-                m.serialize_entry("type", "function")?;
-                m.end()
-            }
-        }
-        struct Function<'m>(&'m inquest_core::MessageCall<'m>);
-        impl Serialize for Function<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("arguments", &self.0.arguments.as_sent())?;
-                m.serialize_entry("name", &self.0.name)?;
-                m.end()
-            }
-        }
-        struct ToolResultMsg<'m> {
-            call_id: &'m str,
-            content: &'m str,
-            is_error: bool,
-        }
-        impl Serialize for ToolResultMsg<'_> {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let mut m = s.serialize_map(Some(3))?;
-                if self.is_error {
-                    m.serialize_entry("content", &format!("{TOOL_ERROR_PREFIX}{}", self.content))?;
-                } else {
-                    m.serialize_entry("content", self.content)?;
-                }
-                m.serialize_entry("role", "tool")?;
-                m.serialize_entry("tool_call_id", self.call_id)?;
-                m.end()
-            }
-        }
+        m.serialize_entry("role", "tool")?;
+        m.serialize_entry("tool_call_id", self.call_id)?;
+        m.end()
     }
 }
 
