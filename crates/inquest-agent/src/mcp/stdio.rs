@@ -290,116 +290,134 @@ pub(crate) fn close_json_prefix(bytes: &[u8]) -> Option<Vec<u8>> {
     if !matches!(first, b'{' | b'[') {
         return None;
     }
-    /// A point the text can be closed at.
-    #[derive(Clone, Copy)]
-    struct Safe {
-        end: usize,
-        depth: usize,
-        in_string: bool,
-    }
-    let mut stack: Vec<u8> = Vec::new();
-    let mut safe: Option<Safe> = None;
-    // After `{` or `,` in an object the next string is a key.
-    let mut expect_key = false;
-    let mut in_string = false;
-    let mut is_key = false;
-    let mut escape = false;
-    let mut hex_left = 0u8;
-    let mut hex = 0u32;
-    // A `\\uD8xx` escape was read and its low half has not come yet.
-    let mut pending_high = false;
+    let mut scan = PrefixScan::default();
     let mut i = 0;
     while i < bytes.len() {
-        let b = bytes[i];
-        if in_string {
-            let at = |end: usize| Safe {
-                end,
-                depth: stack.len(),
-                in_string: true,
-            };
-            // The string can end before a byte that starts a character.
-            if !is_key && !escape && hex_left == 0 && !pending_high && b & 0xC0 != 0x80 {
-                safe = Some(at(i));
-            }
-            if hex_left > 0 {
-                hex = hex * 16 + char::from(b).to_digit(16)?;
-                hex_left -= 1;
-                if hex_left == 0 {
-                    // Never between the halves of a surrogate pair.
-                    pending_high = (0xD800..0xDC00).contains(&hex);
-                    if !pending_high && !is_key {
-                        safe = Some(at(i + 1));
-                    }
-                }
-            } else if escape {
-                escape = false;
-                if b == b'u' {
-                    hex_left = 4;
-                    hex = 0;
-                } else {
-                    pending_high = false;
-                    if !is_key {
-                        safe = Some(at(i + 1));
-                    }
-                }
-            } else if b == b'\\' {
-                escape = true;
-            } else if b == b'"' {
-                in_string = false;
-                pending_high = false;
-                if !is_key {
-                    safe = Some(Safe {
-                        end: i + 1,
-                        depth: stack.len(),
-                        in_string: false,
-                    });
-                }
-            } else {
-                pending_high = false;
-                if b < 0x80 && !is_key {
-                    safe = Some(at(i + 1));
-                }
-            }
-            i += 1;
-            continue;
+        i = if scan.in_string {
+            scan.string_byte(bytes[i], i)?;
+            i + 1
+        } else {
+            scan.structural(bytes, i)?
+        };
+    }
+    scan.close(bytes)
+}
+
+/// A point a cut JSON text can be closed at.
+#[derive(Clone, Copy)]
+struct Safe {
+    end: usize,
+    depth: usize,
+    in_string: bool,
+}
+
+/// [`close_json_prefix`]'s scan: where it is in the text, and the last
+/// point seen that the text can be closed at.
+#[derive(Default)]
+struct PrefixScan {
+    stack: Vec<u8>,
+    safe: Option<Safe>,
+    // After `{` or `,` in an object the next string is a key.
+    expect_key: bool,
+    in_string: bool,
+    is_key: bool,
+    escape: bool,
+    hex_left: u8,
+    hex: u32,
+    // A `\\uD8xx` escape was read and its low half has not come yet.
+    pending_high: bool,
+}
+
+impl PrefixScan {
+    /// Records `end` (at the current depth) as the last safe point.
+    fn safe_at(&mut self, end: usize, in_string: bool) {
+        self.safe = Some(Safe {
+            end,
+            depth: self.stack.len(),
+            in_string,
+        });
+    }
+
+    /// Takes byte `b`, at `i`, of a string (a key or a value). `None`:
+    /// not JSON.
+    fn string_byte(&mut self, b: u8, i: usize) -> Option<()> {
+        // The string can end before a byte that starts a character.
+        if !self.is_key
+            && !self.escape
+            && self.hex_left == 0
+            && !self.pending_high
+            && b & 0xC0 != 0x80
+        {
+            self.safe_at(i, true);
         }
+        if self.hex_left > 0 {
+            self.hex = self.hex * 16 + char::from(b).to_digit(16)?;
+            self.hex_left -= 1;
+            if self.hex_left == 0 {
+                // Never between the halves of a surrogate pair.
+                self.pending_high = (0xD800..0xDC00).contains(&self.hex);
+                if !self.pending_high && !self.is_key {
+                    self.safe_at(i + 1, true);
+                }
+            }
+        } else if self.escape {
+            self.escape = false;
+            if b == b'u' {
+                self.hex_left = 4;
+                self.hex = 0;
+            } else {
+                self.pending_high = false;
+                if !self.is_key {
+                    self.safe_at(i + 1, true);
+                }
+            }
+        } else if b == b'\\' {
+            self.escape = true;
+        } else if b == b'"' {
+            self.in_string = false;
+            self.pending_high = false;
+            if !self.is_key {
+                self.safe_at(i + 1, false);
+            }
+        } else {
+            self.pending_high = false;
+            if b < 0x80 && !self.is_key {
+                self.safe_at(i + 1, true);
+            }
+        }
+        Some(())
+    }
+
+    /// Takes the byte at `i`, outside strings (with the rest of a number
+    /// or literal it starts), and returns where the next byte to take is.
+    /// `None`: not JSON.
+    fn structural(&mut self, bytes: &[u8], mut i: usize) -> Option<usize> {
+        let b = bytes[i];
         match b {
             b' ' | b'\t' | b'\n' | b'\r' => {}
             b'{' | b'[' => {
-                stack.push(b);
-                expect_key = b == b'{';
-                safe = Some(Safe {
-                    end: i + 1,
-                    depth: stack.len(),
-                    in_string: false,
-                });
+                self.stack.push(b);
+                self.expect_key = b == b'{';
+                self.safe_at(i + 1, false);
             }
             b'}' | b']' => {
-                let open = stack.pop()?;
+                let open = self.stack.pop()?;
                 if (open, b) != (b'{', b'}') && (open, b) != (b'[', b']') {
                     return None;
                 }
-                expect_key = false;
-                safe = Some(Safe {
-                    end: i + 1,
-                    depth: stack.len(),
-                    in_string: false,
-                });
+                self.expect_key = false;
+                self.safe_at(i + 1, false);
             }
             b'"' => {
-                in_string = true;
-                is_key = expect_key;
-                expect_key = false;
-                if !is_key {
-                    safe = Some(Safe {
-                        end: i + 1,
-                        depth: stack.len(),
-                        in_string: true,
-                    });
+                self.in_string = true;
+                self.is_key = self.expect_key;
+                self.expect_key = false;
+                if !self.is_key {
+                    self.safe_at(i + 1, true);
                 }
             }
-            b':' => expect_key = false,
-            b',' => expect_key = stack.last() == Some(&b'{'),
+            b':' => self.expect_key = false,
+            b',' => self.expect_key = self.stack.last() == Some(&b'{'),
             _ => {
                 // A number or literal: complete only once something follows.
                 let start = i;
@@ -412,30 +430,31 @@ pub(crate) fn close_json_prefix(bytes: &[u8]) -> Option<Vec<u8>> {
                     i += 1;
                 }
                 if i < bytes.len() && i > start {
-                    safe = Some(Safe {
-                        end: i,
-                        depth: stack.len(),
-                        in_string: false,
-                    });
+                    self.safe_at(i, false);
                 }
-                continue;
+                return Some(i);
             }
         }
-        i += 1;
+        Some(i + 1)
     }
-    let safe = safe?;
-    if safe.depth == 0 && safe.in_string {
-        return None;
+
+    /// The text cut back to the last safe point and closed there. `None`
+    /// when there is none.
+    fn close(self, bytes: &[u8]) -> Option<Vec<u8>> {
+        let safe = self.safe?;
+        if safe.depth == 0 && safe.in_string {
+            return None;
+        }
+        let mut out = Vec::with_capacity(safe.end + safe.depth + 1);
+        out.extend_from_slice(&bytes[..safe.end]);
+        if safe.in_string {
+            out.push(b'"');
+        }
+        for open in self.stack.get(..safe.depth)?.iter().rev() {
+            out.push(if *open == b'{' { b'}' } else { b']' });
+        }
+        Some(out)
     }
-    let mut out = Vec::with_capacity(safe.end + safe.depth + 1);
-    out.extend_from_slice(&bytes[..safe.end]);
-    if safe.in_string {
-        out.push(b'"');
-    }
-    for open in stack.get(..safe.depth)?.iter().rev() {
-        out.push(if *open == b'{' { b'}' } else { b']' });
-    }
-    Some(out)
 }
 
 #[cfg(test)]
