@@ -375,7 +375,10 @@ async fn cancelling_while_the_provider_hangs_keeps_the_turns_made() {
     // No author call after a cancel; the burst is gone from the replica.
     assert_eq!(fake.request_count(), 2);
     let sid = SessionId::parse(&id).unwrap();
-    eventually("the burst is forgotten", || !app.turn_log.has_burst(sid)).await;
+    eventually("the burst is forgotten", || {
+        !app.turn_log.live().has_burst(sid)
+    })
+    .await;
     app.stop().await.unwrap();
 }
 

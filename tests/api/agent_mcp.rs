@@ -164,7 +164,7 @@ async fn cancelling_while_an_mcp_tool_runs_records_its_result_and_stops() {
     let id = start(&mut client, ASK).await;
     let sid = SessionId::parse(&id).unwrap();
     eventually("the tool call runs", || {
-        !app.turn_log.running_calls(sid).is_empty()
+        !app.turn_log.live().running_calls(sid).is_empty()
     })
     .await;
 

@@ -475,8 +475,7 @@ async fn a_stale_bursts_close_does_not_end_its_successors_watchers() {
     // A stops renewing; its lease runs out and the session is claimed again.
     expire(&app.db_url, id).await;
     let lease_b = app
-        .turn_log
-        .store()
+        .store
         .claim_orphan(id)
         .await
         .unwrap()
@@ -500,7 +499,7 @@ async fn a_stale_bursts_close_does_not_end_its_successors_watchers() {
         })
         .await
         .unwrap();
-    b.log()
+    b.live()
         .publish_tool_call_start(inquest_broadcast::ToolCallStart {
             session_id: id,
             assistant_seq: call.seq,
@@ -521,6 +520,7 @@ async fn a_stale_bursts_close_does_not_end_its_successors_watchers() {
     );
     assert_eq!(
         app.turn_log
+            .live()
             .running_calls(id)
             .iter()
             .map(|c| c.call_id.as_str())

@@ -120,6 +120,7 @@ async fn late_watcher_is_told_which_tools_are_running() {
     // Finished: nothing is running any more, and nobody is told otherwise.
     assert!(
         app.turn_log
+            .live()
             .running_calls(SessionId::parse(&session).unwrap())
             .is_empty()
     );
@@ -155,7 +156,7 @@ async fn cancel_session_mid_tool() {
     assert_eq!(cancelled.exit_reason, "cancelled");
     assert_eq!(cancelled.head_seq, 2);
     assert!(driver.cancelled.is_cancelled());
-    assert!(app.turn_log.running_calls(id).is_empty());
+    assert!(app.turn_log.live().running_calls(id).is_empty());
 
     let (events, ending) = watcher.await.unwrap();
     ending.unwrap();
@@ -232,7 +233,7 @@ async fn a_recovery_notice_settles_the_calls_it_repaired() {
     let driver = Driver::claim(&app, &session).await;
     let call = driver.call("c1", "restart_service").await;
     driver.start(call.seq, "c1", "restart_service");
-    assert_eq!(app.turn_log.running_calls(id).len(), 1);
+    assert_eq!(app.turn_log.live().running_calls(id).len(), 1);
     // The worker running c1 died; the claimer's plan repairs c1 and its
     // notice says so. No result will ever come for c1.
     let stored = app.store.all_turns(id).await.unwrap();
@@ -247,7 +248,7 @@ async fn a_recovery_notice_settles_the_calls_it_repaired() {
         })
         .await
         .unwrap();
-    assert!(app.turn_log.running_calls(id).is_empty());
+    assert!(app.turn_log.live().running_calls(id).is_empty());
     // A watcher starting now is not told c1 is running.
     let stream = watch(&mut client, &session, 0).await.unwrap();
     driver.finish().await;

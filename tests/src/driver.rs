@@ -73,7 +73,7 @@ impl Driver {
 
     /// Announces the call as running.
     pub fn start(&self, assistant_seq: Seq, call_id: &str, tool: &str) {
-        self.burst.log().publish_tool_call_start(ToolCallStart {
+        self.burst.live().publish_tool_call_start(ToolCallStart {
             session_id: self.session,
             assistant_seq,
             call_id: call_id.into(),

@@ -265,7 +265,7 @@ impl TestApp {
 
     /// The server's broadcaster (for `subscriber_count`).
     pub fn broadcaster(&self) -> &TurnBroadcaster {
-        self.turn_log.broadcaster()
+        self.turn_log.live().broadcaster()
     }
 
     /// Counts rows of a table in this app's database.

@@ -419,7 +419,7 @@ async fn loop_phase(
                     .await?
                     .session
                     .id;
-                let mut watcher = log.broadcaster().subscribe(session);
+                let mut watcher = log.live().broadcaster().subscribe(session);
                 let drain = tokio::spawn(async move {
                     let mut events = 0u64;
                     while watcher.recv().await.is_some() {
@@ -437,7 +437,7 @@ async fn loop_phase(
                 let report = agent
                     .run_burst(&burst, session, stored, &Stop::default())
                     .await;
-                log.broadcaster().close(session);
+                log.live().broadcaster().close(session);
                 let events = drain.await.context("drain task")?;
                 anyhow::ensure!(
                     report.exit_reason == ExitReason::Completed,

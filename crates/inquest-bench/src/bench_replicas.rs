@@ -60,15 +60,17 @@ pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-async fn in_process_replica(
-    url: &str,
-    name: &str,
-) -> anyhow::Result<(
+/// What an in-process replica hands the bench: its endpoint, its store
+/// and turn log (to play a burst through), and how to stop it.
+type InProcess = (
     String,
+    inquest_store::Store,
     inquest_server::TurnLog,
     CancellationToken,
     tokio::task::JoinHandle<anyhow::Result<()>>,
-)> {
+);
+
+async fn in_process_replica(url: &str, name: &str) -> anyhow::Result<InProcess> {
     let mut config = Config {
         listen: "127.0.0.1:0".parse()?,
         database_url: Some(url.to_owned()),
@@ -79,9 +81,10 @@ async fn in_process_replica(
     let app = Application::build(&config, url).await?;
     let endpoint = format!("http://{}", app.local_addr()?);
     let log = app.turn_log().clone();
+    let store = app.store().clone();
     let stop = CancellationToken::new();
     let server = tokio::spawn(app.run(stop.clone()));
-    Ok((endpoint, log, stop, server))
+    Ok((endpoint, store, log, stop, server))
 }
 
 /// Watches `session` on `endpoint` from the start; returns the receive
@@ -129,9 +132,10 @@ async fn receive(
 }
 
 async fn latency(bench: &ReplicasBench) -> anyhow::Result<()> {
-    let (a_endpoint, a_log, a_stop, a_server) = in_process_replica(&bench.url, "bench-a").await?;
-    let (b_endpoint, _b_log, b_stop, b_server) = in_process_replica(&bench.url, "bench-b").await?;
-    let (session, burst) = crate::bench_watch::running_session(&a_log).await?;
+    let (a_endpoint, a_store, a_log, a_stop, a_server) =
+        in_process_replica(&bench.url, "bench-a").await?;
+    let (b_endpoint, _, _, b_stop, b_server) = in_process_replica(&bench.url, "bench-b").await?;
+    let (session, burst) = crate::bench_watch::running_session(&a_store, &a_log).await?;
     let total = bench.turns + 1;
     let (same_ready, same_ready_rx) = tokio::sync::oneshot::channel();
     let (cross_ready, cross_ready_rx) = tokio::sync::oneshot::channel();

@@ -162,7 +162,7 @@ async fn phases(
             });
         }
         let waited = Instant::now();
-        while log.broadcaster().subscriber_count(session_id) < n {
+        while log.live().broadcaster().subscriber_count(session_id) < n {
             anyhow::ensure!(
                 waited.elapsed() < Duration::from_secs(60),
                 "the watchers did not all subscribe"
@@ -217,7 +217,7 @@ async fn phases(
             gaps
         );
         drop(channels);
-        while log.broadcaster().subscriber_count(session_id) > 0 {
+        while log.live().broadcaster().subscriber_count(session_id) > 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }

@@ -75,6 +75,7 @@ pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
     let app = Application::build(&config, &bench.url).await?;
     let addr = app.local_addr()?;
     let log = app.turn_log().clone();
+    let store = app.store().clone();
     let writer_runtime = app.agent_runtime().handle().cloned();
     println!(
         "agent_threads = {}, serving_nice = {} (the writer runs {})",
@@ -88,7 +89,14 @@ pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
     );
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(app.run(shutdown.clone()));
-    let result = fanout(&bench, &log, writer_runtime, &format!("http://{addr}")).await;
+    let result = fanout(
+        &bench,
+        &store,
+        &log,
+        writer_runtime,
+        &format!("http://{addr}"),
+    )
+    .await;
     shutdown.cancel();
     server.await.context("server task panicked")??;
     let measured = result?;
@@ -102,10 +110,12 @@ pub async fn run(bench: WatchBench) -> anyhow::Result<()> {
 }
 
 /// A session whose burst is claimed (running), so watchers stay live.
-pub(crate) async fn running_session(log: &TurnLog) -> anyhow::Result<(SessionId, BurstLog)> {
+pub(crate) async fn running_session(
+    store: &inquest_store::Store,
+    log: &TurnLog,
+) -> anyhow::Result<(SessionId, BurstLog)> {
     let limits = Limits::default();
-    let incident = log
-        .store()
+    let incident = store
         .create_incident(
             &inquest_core::Tenant::default_tenant(),
             &IncidentText::parse("bench".into(), String::new(), &limits)?,
@@ -314,6 +324,7 @@ fn pace(rate: Option<f64>) -> anyhow::Result<Option<Duration>> {
 
 async fn fanout(
     bench: &WatchBench,
+    store: &inquest_store::Store,
     log: &TurnLog,
     writer_runtime: Option<tokio::runtime::Handle>,
     endpoint: &str,
@@ -321,7 +332,7 @@ async fn fanout(
     anyhow::ensure!(bench.sessions >= 1, "--sessions must be at least 1");
     let mut sessions = Vec::with_capacity(bench.sessions);
     for _ in 0..bench.sessions {
-        let (session, burst) = running_session(log).await?;
+        let (session, burst) = running_session(store, log).await?;
         sessions.push((session, std::sync::Arc::new(burst)));
     }
     let content = "x".repeat(bench.payload);
@@ -433,7 +444,7 @@ async fn fanout(
             phase.push((watchers, head, count));
         }
         for ((session, _), (_, _, count)) in sessions.iter().zip(&phase) {
-            while log.broadcaster().subscriber_count(*session) < *count {
+            while log.live().broadcaster().subscriber_count(*session) < *count {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }
@@ -496,7 +507,7 @@ async fn fanout(
         }
         drop(channels);
         for (session, _) in &sessions {
-            while log.broadcaster().subscriber_count(*session) > 0 {
+            while log.live().broadcaster().subscriber_count(*session) > 0 {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }
@@ -542,12 +553,12 @@ async fn idle_memory(bench: &WatchBench) -> anyhow::Result<()> {
         anyhow::ensure!(ready, "server child did not start listening");
         // A running session, made through the store (status lives there).
         let store = inquest_store::Store::connect(&inquest_store::StoreConfig::new(&bench.url))?;
-        let log = TurnLog::new(store, inquest_broadcast::TurnBroadcaster::default());
+        let log = TurnLog::new(store.clone(), inquest_broadcast::TurnBroadcaster::default());
         // Spread over sessions: `limits.max_watch_streams_per_session`
         // (default 1,000) caps one session's streams on a replica.
         let mut sessions = Vec::new();
         for _ in 0..bench.idle_watchers.div_ceil(PER_SESSION).max(1) {
-            sessions.push(running_session(&log).await?);
+            sessions.push(running_session(&store, &log).await?);
         }
         let session = sessions[0].0;
         let channels = connections(&endpoint, bench.idle_watchers).await?;

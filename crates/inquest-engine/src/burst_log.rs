@@ -26,12 +26,15 @@ use std::{
 use inquest_agent::{BoxFuture, SinkError, TurnSink, failpoints};
 use inquest_broadcast::ToolCallStart;
 use inquest_core::{Backoff, ExitReason, NewTurn, Seq, SessionId, ToolCall, Turn, error_chain};
-use inquest_store::{Lease, StoreError, Transition, WriteId};
+use inquest_store::{Lease, Store, StoreError, Transition, WriteId};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::turn_log::{TurnLog, TurnLogError};
+use crate::{
+    live::LiveView,
+    turn_log::{LeaseTiming, TurnLogError},
+};
 
 /// First pause between attempts of a write the store did not take; it
 /// doubles up to [`MAX_BACKOFF`].
@@ -85,17 +88,20 @@ fn deadline(sent_at: Instant, ttl: Duration, margin: Duration) -> Instant {
 }
 
 /// The persist-then-publish path of one burst, fenced by its lease. Made
-/// only by [`TurnLog::claim_burst`] and [`TurnLog::adopt`].
+/// only by [`crate::TurnLog::claim_burst`] and [`crate::TurnLog::adopt`].
 #[derive(Clone)]
 pub struct BurstLog {
-    pub(crate) log: TurnLog,
-    pub(crate) lease: Lease,
-    pub(crate) clock: LeaseClock,
+    /// The burst lane of the store: every write here checks the lease.
+    store: Store,
+    /// Where a committed turn, a tool start and streamed text are shown.
+    live: LiveView,
+    lease: Lease,
+    clock: LeaseClock,
     /// The session's head seq as this burst knows it (0: not known yet):
     /// set from the row the resume read and moved by every append. Under
     /// the lease this burst is the session's only writer, so the next
     /// turn takes head + 1 (the seq streamed text is announced under).
-    pub(crate) head: Arc<AtomicI64>,
+    head: Arc<AtomicI64>,
     /// Whether another replica watched the session at this burst's latest
     /// append (`Appended::watched_elsewhere`; `true` until the first). A
     /// tool start is announced to other replicas only when it is set:
@@ -107,7 +113,7 @@ pub struct BurstLog {
     /// another and the latest append is the previous call's result or the
     /// assistant turn itself, so that first open call is the one starting.
     /// Saves a round trip per tool call when nobody else watches.
-    pub(crate) watched_elsewhere: Arc<AtomicBool>,
+    watched_elsewhere: Arc<AtomicBool>,
 }
 
 /// How one fenced write ended after its retries.
@@ -120,6 +126,18 @@ enum Attempts<T> {
 }
 
 impl BurstLog {
+    pub(crate) fn new(store: Store, live: LiveView, lease: Lease, timing: LeaseTiming) -> Self {
+        let clock = LeaseClock::new(&lease, timing.ttl, timing.margin);
+        Self {
+            store,
+            live,
+            lease,
+            clock,
+            head: Arc::default(),
+            watched_elsewhere: Arc::new(AtomicBool::new(true)),
+        }
+    }
+
     pub fn lease(&self) -> &Lease {
         &self.lease
     }
@@ -132,8 +150,14 @@ impl BurstLog {
         self.lease.session()
     }
 
-    pub fn log(&self) -> &TurnLog {
-        &self.log
+    /// This replica's live view, where the burst's turns are shown.
+    pub fn live(&self) -> &LiveView {
+        &self.live
+    }
+
+    /// The burst lane, for the resume's reads under this lease.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
     }
 
     /// Records the session's head seq read under this lease.
@@ -200,7 +224,7 @@ impl BurstLog {
             outcome = tracing::field::Empty,
         );
         let write = WriteId::new();
-        let store = self.log.burst_store();
+        let store = &self.store;
         let stored = self
             .with_retries("append_turn", || {
                 store.append_turn_leased(&self.lease, write, turn.clone())
@@ -215,7 +239,7 @@ impl BurstLog {
                 span.record("seq", stored.seq.as_i64());
                 self.head.fetch_max(stored.seq.as_i64(), Ordering::Relaxed);
                 failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
-                ("ok", Ok(self.log.publish_committed(stored)))
+                ("ok", Ok(self.live.publish_committed(stored)))
             }
             Attempts::Unavailable(e) => ("unavailable", Err(TurnLogError::Unavailable(e))),
             Attempts::Refused(e) => ("refused", Err(TurnLogError::NotPersisted(e))),
@@ -226,7 +250,7 @@ impl BurstLog {
 
     /// Stores the recovery plan, fenced by the lease.
     pub async fn save_recovery_plan(&self, plan: serde_json::Value) -> Result<(), TurnLogError> {
-        let store = self.log.burst_store();
+        let store = &self.store;
         match self
             .with_retries("save_recovery_plan", || {
                 store.save_recovery_plan(&self.lease, plan.clone())
@@ -241,7 +265,7 @@ impl BurstLog {
 
     /// Saves the burst's report, fenced by the lease.
     pub async fn save_report(&self, report: inquest_store::NewReport) -> Result<(), TurnLogError> {
-        let store = self.log.burst_store();
+        let store = &self.store;
         match self
             .with_retries("save_report", || {
                 store.save_report(&self.lease, report.clone())
@@ -260,7 +284,7 @@ impl BurstLog {
     /// latched and its running calls forgotten. A burst whose lease moved
     /// on touches nothing of its successor's.
     pub async fn close(&self, reason: ExitReason) -> Result<Transition, TurnLogError> {
-        let store = self.log.burst_store();
+        let store = &self.store;
         let closed = self
             .with_retries("close_burst", || store.close_burst(&self.lease, reason))
             .await;
@@ -270,10 +294,10 @@ impl BurstLog {
             Attempts::Refused(e) => return Err(TurnLogError::CloseNotRecorded(e)),
         };
         match &transition {
-            Transition::Changed(_) => self.log.burst_closed(self.session(), self.lease.epoch()),
+            Transition::Changed(_) => self.live.burst_closed(self.session(), self.lease.epoch()),
             // A cancel won (it ended the watchers itself), or the lease
             // moved on: only this burst's own memory goes.
-            Transition::Unchanged(_) => self.log.forget_burst(self.session(), self.lease.epoch()),
+            Transition::Unchanged(_) => self.live.forget_burst(self.session(), self.lease.epoch()),
         }
         Ok(transition)
     }
@@ -283,13 +307,41 @@ impl BurstLog {
     /// it at once. When the store cannot be reached either, the lease
     /// simply runs out and the reaper finds the session the same way.
     pub async fn hand_over(&self) -> Result<bool, StoreError> {
-        self.log.forget_burst(self.session(), self.lease.epoch());
-        self.log.burst_store().release_lease(&self.lease).await
+        self.live.forget_burst(self.session(), self.lease.epoch());
+        self.store.release_lease(&self.lease).await
     }
 
     /// Forgets the burst without writing anything (its lease was lost).
     pub fn abandon(&self) {
-        self.log.forget_burst(self.session(), self.lease.epoch());
+        self.live.forget_burst(self.session(), self.lease.epoch());
+    }
+
+    /// Announces a tool call about to run, here and to other replicas.
+    /// Waits for the announcement to go out, so it precedes the call's
+    /// result everywhere; a failure is logged (watchers elsewhere will see
+    /// the result without a start, which they handle).
+    ///
+    /// `elsewhere: false` skips the announcement to other replicas (a
+    /// database round trip): no other replica watches the session
+    /// (`watched_elsewhere`).
+    async fn announce_tool_call_start(&self, start: ToolCallStart, elsewhere: bool) {
+        self.live.publish_tool_call_start(start.clone());
+        if !elsewhere {
+            return;
+        }
+        if let Err(e) = self
+            .store
+            .notify_tool_call_start(
+                start.session_id,
+                start.assistant_seq,
+                &start.call_id,
+                &start.tool_name,
+                start.started_at,
+            )
+            .await
+        {
+            tracing::warn!(session = %start.session_id, call_id = %start.call_id, error = %error_chain(&e), "cannot announce a tool call to other replicas");
+        }
     }
 }
 
@@ -322,18 +374,17 @@ impl TurnSink for BurstLog {
             if self.clock.passed() {
                 return Err(SinkError::LeaseLost(Box::new(TurnLogError::DeadlinePassed)));
             }
-            self.log
-                .announce_tool_call_start(
-                    ToolCallStart {
-                        session_id: session,
-                        assistant_seq,
-                        call_id: call.id.clone(),
-                        tool_name: call.name.clone(),
-                        started_at: OffsetDateTime::now_utc(),
-                    },
-                    self.watched_elsewhere.load(Ordering::Relaxed),
-                )
-                .await;
+            self.announce_tool_call_start(
+                ToolCallStart {
+                    session_id: session,
+                    assistant_seq,
+                    call_id: call.id.clone(),
+                    tool_name: call.name.clone(),
+                    started_at: OffsetDateTime::now_utc(),
+                },
+                self.watched_elsewhere.load(Ordering::Relaxed),
+            )
+            .await;
             // The announcement may have waited on the store: look again.
             if self.clock.passed() {
                 return Err(SinkError::LeaseLost(Box::new(TurnLogError::DeadlinePassed)));
@@ -343,18 +394,18 @@ impl TurnSink for BurstLog {
     }
 
     /// Published to this replica's watchers under the seq the turn will
-    /// take (see [`TurnLog::text_delta`]); nothing goes to other replicas.
+    /// take (see [`LiveView::text_delta`]); nothing goes to other replicas.
     fn text_delta(&self, session: SessionId, attempt: u32, text: &str) {
         debug_assert_eq!(session, self.session());
         if let Some(turn_seq) = self.next_seq() {
-            self.log
+            self.live
                 .text_delta(session, self.lease.epoch(), turn_seq, attempt, text);
         }
     }
 
     fn text_complete(&self, session: SessionId, attempt: u32) {
         if let Some(turn_seq) = self.next_seq() {
-            self.log
+            self.live
                 .text_complete(session, self.lease.epoch(), turn_seq, attempt);
         }
     }

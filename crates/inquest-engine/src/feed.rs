@@ -7,6 +7,8 @@ use std::sync::{
     atomic::{AtomicBool, Ordering},
 };
 
+use inquest_broadcast::ToolCallStart;
+use inquest_core::{SessionStatus, error_chain};
 use inquest_store::{
     listen::{ListenEvent, ListenerConfig, run_listener},
     notify::Notification,
@@ -57,7 +59,7 @@ pub fn spawn(
             if overflowed.swap(false, Ordering::SeqCst) {
                 // Everything dropped committed before it was announced, so
                 // a watcher rereading the store from its cursor sees it.
-                let lagged = log.lag_all_watchers();
+                let lagged = log.live().lag_all_watchers();
                 metrics::counter!("inquest_feed_resyncs_total", "cause" => "queue_full").increment(1);
                 tracing::warn!(
                     watchers = lagged,
@@ -89,14 +91,14 @@ pub fn spawn(
                                     .record(delay.as_seconds_f64());
                             }
                         }
-                        log.apply_remote(n).await
+                        apply(&log, n).await
                     }
                     Err(e) => tracing::warn!(error = %e, "ignoring an undecodable notification"),
                 },
                 ListenEvent::Listening | ListenEvent::Lost => {
                     let cause = if event == ListenEvent::Lost { "lost" } else { "listening" };
                     metrics::counter!("inquest_feed_resyncs_total", "cause" => cause).increment(1);
-                    let lagged = log.lag_all_watchers();
+                    let lagged = log.live().lag_all_watchers();
                     if lagged > 0 {
                         tracing::warn!(
                             watchers = lagged,
@@ -109,4 +111,70 @@ pub fn spawn(
         }
     });
     first_listen
+}
+
+/// Applies what another replica announced (see [`inquest_store::notify`]):
+/// its committed turns and tool-call starts reach this replica's watchers,
+/// its status changes close or reopen them, and a cancel made there stops a
+/// burst running here. Our own announcements are skipped: they were
+/// published locally already.
+pub async fn apply(log: &TurnLog, notification: Notification) {
+    let (store, live) = (log.store(), log.live());
+    if notification.origin() == store.replica_id().as_str() {
+        return;
+    }
+    match notification {
+        Notification::Turn {
+            turn: Some(turn), ..
+        } => {
+            live.publish_committed(turn);
+        }
+        Notification::Turn {
+            session,
+            seq,
+            turn: None,
+            ..
+        } => {
+            // Too large to travel inline: fetch it, but only when someone
+            // here follows the session.
+            if !live.follows(session) {
+                return;
+            }
+            match store.get_turn(session, seq).await {
+                Ok(Some(turn)) => {
+                    live.publish_committed(turn);
+                }
+                Ok(None) => {
+                    tracing::warn!(%session, %seq, "announced turn not found");
+                }
+                Err(e) => {
+                    // Watchers would miss it: make them reconnect, the
+                    // drain reads it from the table.
+                    tracing::warn!(%session, %seq, error = %error_chain(&e), "cannot fetch an announced turn; lagging its watchers");
+                    live.broadcaster().lag_session(session);
+                }
+            }
+        }
+        Notification::ToolCallStart {
+            session,
+            assistant_seq,
+            call_id,
+            tool_name,
+            started_at,
+            ..
+        } => live.publish_tool_call_start(ToolCallStart {
+            session_id: session,
+            assistant_seq,
+            call_id,
+            tool_name,
+            started_at,
+        }),
+        Notification::Status {
+            session, status, ..
+        } => match status {
+            SessionStatus::Pending => live.reopen(session),
+            SessionStatus::Running => {}
+            _ => live.session_settled(session, status == SessionStatus::Cancelled),
+        },
+    }
 }

@@ -3,11 +3,14 @@
 //! replica's live view (running tool calls, streamed text, cancel tokens)
 //! and the other replicas' announcements in step with the store.
 //!
-//! It owns: the [`runner::Runner`] (burst slots, the lease keeper and the
-//! reaper that recovers orphans), [`resume`] (preparing a burst from the
-//! stored transcript), the [`turn_log::TurnLog`] and its lease-fenced
-//! [`burst_log::BurstLog`], the cross-replica [`feed`], and where bursts
-//! run ([`agent_runtime`], [`priority`]).
+//! It owns, one job each: the [`runner::Runner`] (burst slots, the lease
+//! keeper and the reaper that recovers orphans); [`resume`] (preparing a
+//! burst from the stored transcript); the API's writes
+//! ([`turn_log::TurnLog`], where bursts are claimed too); the lease-fenced
+//! burst writer ([`burst_log::BurstLog`]); this replica's live view
+//! ([`live::LiveView`]: running calls, streamed text, cancel tokens); the
+//! cross-replica [`feed`]; and where bursts run ([`agent_runtime`],
+//! [`priority`]).
 //!
 //! Must not depend on: tonic, the wire types, the gRPC edge. Start reading
 //! at `Runner::start` in [`runner`], then `BurstLog` in [`burst_log`].
@@ -16,6 +19,7 @@ pub mod agent_runtime;
 pub mod burst_log;
 pub mod feed;
 pub mod lease;
+pub mod live;
 pub mod priority;
 pub mod resume;
 pub mod runner;
@@ -23,6 +27,7 @@ pub mod trace;
 pub mod turn_log;
 
 pub use lease::LeaseSection;
+pub use live::LiveView;
 pub use runner::Runner;
 pub use turn_log::{TurnLog, TurnLogError};
 

@@ -92,7 +92,7 @@ pub(crate) async fn prepare(
     max_notice_bytes: usize,
 ) -> Prepared {
     let session = burst.session();
-    let (row, turns) = match load(burst.log().burst_store(), session).await {
+    let (row, turns) = match load(burst.store(), session).await {
         Ok(loaded) => loaded,
         Err(e) if e.is_transient() => return Prepared::Failed(TurnLogError::Unavailable(e)),
         Err(e) => {

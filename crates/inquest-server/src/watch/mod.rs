@@ -113,7 +113,7 @@ impl Watches {
         session: SessionId,
         after: AfterSeq,
     ) -> Result<(WatchStream, SessionRow), ApiError> {
-        let subscription = self.log.broadcaster().subscribe(session);
+        let subscription = self.log.live().broadcaster().subscribe(session);
         // Every check before the one write, so a refused watch writes
         // nothing.
         let row = self.log.session(session).await?;
@@ -143,7 +143,7 @@ impl Watches {
             // is not registered at all: its stream ends after the drain
             // (and the store ignores a registration of it anyway).
             self.store.register_watcher(session).await?;
-            self.log.running_calls(session)
+            self.log.live().running_calls(session)
         } else {
             Vec::new()
         };
@@ -310,7 +310,7 @@ impl Watcher {
             self.send(WireEvent::ToolCallStart(convert::tool_call_start(&start)))
                 .await?;
         }
-        if let Some(so_far) = self.watches.log.streamed_text(self.session) {
+        if let Some(so_far) = self.watches.log.live().streamed_text(self.session) {
             self.send_delta(&so_far).await?;
         }
         let heartbeat = self.watches.heartbeat;
@@ -407,7 +407,7 @@ impl Watcher {
     async fn settled_or_resubscribe(&mut self, mut closed: bool) -> Step<bool> {
         loop {
             if closed {
-                let broadcaster = self.watches.log.broadcaster();
+                let broadcaster = self.watches.log.live().broadcaster();
                 let mut fresh = broadcaster.subscribe(self.session);
                 if fresh.is_closed_at_start() {
                     broadcaster.reopen(self.session);
