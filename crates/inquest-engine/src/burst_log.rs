@@ -125,6 +125,27 @@ enum Attempts<T> {
     Refused(StoreError),
 }
 
+impl<T> Attempts<T> {
+    /// The write's result; a refusal becomes `refused` (a write's own
+    /// error: not persisted, or the close not recorded).
+    fn into_result(self, refused: fn(StoreError) -> TurnLogError) -> Result<T, TurnLogError> {
+        match self {
+            Attempts::Done(v) => Ok(v),
+            Attempts::Unavailable(e) => Err(TurnLogError::Unavailable(e)),
+            Attempts::Refused(e) => Err(refused(e)),
+        }
+    }
+
+    /// The outcome label of the write's span.
+    fn label(&self) -> &'static str {
+        match self {
+            Attempts::Done(_) => "ok",
+            Attempts::Unavailable(_) => "unavailable",
+            Attempts::Refused(_) => "refused",
+        }
+    }
+}
+
 impl BurstLog {
     pub(crate) fn new(store: Store, live: LiveView, lease: Lease, timing: LeaseTiming) -> Self {
         let clock = LeaseClock::new(&lease, timing.ttl, timing.margin);
@@ -231,51 +252,36 @@ impl BurstLog {
             })
             .instrument(span.clone())
             .await;
-        let (outcome, result) = match stored {
-            Attempts::Done(appended) => {
-                self.watched_elsewhere
-                    .store(appended.watched_elsewhere, Ordering::Relaxed);
-                let stored = appended.turn;
-                span.record("seq", stored.seq.as_i64());
-                self.head.fetch_max(stored.seq.as_i64(), Ordering::Relaxed);
-                failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
-                ("ok", Ok(self.live.publish_committed(stored)))
-            }
-            Attempts::Unavailable(e) => ("unavailable", Err(TurnLogError::Unavailable(e))),
-            Attempts::Refused(e) => ("refused", Err(TurnLogError::NotPersisted(e))),
-        };
-        span.record("outcome", outcome);
-        result
+        span.record("outcome", stored.label());
+        let appended = stored.into_result(TurnLogError::NotPersisted)?;
+        self.watched_elsewhere
+            .store(appended.watched_elsewhere, Ordering::Relaxed);
+        let stored = appended.turn;
+        span.record("seq", stored.seq.as_i64());
+        self.head.fetch_max(stored.seq.as_i64(), Ordering::Relaxed);
+        failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
+        Ok(self.live.publish_committed(stored))
     }
 
     /// Stores the recovery plan, fenced by the lease.
     pub async fn save_recovery_plan(&self, plan: serde_json::Value) -> Result<(), TurnLogError> {
         let store = &self.store;
-        match self
-            .with_retries("save_recovery_plan", || {
-                store.save_recovery_plan(&self.lease, plan.clone())
-            })
-            .await
-        {
-            Attempts::Done(()) => Ok(()),
-            Attempts::Unavailable(e) => Err(TurnLogError::Unavailable(e)),
-            Attempts::Refused(e) => Err(TurnLogError::NotPersisted(e)),
-        }
+        self.with_retries("save_recovery_plan", || {
+            store.save_recovery_plan(&self.lease, plan.clone())
+        })
+        .await
+        .into_result(TurnLogError::NotPersisted)
     }
 
     /// Saves the burst's report, fenced by the lease.
     pub async fn save_report(&self, report: inquest_store::NewReport) -> Result<(), TurnLogError> {
         let store = &self.store;
-        match self
-            .with_retries("save_report", || {
-                store.save_report(&self.lease, report.clone())
-            })
-            .await
-        {
-            Attempts::Done(_) => Ok(()),
-            Attempts::Unavailable(e) => Err(TurnLogError::Unavailable(e)),
-            Attempts::Refused(e) => Err(TurnLogError::NotPersisted(e)),
-        }
+        self.with_retries("save_report", || {
+            store.save_report(&self.lease, report.clone())
+        })
+        .await
+        .into_result(TurnLogError::NotPersisted)
+        .map(drop)
     }
 
     /// Ends the burst with `reason` if the lease is still ours: the status
@@ -288,11 +294,7 @@ impl BurstLog {
         let closed = self
             .with_retries("close_burst", || store.close_burst(&self.lease, reason))
             .await;
-        let transition = match closed {
-            Attempts::Done(t) => t,
-            Attempts::Unavailable(e) => return Err(TurnLogError::Unavailable(e)),
-            Attempts::Refused(e) => return Err(TurnLogError::CloseNotRecorded(e)),
-        };
+        let transition = closed.into_result(TurnLogError::CloseNotRecorded)?;
         match &transition {
             Transition::Changed(_) => self.live.burst_closed(self.session(), self.lease.epoch()),
             // A cancel won (it ended the watchers itself), or the lease
