@@ -356,8 +356,15 @@ mod tests {
             })
         };
         let root = Root::open(&d.root()).unwrap();
-        let (mut inside, mut refused) = (0, 0);
-        for _ in 0..5_000 {
+        let (mut inside, mut refused, mut reads) = (0, 0, 0);
+        // At least 5,000 reads, and on until both sides of the race were
+        // seen: on a loaded machine the flipper may not be scheduled for a
+        // while. Bounded, so a broken race fails instead of hanging.
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while reads < 5_000
+            || ((inside == 0 || refused == 0) && std::time::Instant::now() < give_up)
+        {
+            reads += 1;
             match read(&root, "flip") {
                 Ok(text) => {
                     assert_eq!(text, "inside\n", "a swapped link leaked the outside");
