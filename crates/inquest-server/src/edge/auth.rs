@@ -28,7 +28,7 @@ use std::{
     pin::Pin,
     sync::{Arc, Mutex, PoisonError},
     task::{Context, Poll},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use inquest_auth::{PresentedToken, Principal, Role};
@@ -117,7 +117,7 @@ impl AuthSection {
 #[derive(Clone)]
 pub struct Verifier {
     store: Store,
-    cache: Arc<Mutex<HashMap<uuid::Uuid, (ApiToken, Instant)>>>,
+    cache: Arc<TokenCache>,
     /// `[auth.oidc]`: the JWT verifier (none: only API tokens).
     oidc: Option<crate::edge::oidc::Oidc>,
 }
@@ -202,14 +202,7 @@ impl Verifier {
     }
 
     async fn lookup(&self, id: uuid::Uuid) -> Result<Option<ApiToken>, Refusal> {
-        let cached = {
-            let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-            cache
-                .get(&id)
-                .filter(|(_, at)| at.elapsed() < VERIFY_CACHE_TTL)
-                .map(|(t, _)| t.clone())
-        };
-        if let Some(t) = cached {
+        if let Some(t) = self.cache.fresh(id) {
             return Ok(Some(t));
         }
         let found = self.store.find_token(id).await.map_err(|e| {
@@ -217,13 +210,37 @@ impl Verifier {
             Refusal::Unavailable
         })?;
         if let Some(t) = &found {
-            let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-            if cache.len() >= CACHE_ENTRIES {
-                cache.clear();
-            }
-            cache.insert(id, (t.clone(), Instant::now()));
+            self.cache.remember(id, t.clone());
         }
         Ok(found)
+    }
+}
+
+/// Verified tokens, each trusted for [`VERIFY_CACHE_TTL`] after it was
+/// read. On tokio's clock, so the expiry is tested on paused time.
+#[derive(Default)]
+struct TokenCache {
+    /// A std mutex: a map lookup or insert, never held across an await.
+    /// At most [`CACHE_ENTRIES`]; emptied when full.
+    entries: Mutex<HashMap<uuid::Uuid, (ApiToken, tokio::time::Instant)>>,
+}
+
+impl TokenCache {
+    /// The token read less than the TTL ago, if any.
+    fn fresh(&self, id: uuid::Uuid) -> Option<ApiToken> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries
+            .get(&id)
+            .filter(|(_, at)| at.elapsed() < VERIFY_CACHE_TTL)
+            .map(|(t, _)| t.clone())
+    }
+
+    fn remember(&self, id: uuid::Uuid, token: ApiToken) {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if entries.len() >= CACHE_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(id, (token, tokio::time::Instant::now()));
     }
 }
 
@@ -320,5 +337,55 @@ where
             request.extensions_mut().insert(principal);
             inner.call(request).await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(id: uuid::Uuid) -> ApiToken {
+        ApiToken {
+            id,
+            name: "ci".into(),
+            tenant: "default".into(),
+            role: Role::Viewer,
+            created_at: time::OffsetDateTime::UNIX_EPOCH,
+            expires_at: None,
+            revoked_at: None,
+            secret_hash: vec![0; 32],
+        }
+    }
+
+    /// A revocation reaches every replica within the TTL: a cached token
+    /// is trusted for exactly that long after it was read, then read again.
+    #[tokio::test(start_paused = true)]
+    async fn a_cached_token_is_trusted_for_the_ttl_and_not_a_moment_longer() {
+        let cache = TokenCache::default();
+        let id = uuid::Uuid::new_v4();
+        assert!(cache.fresh(id).is_none());
+        cache.remember(id, token(id));
+        tokio::time::advance(VERIFY_CACHE_TTL - Duration::from_millis(1)).await;
+        assert!(cache.fresh(id).is_some());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(cache.fresh(id).is_none(), "expired at the TTL");
+        cache.remember(id, token(id));
+        assert!(cache.fresh(id).is_some(), "read again, trusted again");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_cache_starts_over_instead_of_growing() {
+        let cache = TokenCache::default();
+        let first = uuid::Uuid::new_v4();
+        cache.remember(first, token(first));
+        for _ in 1..CACHE_ENTRIES {
+            let id = uuid::Uuid::new_v4();
+            cache.remember(id, token(id));
+        }
+        assert!(cache.fresh(first).is_some());
+        let one_more = uuid::Uuid::new_v4();
+        cache.remember(one_more, token(one_more));
+        assert!(cache.fresh(first).is_none(), "emptied when full");
+        assert!(cache.fresh(one_more).is_some());
     }
 }
