@@ -3,7 +3,7 @@
 //! serves, and generates the one table of the service's methods ([`Rpc`]
 //! in `rpc.rs`) from that same descriptor set.
 
-use std::{env, fmt::Write as _, fs, path::PathBuf};
+use std::{env, fs, path::PathBuf};
 
 use prost::Message;
 use prost_reflect::{DescriptorPool, Value};
@@ -53,10 +53,93 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// One method as the table needs it.
+struct Method {
+    name: String,
+    /// The `RequiredRole` variant (`Operator` for `REQUIRED_ROLE_OPERATOR`).
+    role: String,
+    server_streaming: bool,
+}
+
 /// The `Rpc` enum: one variant per method of the service, each with its
 /// path, its metrics label and the role its `required_role` option names.
 /// A method without that option fails the build here.
 fn rpc_table(pool: &DescriptorPool) -> Result<String, Box<dyn std::error::Error>> {
+    let methods = methods(pool)?;
+    let arms = |value: &dyn Fn(&Method) -> String| -> String {
+        methods
+            .iter()
+            .map(|m| format!("            Rpc::{} => {},\n", m.name, value(m)))
+            .collect()
+    };
+    let variants: String = methods
+        .iter()
+        .map(|m| format!("    {},\n", m.name))
+        .collect();
+    let all: String = methods
+        .iter()
+        .map(|m| format!("        Rpc::{},\n", m.name))
+        .collect();
+    let names = arms(&|m| format!("{:?}", m.name));
+    let paths = arms(&|m| format!("{:?}", format!("/{SERVICE}/{}", m.name)));
+    let roles = arms(&|m| format!("crate::v1::RequiredRole::{}", m.role));
+    let streaming = arms(&|m| m.server_streaming.to_string());
+    let count = methods.len();
+    Ok(format!(
+        r#"/// A method of `{SERVICE}`, generated from the proto: the one list of
+/// the service's methods that authorisation, `/metrics` and the tests read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rpc {{
+{variants}}}
+
+impl Rpc {{
+    /// The service's full name.
+    pub const SERVICE: &'static str = {SERVICE:?};
+    /// Every method, in the proto's order.
+    pub const ALL: [Rpc; {count}] = [
+{all}    ];
+
+    /// The method's name, as in the proto; also its `/metrics` label.
+    pub const fn name(self) -> &'static str {{
+        match self {{
+{names}        }}
+    }}
+
+    /// The HTTP/2 path a call of the method is sent to.
+    pub const fn path(self) -> &'static str {{
+        match self {{
+{paths}        }}
+    }}
+
+    /// The least role that may call the method (its `required_role` option).
+    pub const fn required_role(self) -> crate::v1::RequiredRole {{
+        match self {{
+{roles}        }}
+    }}
+
+    /// Whether the server answers with a stream.
+    pub const fn server_streaming(self) -> bool {{
+        match self {{
+{streaming}        }}
+    }}
+
+    /// The method a request path names, if it is one of this service's.
+    pub fn from_path(path: &str) -> Option<Rpc> {{
+        Rpc::ALL.into_iter().find(|rpc| rpc.path() == path)
+    }}
+
+    /// The method named `name` (as in the proto).
+    pub fn from_name(name: &str) -> Option<Rpc> {{
+        Rpc::ALL.into_iter().find(|rpc| rpc.name() == name)
+    }}
+}}
+"#
+    ))
+}
+
+/// The service's methods with the role each declares; an error names the
+/// first method without one.
+fn methods(pool: &DescriptorPool) -> Result<Vec<Method>, Box<dyn std::error::Error>> {
     let service = pool
         .get_service_by_name(SERVICE)
         .ok_or_else(|| format!("{SERVICE} is not in the protos"))?;
@@ -68,16 +151,15 @@ fn rpc_table(pool: &DescriptorPool) -> Result<String, Box<dyn std::error::Error>
         .as_enum()
         .cloned()
         .ok_or_else(|| format!("{ROLE_OPTION} is not an enum"))?;
-
     let mut methods = Vec::new();
     for method in service.methods() {
         let options = method.options();
-        let role = match options.get_extension(&option).as_ref() {
+        let number = match options.get_extension(&option).as_ref() {
             Value::EnumNumber(n) if options.has_extension(&option) => *n,
             _ => 0,
         };
         let role = roles
-            .get_value(role)
+            .get_value(number)
             .filter(|v| v.number() != 0)
             .ok_or_else(|| {
                 format!(
@@ -86,99 +168,17 @@ fn rpc_table(pool: &DescriptorPool) -> Result<String, Box<dyn std::error::Error>
                     method.name()
                 )
             })?;
-        // REQUIRED_ROLE_OPERATOR → Operator, the prost name of the value.
-        let variant = role
+        let role = role
             .name()
             .strip_prefix("REQUIRED_ROLE_")
             .ok_or_else(|| format!("{} is not a REQUIRED_ROLE_ value", role.name()))?;
-        let variant = pascal(variant);
-        methods.push((
-            method.name().to_owned(),
-            variant,
-            method.is_server_streaming(),
-        ));
+        methods.push(Method {
+            name: method.name().to_owned(),
+            role: pascal(role),
+            server_streaming: method.is_server_streaming(),
+        });
     }
-
-    let mut code = String::new();
-    writeln!(
-        code,
-        "/// A method of `{SERVICE}`, generated from the proto: the one list of"
-    )?;
-    writeln!(
-        code,
-        "/// the service's methods that authorisation, `/metrics` and the tests read."
-    )?;
-    writeln!(
-        code,
-        "#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]"
-    )?;
-    writeln!(code, "pub enum Rpc {{")?;
-    for (name, _, _) in &methods {
-        writeln!(code, "    {name},")?;
-    }
-    writeln!(code, "}}\n\nimpl Rpc {{")?;
-    writeln!(code, "    /// The service's full name.")?;
-    writeln!(code, "    pub const SERVICE: &'static str = {SERVICE:?};")?;
-    writeln!(code, "    /// Every method, in the proto's order.")?;
-    writeln!(code, "    pub const ALL: [Rpc; {}] = [", methods.len())?;
-    for (name, _, _) in &methods {
-        writeln!(code, "        Rpc::{name},")?;
-    }
-    writeln!(code, "    ];\n")?;
-    let arms = |f: &dyn Fn(&str, &str, bool) -> String| -> String {
-        methods
-            .iter()
-            .map(|(n, r, s)| format!("            Rpc::{n} => {},\n", f(n, r, *s)))
-            .collect()
-    };
-    writeln!(
-        code,
-        "    /// The method's name, as in the proto; also its `/metrics` label."
-    )?;
-    writeln!(
-        code,
-        "    pub const fn name(self) -> &'static str {{\n        match self {{\n{}        }}\n    }}\n",
-        arms(&|n, _, _| format!("{n:?}"))
-    )?;
-    writeln!(
-        code,
-        "    /// The HTTP/2 path a call of the method is sent to."
-    )?;
-    writeln!(
-        code,
-        "    pub const fn path(self) -> &'static str {{\n        match self {{\n{}        }}\n    }}\n",
-        arms(&|n, _, _| format!("{:?}", format!("/{SERVICE}/{n}")))
-    )?;
-    writeln!(
-        code,
-        "    /// The least role that may call the method (its `required_role` option)."
-    )?;
-    writeln!(
-        code,
-        "    pub const fn required_role(self) -> crate::v1::RequiredRole {{\n        match self {{\n{}        }}\n    }}\n",
-        arms(&|_, r, _| format!("crate::v1::RequiredRole::{r}"))
-    )?;
-    writeln!(code, "    /// Whether the server answers with a stream.")?;
-    writeln!(
-        code,
-        "    pub const fn server_streaming(self) -> bool {{\n        match self {{\n{}        }}\n    }}\n",
-        arms(&|_, _, s| s.to_string())
-    )?;
-    writeln!(
-        code,
-        "    /// The method a request path names, if it is one of this service's."
-    )?;
-    writeln!(
-        code,
-        "    pub fn from_path(path: &str) -> Option<Rpc> {{\n        Rpc::ALL.into_iter().find(|rpc| rpc.path() == path)\n    }}\n"
-    )?;
-    writeln!(code, "    /// The method named `name` (as in the proto).")?;
-    writeln!(
-        code,
-        "    pub fn from_name(name: &str) -> Option<Rpc> {{\n        Rpc::ALL.into_iter().find(|rpc| rpc.name() == name)\n    }}"
-    )?;
-    writeln!(code, "}}")?;
-    Ok(code)
+    Ok(methods)
 }
 
 fn pascal(upper_snake: &str) -> String {
