@@ -76,41 +76,52 @@ pub fn spawn(
                 }
             }
             first = false;
-            if matches!(event, ListenEvent::Notification(_)) {
-                metrics::counter!("inquest_feed_notifications_total").increment(1);
-            }
-            match event {
-                ListenEvent::Notification(payload) => match Notification::parse(&payload) {
-                    Ok(n) => {
-                        // Commit (the database's clock) to here, for inlined
-                        // turns: the cross-replica feed's delay.
-                        if let Notification::Turn { turn: Some(t), .. } = &n {
-                            let delay = time::OffsetDateTime::now_utc() - t.created_at;
-                            if delay.is_positive() {
-                                metrics::histogram!("inquest_feed_delay_seconds")
-                                    .record(delay.as_seconds_f64());
-                            }
-                        }
-                        apply(&log, n).await
-                    }
-                    Err(e) => tracing::warn!(error = %e, "ignoring an undecodable notification"),
-                },
-                ListenEvent::Listening | ListenEvent::Lost => {
-                    let cause = if event == ListenEvent::Lost { "lost" } else { "listening" };
-                    metrics::counter!("inquest_feed_resyncs_total", "cause" => cause).increment(1);
-                    let lagged = log.live().lag_all_watchers();
-                    if lagged > 0 {
-                        tracing::warn!(
-                            watchers = lagged,
-                            ?event,
-                            "cross-replica feed interrupted; watchers reconnect from their last seq"
-                        );
-                    }
-                }
-            }
+            on_event(&log, event).await;
         }
     });
     first_listen
+}
+
+/// One event of the LISTEN connection: a notification is applied; the
+/// connection lost or (re)established lags every watcher here, since
+/// anything announced meanwhile was missed.
+async fn on_event(log: &TurnLog, event: ListenEvent) {
+    match event {
+        ListenEvent::Notification(payload) => {
+            metrics::counter!("inquest_feed_notifications_total").increment(1);
+            match Notification::parse(&payload) {
+                Ok(n) => {
+                    // Commit (the database's clock) to here, for inlined
+                    // turns: the cross-replica feed's delay.
+                    if let Notification::Turn { turn: Some(t), .. } = &n {
+                        let delay = time::OffsetDateTime::now_utc() - t.created_at;
+                        if delay.is_positive() {
+                            metrics::histogram!("inquest_feed_delay_seconds")
+                                .record(delay.as_seconds_f64());
+                        }
+                    }
+                    apply(log, n).await
+                }
+                Err(e) => tracing::warn!(error = %e, "ignoring an undecodable notification"),
+            }
+        }
+        ListenEvent::Listening | ListenEvent::Lost => {
+            let cause = if event == ListenEvent::Lost {
+                "lost"
+            } else {
+                "listening"
+            };
+            metrics::counter!("inquest_feed_resyncs_total", "cause" => cause).increment(1);
+            let lagged = log.live().lag_all_watchers();
+            if lagged > 0 {
+                tracing::warn!(
+                    watchers = lagged,
+                    ?event,
+                    "cross-replica feed interrupted; watchers reconnect from their last seq"
+                );
+            }
+        }
+    }
 }
 
 /// Applies what another replica announced (see [`inquest_store::notify`]):
