@@ -1,4 +1,13 @@
-//! Inquest's agent: the provider layer of the agent loop.
+//! Inquest's agent: the loop of one burst ([`Agent::run_burst`]: ask the
+//! model, run its tool calls, persist every turn through a [`TurnSink`],
+//! compact when the context window fills, author the report), the model
+//! providers and the tools. It persists and publishes only through the
+//! [`TurnSink`] and [`ToolRunner`] traits, so it must not depend on the
+//! store, the engine or the gRPC edge. Providers and tools stay modules of
+//! this crate rather than crates of their own: the loop is their only
+//! user, and each already sits behind its trait ([`Provider`],
+//! [`ToolRunner`]), so a split would add build units and no boundary.
+//! Start reading at `agent.rs`.
 //!
 //! - [`Provider`]: one model call over the provider-neutral transcript
 //!   ([`inquest_core::Message`]), returning a [`Completion`] or a

@@ -1,4 +1,6 @@
-//! In-process fan-out of a session's live events to its watchers.
+//! In-process fan-out of a session's live events to its watchers. Depends
+//! on the domain crate only; start at [`TurnBroadcaster::publish`] and
+//! [`Subscription`].
 //!
 //! The agent persists a turn, then [`TurnBroadcaster::publish`]es it; each
 //! `WatchSession` stream holds a [`Subscription`]. Events are hints on top of

@@ -8,6 +8,14 @@
 //!
 //! [`embedded`] runs a private PostgreSQL cluster for the zero-config
 //! default and for test runs.
+//!
+//! Also here: leases and their fencing epoch ([`lease`]), the session
+//! state machine's transitions as conditional updates (`bursts.rs`, with
+//! statuses bound from `inquest_core::Event`, never spelled in SQL), group
+//! commit of appends (`group.rs`), LISTEN/NOTIFY (`listen.rs`,
+//! [`notify`]) and the migrations (`migrations/` at the repository root).
+//! Must not depend on: the engine, the agent, the gRPC edge or the wire
+//! types. Start reading at [`Store::run`], then `turns.rs` and `lease.rs`.
 
 mod audit;
 #[cfg(feature = "bench")]

@@ -1,6 +1,9 @@
 //! `inquest`: the server (`serve`, `migrate`) and the client commands that
 //! talk gRPC to a running server (the benchmarks are `inquest-bench`).
-//! `main` only parses arguments, starts telemetry and dispatches.
+//! `main` only parses arguments, starts telemetry and dispatches. The only
+//! crate that links both the engine and the gRPC edge (through `serve`);
+//! the client modules (`client.rs`, `watch.rs`, `investigate.rs`) use
+//! the wire contract (`inquest-proto`) and no server code.
 
 mod client;
 mod investigate;
