@@ -280,148 +280,224 @@ fn rebuild_items<'a, I>(items: I) -> Rebuilt<'a>
 where
     I: Iterator<Item = Item<'a>> + Clone,
 {
-    let mut repairs = Vec::new();
-    let mut messages: Vec<Message<'a>> = Vec::with_capacity(items.size_hint().0.saturating_add(1));
-    // About one call per two turns (an assistant turn and its result).
-    let mut calls = CallIndex::with_capacity(items.size_hint().0 / 2 + 1);
-    let mut taken: Option<HashSet<Cow<'a, str>>> = None;
-    // One turn's calls as decoded; moved into its message (inline when
-    // there is one), so the buffer serves every turn.
-    let mut out: Vec<MessageCall<'a>> = Vec::new();
-
+    let mut transcript = Transcript::with_capacity(items.size_hint().0);
+    let all_ids = || all_call_ids(items.clone());
     for item in items.clone() {
         let turn = match item {
             Item::Turn(turn) => turn,
             Item::Summary(text) => {
-                calls.close();
-                messages.push(Message::User {
-                    text: Cow::Owned(text),
-                });
+                transcript.push_summary(text);
                 continue;
             }
         };
-        let seq = turn.seq.get();
         match turn.role {
             Role::Notice | Role::Compaction => {}
-            Role::User => {
-                calls.close();
-                let text = if is_blank(&turn.content) {
-                    repairs.push(Repair::EmptyUserMessage { seq });
-                    Cow::Borrowed(EMPTY_USER_MESSAGE)
-                } else {
-                    Cow::Borrowed(turn.content.as_str())
-                };
-                messages.push(Message::User { text });
-            }
-            Role::Assistant => {
-                calls.close();
-                let text = if stored_calls_into(turn, &mut out) {
-                    Cow::Borrowed(turn.content.as_str())
-                } else {
-                    repairs.push(Repair::UndecodableToolCalls { seq });
-                    Cow::Owned(undecodable_turn_text(turn))
-                };
-                // Providers refuse whitespace-only text; blank means none.
-                let blank = is_blank(&text);
-                if out.is_empty() && blank {
-                    repairs.push(Repair::DroppedEmptyAssistantTurn { seq });
-                    continue;
-                }
-                let text = if blank { Cow::Borrowed("") } else { text };
-                let at = messages.len();
-                for k in calls.add_calls(&messages, at, seq, &out) {
-                    if let Some(call) = out.get_mut(k) {
-                        let taken = taken.get_or_insert_with(|| all_call_ids(items.clone()));
-                        let new_id = fresh_id(&call.id, taken);
-                        repairs.push(Repair::RenamedDuplicateToolCall {
-                            call_id: call.id.clone().into_owned(),
-                            new_id: new_id.clone(),
-                            seq,
-                        });
-                        call.id = Cow::Owned(new_id);
-                    }
-                }
-                let count = out.len();
-                messages.push(Message::Assistant {
-                    text,
-                    tool_calls: MessageCalls::take_from(&mut out),
+            Role::User => transcript.push_user(turn),
+            Role::Assistant => transcript.push_assistant(turn, &all_ids),
+            Role::Tool => transcript.place_result(turn),
+        }
+    }
+    transcript.finish()
+}
+
+/// A transcript being rebuilt: the messages so far, the repairs made, and
+/// the calls still waiting for a result.
+struct Transcript<'a> {
+    repairs: Vec<Repair>,
+    messages: Vec<Message<'a>>,
+    calls: CallIndex<'a>,
+    /// Every id a call may end up with; see [`all_call_ids`].
+    taken: Option<HashSet<Cow<'a, str>>>,
+    // One turn's calls as decoded; moved into its message (inline when
+    // there is one), so the buffer serves every turn.
+    out: Vec<MessageCall<'a>>,
+}
+
+impl<'a> Transcript<'a> {
+    /// A transcript sized for about `items` turns.
+    fn with_capacity(items: usize) -> Self {
+        Transcript {
+            repairs: Vec::new(),
+            messages: Vec::with_capacity(items.saturating_add(1)),
+            // About one call per two turns (an assistant turn and its result).
+            calls: CallIndex::with_capacity(items / 2 + 1),
+            taken: None,
+            out: Vec::new(),
+        }
+    }
+
+    /// A compaction's summary, as a user message.
+    fn push_summary(&mut self, text: String) {
+        self.calls.close();
+        self.messages.push(Message::User {
+            text: Cow::Owned(text),
+        });
+    }
+
+    fn push_user(&mut self, turn: &'a Turn) {
+        self.calls.close();
+        let text = if is_blank(&turn.content) {
+            self.repairs.push(Repair::EmptyUserMessage {
+                seq: turn.seq.get(),
+            });
+            Cow::Borrowed(EMPTY_USER_MESSAGE)
+        } else {
+            Cow::Borrowed(turn.content.as_str())
+        };
+        self.messages.push(Message::User { text });
+    }
+
+    /// An assistant turn and, right after it, a synthetic result for each
+    /// of its calls. `all_ids` gives [`all_call_ids`] of the whole input.
+    fn push_assistant(&mut self, turn: &'a Turn, all_ids: &impl Fn() -> HashSet<Cow<'a, str>>) {
+        self.calls.close();
+        let Some(text) = self.assistant_text(turn) else {
+            return;
+        };
+        let at = self.messages.len();
+        self.add_calls_renaming_reused(at, turn.seq.get(), all_ids);
+        let count = self.out.len();
+        self.messages.push(Message::Assistant {
+            text,
+            tool_calls: MessageCalls::take_from(&mut self.out),
+        });
+        self.push_interrupted_results(at, count);
+    }
+
+    /// The text an assistant turn is shown with, its calls decoded into
+    /// `out`; `None` when it has neither text nor calls (it is left out).
+    fn assistant_text(&mut self, turn: &'a Turn) -> Option<Cow<'a, str>> {
+        let seq = turn.seq.get();
+        let text = if stored_calls_into(turn, &mut self.out) {
+            Cow::Borrowed(turn.content.as_str())
+        } else {
+            self.repairs.push(Repair::UndecodableToolCalls { seq });
+            Cow::Owned(undecodable_turn_text(turn))
+        };
+        // Providers refuse whitespace-only text; blank means none.
+        let blank = is_blank(&text);
+        if self.out.is_empty() && blank {
+            self.repairs.push(Repair::DroppedEmptyAssistantTurn { seq });
+            return None;
+        }
+        Some(if blank { Cow::Borrowed("") } else { text })
+    }
+
+    /// Adds the calls in `out` (of the assistant message about to go at
+    /// `at`) to the index, renaming each whose id an earlier call used.
+    fn add_calls_renaming_reused(
+        &mut self,
+        at: usize,
+        seq: u64,
+        all_ids: &impl Fn() -> HashSet<Cow<'a, str>>,
+    ) {
+        for k in self.calls.add_calls(&self.messages, at, seq, &self.out) {
+            if let Some(call) = self.out.get_mut(k) {
+                let taken = self.taken.get_or_insert_with(all_ids);
+                let new_id = fresh_id(&call.id, taken);
+                self.repairs.push(Repair::RenamedDuplicateToolCall {
+                    call_id: call.id.clone().into_owned(),
+                    new_id: new_id.clone(),
+                    seq,
                 });
-                // Each call's result follows in call order: a synthetic
-                // one until a stored result answers it.
-                for k in 0..count {
-                    let Some(Message::Assistant { tool_calls, .. }) = messages.get(at) else {
-                        break;
-                    };
-                    let Some(call) = tool_calls.get(k) else {
-                        break;
-                    };
-                    let result = Message::ToolResult {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        content: Cow::Borrowed(INTERRUPTED_TOOL_RESULT),
-                        is_error: true,
-                    };
-                    messages.push(result);
-                }
-            }
-            Role::Tool => {
-                let call_id = turn.tool_call_id.as_deref().unwrap_or_default();
-                let Answer { slot, in_open } = match calls.answer(&messages, call_id) {
-                    Ok(answer) => answer,
-                    Err(known) => {
-                        let call_id = call_id.to_owned();
-                        repairs.push(if known {
-                            Repair::DroppedDuplicateToolResult { call_id, seq }
-                        } else {
-                            Repair::DroppedOrphanToolResult { call_id, seq }
-                        });
-                        continue;
-                    }
-                };
-                if !in_open {
-                    repairs.push(Repair::MovedToolResult {
-                        call_id: call_id.to_owned(),
-                        from_seq: seq,
-                    });
-                }
-                if let Some(Message::ToolResult {
-                    content, is_error, ..
-                }) = messages.get_mut(slot)
-                {
-                    *content = Cow::Borrowed(turn.content.as_str());
-                    *is_error = turn.is_error;
-                }
+                call.id = Cow::Owned(new_id);
             }
         }
     }
 
-    // Calls never answered keep their synthetic result, in transcript
-    // order.
-    calls.close();
-    for (call_id, slot, assistant_seq) in calls.unanswered(&messages) {
-        let name = match messages.get(slot) {
-            Some(Message::ToolResult { name, .. }) => name.to_string(),
-            _ => String::new(),
+    /// Each call's result follows in call order: a synthetic one until a
+    /// stored result answers it.
+    fn push_interrupted_results(&mut self, at: usize, count: usize) {
+        for k in 0..count {
+            let Some(Message::Assistant { tool_calls, .. }) = self.messages.get(at) else {
+                break;
+            };
+            let Some(call) = tool_calls.get(k) else {
+                break;
+            };
+            let result = Message::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: Cow::Borrowed(INTERRUPTED_TOOL_RESULT),
+                is_error: true,
+            };
+            self.messages.push(result);
+        }
+    }
+
+    /// A stored result: its content goes in the synthetic result of the
+    /// call it answers, or it is dropped.
+    fn place_result(&mut self, turn: &'a Turn) {
+        let seq = turn.seq.get();
+        let call_id = turn.tool_call_id.as_deref().unwrap_or_default();
+        let Answer { slot, in_open } = match self.calls.answer(&self.messages, call_id) {
+            Ok(answer) => answer,
+            Err(known) => {
+                let call_id = call_id.to_owned();
+                self.repairs.push(if known {
+                    Repair::DroppedDuplicateToolResult { call_id, seq }
+                } else {
+                    Repair::DroppedOrphanToolResult { call_id, seq }
+                });
+                return;
+            }
         };
-        repairs.push(Repair::SynthesizedToolResult {
-            call_id: call_id.to_owned(),
-            name,
-            assistant_seq,
-        });
+        if !in_open {
+            self.repairs.push(Repair::MovedToolResult {
+                call_id: call_id.to_owned(),
+                from_seq: seq,
+            });
+        }
+        if let Some(Message::ToolResult {
+            content, is_error, ..
+        }) = self.messages.get_mut(slot)
+        {
+            *content = Cow::Borrowed(turn.content.as_str());
+            *is_error = turn.is_error;
+        }
     }
-    if messages
-        .first()
-        .is_some_and(|m| !matches!(m, Message::User { .. }))
-    {
-        messages.insert(
-            0,
-            Message::User {
-                text: Cow::Borrowed(MISSING_OPENING_MESSAGE),
-            },
-        );
-        repairs.push(Repair::InsertedOpeningUserMessage);
+
+    fn finish(mut self) -> Rebuilt<'a> {
+        // Calls never answered keep their synthetic result, in transcript
+        // order.
+        self.calls.close();
+        self.report_synthesized_results();
+        self.ensure_user_opening();
+        Rebuilt {
+            messages: self.messages,
+            repairs: self.repairs,
+        }
     }
-    Rebuilt { messages, repairs }
+
+    fn report_synthesized_results(&mut self) {
+        for (call_id, slot, assistant_seq) in self.calls.unanswered(&self.messages) {
+            let name = match self.messages.get(slot) {
+                Some(Message::ToolResult { name, .. }) => name.to_string(),
+                _ => String::new(),
+            };
+            self.repairs.push(Repair::SynthesizedToolResult {
+                call_id: call_id.to_owned(),
+                name,
+                assistant_seq,
+            });
+        }
+    }
+
+    fn ensure_user_opening(&mut self) {
+        if self
+            .messages
+            .first()
+            .is_some_and(|m| !matches!(m, Message::User { .. }))
+        {
+            self.messages.insert(
+                0,
+                Message::User {
+                    text: Cow::Borrowed(MISSING_OPENING_MESSAGE),
+                },
+            );
+            self.repairs.push(Repair::InsertedOpeningUserMessage);
+        }
+    }
 }
 
 fn fresh_id<'a>(id: &str, taken: &mut HashSet<Cow<'a, str>>) -> String {
