@@ -169,45 +169,9 @@ pub(super) fn classify<'a>(
     turns: &'a [Turn],
     classes: &impl ToolClasses,
 ) -> (Classification, Vec<&'a Turn>) {
-    let mut findings = Vec::new();
-    let mut own: Vec<&Turn> = Vec::with_capacity(turns.len());
-    for t in turns {
-        if t.session_id == session_id {
-            own.push(t);
-        } else {
-            findings.push(Repair::DroppedForeignTurn { seq: t.seq.get() });
-        }
-    }
+    let (own, mut findings) = split_foreign(session_id, turns);
     let mut degraded = !findings.is_empty();
-
-    // A read from a compaction that carries counters skips the turns
-    // between the opening and its first retained seq: that gap is the
-    // read's, not a hole in the history.
-    let read_gap_ends = own
-        .iter()
-        .rev()
-        .find_map(|t| t.compaction().filter(|i| i.carried.is_some()))
-        .map_or(0, |i| i.first_retained_seq);
-    let mut previous = 0u64;
-    for t in &own {
-        let seq = t.seq.get();
-        if seq > previous.saturating_add(1) && seq <= read_gap_ends && previous > 0 {
-            previous = seq;
-            continue;
-        }
-        if seq <= previous {
-            findings.push(Repair::SeqNotIncreasing {
-                seq,
-                previous_seq: previous,
-            });
-        } else if seq > previous.saturating_add(1) {
-            findings.push(Repair::HistoryGap {
-                after_seq: previous,
-                next_seq: seq,
-            });
-        }
-        previous = previous.max(seq);
-    }
+    findings.extend(seq_findings(&own));
 
     let visible: Vec<&Turn> = own
         .iter()
@@ -226,22 +190,8 @@ pub(super) fn classify<'a>(
     degraded |= scan_degraded;
 
     let (tail, interrupted_calls) = classify_tail(&visible, &fresh, classes);
-    let kind = if degraded || tail == Tail::Empty {
-        RecoveryKind::DegradedHistory
-    } else {
-        match tail {
-            Tail::FinalAnswer => RecoveryKind::Clean,
-            Tail::AwaitingModel => RecoveryKind::InterruptedPrompt,
-            Tail::DanglingToolCalls | Tail::Empty => RecoveryKind::InterruptedTurn,
-        }
-    };
-    let can_auto_continue = match kind {
-        RecoveryKind::InterruptedPrompt => true,
-        RecoveryKind::InterruptedTurn => interrupted_calls
-            .iter()
-            .all(|c| c.side_effect.safe_to_repeat()),
-        RecoveryKind::Clean | RecoveryKind::DegradedHistory => false,
-    };
+    let kind = recovery_kind(degraded, tail);
+    let can_auto_continue = auto_continues(kind, &interrupted_calls);
     let found = Classification {
         findings,
         kind,
@@ -250,6 +200,78 @@ pub(super) fn classify<'a>(
         can_auto_continue,
     };
     (found, own)
+}
+
+/// The turns of `session_id`, and a finding for each turn of another
+/// session.
+fn split_foreign(session_id: SessionId, turns: &[Turn]) -> (Vec<&Turn>, Vec<Repair>) {
+    let mut findings = Vec::new();
+    let mut own: Vec<&Turn> = Vec::with_capacity(turns.len());
+    for t in turns {
+        if t.session_id == session_id {
+            own.push(t);
+        } else {
+            findings.push(Repair::DroppedForeignTurn { seq: t.seq.get() });
+        }
+    }
+    (own, findings)
+}
+
+/// The seqs of `own` that go back or skip ahead, in order.
+fn seq_findings(own: &[&Turn]) -> Vec<Repair> {
+    let mut findings = Vec::new();
+    // A read from a compaction that carries counters skips the turns
+    // between the opening and its first retained seq: that gap is the
+    // read's, not a hole in the history.
+    let read_gap_ends = own
+        .iter()
+        .rev()
+        .find_map(|t| t.compaction().filter(|i| i.carried.is_some()))
+        .map_or(0, |i| i.first_retained_seq);
+    let mut previous = 0u64;
+    for t in own {
+        let seq = t.seq.get();
+        if seq > previous.saturating_add(1) && seq <= read_gap_ends && previous > 0 {
+            previous = seq;
+            continue;
+        }
+        if seq <= previous {
+            findings.push(Repair::SeqNotIncreasing {
+                seq,
+                previous_seq: previous,
+            });
+        } else if seq > previous.saturating_add(1) {
+            findings.push(Repair::HistoryGap {
+                after_seq: previous,
+                next_seq: seq,
+            });
+        }
+        previous = previous.max(seq);
+    }
+    findings
+}
+
+fn recovery_kind(degraded: bool, tail: Tail) -> RecoveryKind {
+    if degraded || tail == Tail::Empty {
+        RecoveryKind::DegradedHistory
+    } else {
+        match tail {
+            Tail::FinalAnswer => RecoveryKind::Clean,
+            Tail::AwaitingModel => RecoveryKind::InterruptedPrompt,
+            Tail::DanglingToolCalls | Tail::Empty => RecoveryKind::InterruptedTurn,
+        }
+    }
+}
+
+/// Whether a session of `kind` may continue without a human.
+fn auto_continues(kind: RecoveryKind, interrupted_calls: &[InterruptedCall]) -> bool {
+    match kind {
+        RecoveryKind::InterruptedPrompt => true,
+        RecoveryKind::InterruptedTurn => interrupted_calls
+            .iter()
+            .all(|c| c.side_effect.safe_to_repeat()),
+        RecoveryKind::Clean | RecoveryKind::DegradedHistory => false,
+    }
 }
 
 /// The raw scan for the healthy pattern, without a lookup: every result
