@@ -204,25 +204,64 @@ async fn send_message_tx(
     let request = RequestFingerprint::send_message(&message);
     let tx = client.transaction().await?;
     // The tenant first: a key must not replay another tenant's turn.
+    check_tenant_session(&tx, caller.tenant, session).await?;
+    if let Some(key) = key
+        && let Some(turn) = turn_for_key(&tx, &scope, key, &request).await?
+    {
+        tx.commit().await?;
+        return Ok(replayed(turn));
+    }
+    if !open_burst(&tx, origin, session).await? {
+        return refused(tx, &scope, key, &request, session).await;
+    }
+    // The status change above is this transaction's own: the count skips
+    // this session. A refusal drops the transaction, undoing the change.
+    crate::tenants::admit(&tx, caller.tenant, caller.quota, Some(session)).await?;
+    let turn = insert_turn(&tx, origin, session, None, None, &NewTurn::User(message)).await?;
+    if let Some(key) = key
+        && !claim_key(&tx, &scope, key, session, &turn, &request).await?
+    {
+        // Rare: our key lookup ran before a call with the same key
+        // committed, and that call's whole burst ended before our
+        // status UPDATE ran, so the UPDATE matched again. A key never
+        // maps to two turns: undo ours (turn, status, notification) and
+        // answer as a retry that found the key would.
+        tx.rollback().await?;
+        return replay_claimed(client, &scope, key, &request).await;
+    }
+    tx.commit().await?;
+    Ok(SendOutcome::Sent {
+        turn: Box::new(turn),
+        created: true,
+    })
+}
+
+/// NotFound unless `session` is `tenant`'s.
+async fn check_tenant_session(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tenant: &Tenant,
+    session: SessionId,
+) -> Result<(), StoreError> {
     if tx
         .query_opt(
             "SELECT 1 FROM sessions WHERE id = $1 AND tenant = $2",
-            &[session.as_uuid(), &caller.tenant.as_str()],
+            &[session.as_uuid(), &tenant.as_str()],
         )
         .await?
         .is_none()
     {
         return Err(not_found_session(session));
     }
-    if let Some(key) = key
-        && let Some(turn) = turn_for_key(&tx, &scope, key, &request).await?
-    {
-        tx.commit().await?;
-        return Ok(SendOutcome::Sent {
-            turn: Box::new(turn),
-            created: false,
-        });
-    }
+    Ok(())
+}
+
+/// Marks the session `pending` and announces it, if its status lets a
+/// message open a burst; false when it does not.
+async fn open_burst(
+    tx: &deadpool_postgres::Transaction<'_>,
+    origin: &ReplicaId,
+    session: SessionId,
+) -> Result<bool, StoreError> {
     let opened = tx
         .query_opt(
             &format!(
@@ -239,81 +278,96 @@ async fn send_message_tx(
             ],
         )
         .await?;
-    if opened.is_none() {
-        // Under READ COMMITTED this statement sees what a concurrent call
-        // committed while our UPDATE waited on the row lock: a retry with
-        // the same key that lost the race finds the winner's turn here
-        // (or, for another message, is refused).
-        if let Some(key) = key
-            && let Some(turn) = turn_for_key(&tx, &scope, key, &request).await?
-        {
-            tx.commit().await?;
-            return Ok(SendOutcome::Sent {
-                turn: Box::new(turn),
-                created: false,
-            });
-        }
-        let row = tx
-            .query_opt(
-                "SELECT status, exit_reason FROM sessions WHERE id = $1",
-                &[session.as_uuid()],
-            )
-            .await?
-            .ok_or_else(|| not_found_session(session))?;
-        let status = crate::rows::status(&row, 0)?;
-        let exit_reason = crate::rows::exit_reason(&row, 1)?;
-        tx.rollback().await?;
-        return Ok(match status {
-            SessionStatus::Cancelled => SendOutcome::Ended {
-                status,
-                exit_reason,
-            },
-            // A reopenable status cannot reach here (the UPDATE would have
-            // matched); report it as busy rather than guess.
-            _ => SendOutcome::Busy { status },
-        });
+    Ok(opened.is_some())
+}
+
+/// What a message that could not open a burst gets: the turn its key
+/// already names, or the status that refused it (nothing stored).
+async fn refused(
+    tx: deadpool_postgres::Transaction<'_>,
+    scope: &str,
+    key: Option<&IdempotencyKey>,
+    request: &RequestFingerprint,
+    session: SessionId,
+) -> Result<SendOutcome, StoreError> {
+    // Under READ COMMITTED this statement sees what a concurrent call
+    // committed while our UPDATE waited on the row lock: a retry with
+    // the same key that lost the race finds the winner's turn here
+    // (or, for another message, is refused).
+    if let Some(key) = key
+        && let Some(turn) = turn_for_key(&tx, scope, key, request).await?
+    {
+        tx.commit().await?;
+        return Ok(replayed(turn));
     }
-    // The status change above is this transaction's own: the count skips
-    // this session. A refusal drops the transaction, undoing the change.
-    crate::tenants::admit(&tx, caller.tenant, caller.quota, Some(session)).await?;
-    let turn = insert_turn(&tx, origin, session, None, None, &NewTurn::User(message)).await?;
-    if let Some(key) = key {
-        let claimed = tx
-            .execute(
-                "INSERT INTO idempotency_keys (scope, key, session_id, seq, request_hash) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                &[
-                    &scope,
-                    &key.as_str(),
-                    session.as_uuid(),
-                    &turn.seq.as_i64(),
-                    &request.as_bytes().as_slice(),
-                ],
-            )
-            .await?;
-        if claimed == 0 {
-            // Rare: our key lookup ran before a call with the same key
-            // committed, and that call's whole burst ended before our
-            // status UPDATE ran, so the UPDATE matched again. A key never
-            // maps to two turns: undo ours (turn, status, notification) and
-            // answer as a retry that found the key would.
-            tx.rollback().await?;
-            let tx = client.transaction().await?;
-            let turn = turn_for_key(&tx, &scope, key, &request)
-                .await?
-                .ok_or_else(|| StoreError::Internal("idempotency key vanished".into()))?;
-            tx.commit().await?;
-            return Ok(SendOutcome::Sent {
-                turn: Box::new(turn),
-                created: false,
-            });
-        }
-    }
-    tx.commit().await?;
-    Ok(SendOutcome::Sent {
-        turn: Box::new(turn),
-        created: true,
+    let row = tx
+        .query_opt(
+            "SELECT status, exit_reason FROM sessions WHERE id = $1",
+            &[session.as_uuid()],
+        )
+        .await?
+        .ok_or_else(|| not_found_session(session))?;
+    let status = crate::rows::status(&row, 0)?;
+    let exit_reason = crate::rows::exit_reason(&row, 1)?;
+    tx.rollback().await?;
+    Ok(match status {
+        SessionStatus::Cancelled => SendOutcome::Ended {
+            status,
+            exit_reason,
+        },
+        // A reopenable status cannot reach here (the UPDATE would have
+        // matched); report it as busy rather than guess.
+        _ => SendOutcome::Busy { status },
     })
+}
+
+/// Binds `key` to the stored `turn`; false when another call holds it.
+async fn claim_key(
+    tx: &deadpool_postgres::Transaction<'_>,
+    scope: &str,
+    key: &IdempotencyKey,
+    session: SessionId,
+    turn: &Turn,
+    request: &RequestFingerprint,
+) -> Result<bool, StoreError> {
+    let claimed = tx
+        .execute(
+            "INSERT INTO idempotency_keys (scope, key, session_id, seq, request_hash) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            &[
+                &scope,
+                &key.as_str(),
+                session.as_uuid(),
+                &turn.seq.as_i64(),
+                &request.as_bytes().as_slice(),
+            ],
+        )
+        .await?;
+    Ok(claimed != 0)
+}
+
+/// The turn another call claimed `key` for, read in a new transaction
+/// (ours was rolled back), answered as a retry that found the key.
+async fn replay_claimed(
+    client: &mut deadpool_postgres::Client,
+    scope: &str,
+    key: &IdempotencyKey,
+    request: &RequestFingerprint,
+) -> Result<SendOutcome, StoreError> {
+    let tx = client.transaction().await?;
+    let turn = turn_for_key(&tx, scope, key, request)
+        .await?
+        .ok_or_else(|| StoreError::Internal("idempotency key vanished".into()))?;
+    tx.commit().await?;
+    Ok(replayed(turn))
+}
+
+/// A message already stored by an earlier call with the same key.
+fn replayed(turn: Turn) -> SendOutcome {
+    SendOutcome::Sent {
+        turn: Box::new(turn),
+        created: false,
+    }
 }
 
 /// The turn a key names, if the key is in use; an error when it was used
