@@ -334,6 +334,40 @@ async fn start_session_tx(
     let tx = client.transaction().await?;
     // The tenant first: an idempotency key must not replay another
     // tenant's session.
+    check_tenant_incident(&tx, tenant, incident).await?;
+    if let Some(key) = key
+        && let Some(found) = existing_for_key(&tx, &scope, key, &request).await?
+    {
+        tx.commit().await?;
+        return Ok(found);
+    }
+    crate::tenants::admit(&tx, tenant, quota, None).await?;
+    let id = SessionId::new();
+    let session = insert_session(&tx, id, incident, tenant).await?;
+    let first_turn = insert_opening_turn(&tx, id, message).await?;
+    if let Some(key) = key
+        && !claim_key(&tx, &scope, key, id, &request).await?
+    {
+        // A concurrent call with the same key committed first (the
+        // insert waited for it): undo ours, then return theirs if it was
+        // this request, or refuse if it was another.
+        tx.rollback().await?;
+        return replay_claimed(client, &scope, key, &request).await;
+    }
+    tx.commit().await?;
+    Ok(StartedSession {
+        session,
+        first_turn,
+        created: true,
+    })
+}
+
+/// NotFound unless `incident` is `tenant`'s.
+async fn check_tenant_incident(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tenant: &Tenant,
+    incident: IncidentId,
+) -> Result<(), StoreError> {
     if tx
         .query_opt(
             "SELECT 1 FROM incidents WHERE id = $1 AND tenant = $2",
@@ -347,20 +381,21 @@ async fn start_session_tx(
             id: incident.to_string(),
         });
     }
-    if let Some(key) = key
-        && let Some(found) = existing_for_key(&tx, &scope, key, &request).await?
-    {
-        tx.commit().await?;
-        return Ok(found);
-    }
-    crate::tenants::admit(&tx, tenant, quota, None).await?;
-    let id = SessionId::new();
-    let turn = NewTurn::User(message.clone());
+    Ok(())
+}
+
+/// The new session's row, in its initial status with one turn counted.
+async fn insert_session(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: SessionId,
+    incident: IncidentId,
+    tenant: &Tenant,
+) -> Result<SessionRow, StoreError> {
     let session_sql = format!(
         "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant) \
          VALUES ($1, $2, $4::text, 1, 1, $3) RETURNING {SESSION_COLUMNS}"
     );
-    let session = session_from_row(
+    session_from_row(
         &tx.query_one(
             &session_sql,
             &[
@@ -371,7 +406,16 @@ async fn start_session_tx(
             ],
         )
         .await?,
-    )?;
+    )
+}
+
+/// The session's opening user turn, seq 1.
+async fn insert_opening_turn(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: SessionId,
+    message: &UserMessage,
+) -> Result<Turn, StoreError> {
+    let turn = NewTurn::User(message.clone());
     let turn_sql = format!(
         "INSERT INTO turns (session_id, seq, role, content, escaped) \
          VALUES ($1, 1, 'user', $2, $3) RETURNING {TURN_COLUMNS}"
@@ -379,42 +423,49 @@ async fn start_session_tx(
     // A user message may hold U+0000: stored escaped (crate::text).
     let escaped = text::has_nul(turn.content());
     let content = text::field(turn.content(), escaped);
-    let first_turn = turn_from_row(
+    turn_from_row(
         &tx.query_one(&turn_sql, &[id.as_uuid(), &&*content, &escaped])
             .await?,
-    )?;
-    if let Some(key) = key {
-        let claimed = tx
-            .execute(
-                "INSERT INTO idempotency_keys (scope, key, session_id, seq, request_hash) \
-                 VALUES ($1, $2, $3, 1, $4) ON CONFLICT DO NOTHING",
-                &[
-                    &scope,
-                    &key.as_str(),
-                    id.as_uuid(),
-                    &request.as_bytes().as_slice(),
-                ],
-            )
-            .await?;
-        if claimed == 0 {
-            // A concurrent call with the same key committed first (the
-            // insert waited for it): undo ours, then return theirs if it was
-            // this request, or refuse if it was another.
-            tx.rollback().await?;
-            let tx = client.transaction().await?;
-            let found = existing_for_key(&tx, &scope, key, &request)
-                .await?
-                .ok_or_else(|| StoreError::Internal("idempotency key vanished".into()))?;
-            tx.commit().await?;
-            return Ok(found);
-        }
-    }
+    )
+}
+
+/// Binds `key` to the new session `id`; false when another call holds it.
+async fn claim_key(
+    tx: &deadpool_postgres::Transaction<'_>,
+    scope: &str,
+    key: &IdempotencyKey,
+    id: SessionId,
+    request: &RequestFingerprint,
+) -> Result<bool, StoreError> {
+    let claimed = tx
+        .execute(
+            "INSERT INTO idempotency_keys (scope, key, session_id, seq, request_hash) \
+             VALUES ($1, $2, $3, 1, $4) ON CONFLICT DO NOTHING",
+            &[
+                &scope,
+                &key.as_str(),
+                id.as_uuid(),
+                &request.as_bytes().as_slice(),
+            ],
+        )
+        .await?;
+    Ok(claimed != 0)
+}
+
+/// The session another call claimed `key` for, read in a new transaction
+/// (ours was rolled back); an error when it was for another request.
+async fn replay_claimed(
+    client: &mut deadpool_postgres::Client,
+    scope: &str,
+    key: &IdempotencyKey,
+    request: &RequestFingerprint,
+) -> Result<StartedSession, StoreError> {
+    let tx = client.transaction().await?;
+    let found = existing_for_key(&tx, scope, key, request)
+        .await?
+        .ok_or_else(|| StoreError::Internal("idempotency key vanished".into()))?;
     tx.commit().await?;
-    Ok(StartedSession {
-        session,
-        first_turn,
-        created: true,
-    })
+    Ok(found)
 }
 
 /// The session a key names, if the key is in use; an error when it was
