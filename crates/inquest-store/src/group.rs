@@ -33,13 +33,14 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use inquest_core::{NewTurn, SessionId};
+use inquest_core::{NewTurn, Seq, SessionId};
 use tokio::sync::{Semaphore, oneshot};
+use tokio_postgres::{Row, types::ToSql};
 use uuid::Uuid;
 
 use crate::{
     ReplicaId, Store, StoreError,
-    turns::{Appended, Staged, WriteId, insert_turn_seen, no_row, to_i64},
+    turns::{Appended, Staged, StoredFields, WriteId, insert_turn_seen, no_row, to_i64},
 };
 
 /// Most turns one group statement writes.
@@ -320,71 +321,10 @@ async fn insert_group(
 ) -> Result<Vec<Result<Appended, StoreError>>, StoreError> {
     let staged: Vec<Staged<'_>> = group.iter().map(|p| Staged::new(&p.turn)).collect();
     let fields: Vec<_> = staged.iter().map(Staged::fields).collect();
-    let sessions: Vec<Uuid> = group.iter().map(|p| *p.session.as_uuid()).collect();
-    let roles: Vec<&str> = group.iter().map(|p| p.turn.role().as_str()).collect();
-    let contents: Vec<&str> = fields.iter().map(|f| &*f.content).collect();
-    let calls: Vec<&serde_json::Value> = fields.iter().map(|f| &*f.tool_calls).collect();
-    let call_ids: Vec<Option<&str>> = fields.iter().map(|f| f.call_id.as_deref()).collect();
-    let tool_names: Vec<Option<&str>> = fields.iter().map(|f| f.tool_name.as_deref()).collect();
-    let errors: Vec<bool> = staged.iter().map(|s| s.is_error).collect();
-    let call_counts: Vec<i64> = group
-        .iter()
-        .map(|p| to_i64(p.turn.tool_call_count() as u64))
-        .collect();
-    let inputs: Vec<i64> = staged
-        .iter()
-        .map(|s| to_i64(s.usage.input_tokens))
-        .collect();
-    let outputs: Vec<i64> = staged
-        .iter()
-        .map(|s| to_i64(s.usage.output_tokens))
-        .collect();
-    let epochs: Vec<Option<i64>> = group.iter().map(|p| p.epoch).collect();
-    let writes: Vec<Option<Uuid>> = group
-        .iter()
-        .map(|p| p.write.as_ref().map(|w| *w.as_uuid()))
-        .collect();
-    let escaped: Vec<bool> = staged.iter().map(|s| s.escaped).collect();
-    let plans: Vec<Option<&serde_json::Value>> =
-        fields.iter().map(|f| f.recovery_plan.as_deref()).collect();
-    let cache_reads: Vec<i64> = staged
-        .iter()
-        .map(|s| to_i64(s.usage.cache_read_input_tokens))
-        .collect();
-    let cache_writes: Vec<i64> = staged
-        .iter()
-        .map(|s| to_i64(s.usage.cache_creation_input_tokens))
-        .collect();
-    let costs: Vec<Option<i64>> = staged
-        .iter()
-        .map(|s| s.usage.cost.map(|c| to_i64(c.nanos())))
-        .collect();
+    let columns = GroupColumns::new(origin, group, &staged, &fields);
     let stmt = client.prepare_cached(GROUP_SQL).await?;
-    let rows = client
-        .query(
-            &stmt,
-            &[
-                &sessions,
-                &roles,
-                &contents,
-                &calls,
-                &call_ids,
-                &tool_names,
-                &errors,
-                &call_counts,
-                &inputs,
-                &outputs,
-                &epochs,
-                &origin.as_str(),
-                &writes,
-                &escaped,
-                &plans,
-                &cache_reads,
-                &cache_writes,
-                &costs,
-            ],
-        )
-        .await;
+    let rows = client.query(&stmt, &columns.params()).await;
+    drop(columns);
     drop(fields);
     let rows = match rows {
         Ok(rows) => rows,
@@ -392,28 +332,150 @@ async fn insert_group(
             return match StoreError::from(e) {
                 // Refused: nothing committed. Each turn alone gets its own
                 // outcome (one repeated write id, one constraint).
-                StoreError::Database(_) => {
-                    let mut outcomes = Vec::with_capacity(group.len());
-                    for p in group {
-                        outcomes.push(
-                            insert_turn_seen(client, origin, p.session, p.epoch, p.write, &p.turn)
-                                .await,
-                        );
-                    }
-                    Ok(outcomes)
-                }
+                StoreError::Database(_) => Ok(insert_each(client, origin, group).await),
                 other => Err(other),
             };
         }
     };
+    let committed = committed_by_session(&rows)?;
+    Ok(group_outcomes(client, group, staged, committed).await)
+}
+
+/// The arrays [`GROUP_SQL`] takes, one element per turn of the group, and
+/// the origin it announces turns with.
+struct GroupColumns<'g> {
+    sessions: Vec<Uuid>,
+    roles: Vec<&'g str>,
+    contents: Vec<&'g str>,
+    calls: Vec<&'g serde_json::Value>,
+    call_ids: Vec<Option<&'g str>>,
+    tool_names: Vec<Option<&'g str>>,
+    errors: Vec<bool>,
+    call_counts: Vec<i64>,
+    inputs: Vec<i64>,
+    outputs: Vec<i64>,
+    epochs: Vec<Option<i64>>,
+    origin: &'g str,
+    writes: Vec<Option<Uuid>>,
+    escaped: Vec<bool>,
+    plans: Vec<Option<&'g serde_json::Value>>,
+    cache_reads: Vec<i64>,
+    cache_writes: Vec<i64>,
+    costs: Vec<Option<i64>>,
+}
+
+impl<'g> GroupColumns<'g> {
+    fn new(
+        origin: &'g ReplicaId,
+        group: &'g [Pending],
+        staged: &'g [Staged<'g>],
+        fields: &'g [StoredFields<'g>],
+    ) -> Self {
+        GroupColumns {
+            sessions: group.iter().map(|p| *p.session.as_uuid()).collect(),
+            roles: group.iter().map(|p| p.turn.role().as_str()).collect(),
+            contents: fields.iter().map(|f| &*f.content).collect(),
+            calls: fields.iter().map(|f| &*f.tool_calls).collect(),
+            call_ids: fields.iter().map(|f| f.call_id.as_deref()).collect(),
+            tool_names: fields.iter().map(|f| f.tool_name.as_deref()).collect(),
+            errors: staged.iter().map(|s| s.is_error).collect(),
+            call_counts: group
+                .iter()
+                .map(|p| to_i64(p.turn.tool_call_count() as u64))
+                .collect(),
+            inputs: staged
+                .iter()
+                .map(|s| to_i64(s.usage.input_tokens))
+                .collect(),
+            outputs: staged
+                .iter()
+                .map(|s| to_i64(s.usage.output_tokens))
+                .collect(),
+            epochs: group.iter().map(|p| p.epoch).collect(),
+            origin: origin.as_str(),
+            writes: group
+                .iter()
+                .map(|p| p.write.as_ref().map(|w| *w.as_uuid()))
+                .collect(),
+            escaped: staged.iter().map(|s| s.escaped).collect(),
+            plans: fields.iter().map(|f| f.recovery_plan.as_deref()).collect(),
+            cache_reads: staged
+                .iter()
+                .map(|s| to_i64(s.usage.cache_read_input_tokens))
+                .collect(),
+            cache_writes: staged
+                .iter()
+                .map(|s| to_i64(s.usage.cache_creation_input_tokens))
+                .collect(),
+            costs: staged
+                .iter()
+                .map(|s| s.usage.cost.map(|c| to_i64(c.nanos())))
+                .collect(),
+        }
+    }
+
+    /// `$1` to `$18`, in order.
+    fn params(&self) -> [&(dyn ToSql + Sync); 18] {
+        [
+            &self.sessions,
+            &self.roles,
+            &self.contents,
+            &self.calls,
+            &self.call_ids,
+            &self.tool_names,
+            &self.errors,
+            &self.call_counts,
+            &self.inputs,
+            &self.outputs,
+            &self.epochs,
+            &self.origin,
+            &self.writes,
+            &self.escaped,
+            &self.plans,
+            &self.cache_reads,
+            &self.cache_writes,
+            &self.costs,
+        ]
+    }
+}
+
+/// Each turn of `group` written alone, with the single append.
+async fn insert_each(
+    client: &impl deadpool_postgres::GenericClient,
+    origin: &ReplicaId,
+    group: &[Pending],
+) -> Vec<Result<Appended, StoreError>> {
+    let mut outcomes = Vec::with_capacity(group.len());
+    for p in group {
+        outcomes.push(insert_turn_seen(client, origin, p.session, p.epoch, p.write, &p.turn).await);
+    }
+    outcomes
+}
+
+/// What the group statement wrote, by session: the turn's seq, when it
+/// was written, and whether another replica watches the session.
+fn committed_by_session(
+    rows: &[Row],
+) -> Result<HashMap<Uuid, (Seq, time::OffsetDateTime, bool)>, StoreError> {
     let mut committed = HashMap::with_capacity(rows.len());
-    for row in &rows {
+    for row in rows {
         let session: Uuid = crate::rows::get(row, 0)?;
         let seq = crate::rows::seq(crate::rows::get(row, 1)?)?;
         let created_at: time::OffsetDateTime = crate::rows::get(row, 2)?;
         let watched: bool = crate::rows::get(row, 3)?;
         committed.insert(session, (seq, created_at, watched));
     }
+    Ok(committed)
+}
+
+/// Each turn's outcome, in `group`'s order: the turn `committed` holds
+/// for its session, else why its session matched no row.
+async fn group_outcomes(
+    client: &impl deadpool_postgres::GenericClient,
+    group: &[Pending],
+    staged: Vec<Staged<'_>>,
+    mut committed: HashMap<Uuid, (Seq, time::OffsetDateTime, bool)>,
+) -> Vec<Result<Appended, StoreError>> {
     let mut outcomes = Vec::with_capacity(group.len());
     for (p, staged) in group.iter().zip(staged) {
         outcomes.push(match committed.remove(p.session.as_uuid()) {
@@ -425,7 +487,7 @@ async fn insert_group(
             None => Err(no_row(client, p.session, p.epoch).await),
         });
     }
-    Ok(outcomes)
+    outcomes
 }
 
 #[cfg(test)]
