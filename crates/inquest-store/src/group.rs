@@ -34,7 +34,7 @@ use std::{
 };
 
 use inquest_core::{NewTurn, Seq, SessionId};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio_postgres::{Row, types::ToSql};
 use uuid::Uuid;
 
@@ -121,7 +121,7 @@ impl Store {
         write: Option<WriteId>,
         turn: NewTurn,
     ) -> Result<Appended, StoreError> {
-        let (reply, mut answer) = oneshot::channel();
+        let (reply, answer) = oneshot::channel();
         let pending = Pending {
             session,
             epoch,
@@ -141,37 +141,50 @@ impl Store {
             // alone with a group of the rest: two commits a round).
             tokio::task::yield_now().await;
             if self.appends.is_idle() {
-                // Still alone: write it here, with no hand-off to another
-                // task (what a quiet replica does every time). No timer of
-                // its own: the caller ([`Store::append`]) bounds this
-                // whole call by the same `turn_write_timeout`.
-                let Pending {
-                    session,
-                    epoch,
-                    write,
-                    turn,
-                    ..
-                } = pending;
-                let outcome = self
-                    .run_measured("append_turn", None, async |c| {
-                        insert_turn_seen(&*c, &self.replica, session, epoch, write, &turn).await
-                    })
-                    .await;
-                drop(slot);
-                return outcome;
+                // Still alone: written here, as a single append.
+                return self.append_alone(slot, pending).await;
             }
             // Others queued behind it: a group, written as below (this
             // turn may be left for the next one if the group is full).
             self.appends.push(pending);
-            let group = self.appends.take();
-            let store = self.clone();
-            self.writes.spawn(async move {
-                store.write_group(group).await;
-                drop(slot);
-            });
+            self.spawn_group(self.appends.take(), slot);
         } else {
             self.appends.push(pending);
         }
+        self.wait_for_outcome(answer).await
+    }
+
+    /// Writes a turn that found itself alone here, with no hand-off to
+    /// another task (what a quiet replica does every time). No timer of
+    /// its own: the caller ([`Store::append`]) bounds this whole call by
+    /// the same `turn_write_timeout`.
+    async fn append_alone(
+        &self,
+        slot: OwnedSemaphorePermit,
+        pending: Pending,
+    ) -> Result<Appended, StoreError> {
+        let Pending {
+            session,
+            epoch,
+            write,
+            turn,
+            ..
+        } = pending;
+        let outcome = self
+            .run_measured("append_turn", None, async |c| {
+                insert_turn_seen(&*c, &self.replica, session, epoch, write, &turn).await
+            })
+            .await;
+        drop(slot);
+        outcome
+    }
+
+    /// Waits for the queued turn's `answer`, writing the waiting group
+    /// whenever a slot comes free first.
+    async fn wait_for_outcome(
+        &self,
+        mut answer: oneshot::Receiver<Result<Appended, StoreError>>,
+    ) -> Result<Appended, StoreError> {
         loop {
             let slot = tokio::select! {
                 biased;
@@ -186,14 +199,19 @@ impl Store {
                 drop(slot);
                 return answered(answer.await);
             }
-            // Apart from this caller, so its timeout does not cut short
-            // the others' writes; the store's tracker owns it.
-            let store = self.clone();
-            self.writes.spawn(async move {
-                store.write_group(group).await;
-                drop(slot);
-            });
+            self.spawn_group(group, slot);
         }
+    }
+
+    /// Writes `group` apart from this caller, so its timeout does not cut
+    /// short the others' writes; the store's tracker owns it. The slot is
+    /// freed when the write ends.
+    fn spawn_group(&self, group: Vec<Pending>, slot: OwnedSemaphorePermit) {
+        let store = self.clone();
+        self.writes.spawn(async move {
+            store.write_group(group).await;
+            drop(slot);
+        });
     }
 
     /// Writes `group` and sends each turn its outcome.
