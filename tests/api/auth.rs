@@ -376,3 +376,88 @@ async fn no_auth_on_a_non_loopback_listener_needs_the_insecure_flag() {
         .await
         .expect("allowed with authentication");
 }
+
+/// A guessed token costs the database one read per cache TTL, not one per
+/// call: 2,000 calls with one unknown token id make a handful of lookups
+/// (counted by the store's own call metric; other tests in this binary
+/// add a few of theirs, far under the bound).
+#[tokio::test]
+async fn an_unknown_token_id_does_not_cost_a_database_read_per_call() {
+    const CALLS: usize = 2_000;
+    let app = spawn_app_with(|c| c.auth.mode = AuthMode::Required).await;
+    let admin = app.admin_addr.expect("the admin listener is bound");
+    let lookups =
+        |page: &str| crate::metrics::sum(page, "inquest_store_calls_total", r#"op="find_token""#);
+    let before = lookups(&crate::metrics::get(admin, "/metrics").await.1);
+    let guess = format!("Bearer inq_{}_{}", "7".repeat(32), "0".repeat(64));
+    let ids = (UNKNOWN.to_owned(), UNKNOWN.to_owned());
+    let started = std::time::Instant::now();
+    for _ in 0..CALLS {
+        assert_eq!(
+            code(&app, "ListIncidents", Some(&guess), &ids).await,
+            Code::Unauthenticated
+        );
+    }
+    let after = lookups(&crate::metrics::get(admin, "/metrics").await.1);
+    let reads = after - before;
+    // One read per TTL the calls took, and slack for the other tests.
+    let ttls = started.elapsed().as_secs_f64() / VERIFY_CACHE_TTL.as_secs_f64();
+    let bound = 200.0 + 2.0 * ttls.ceil();
+    assert!(
+        reads <= bound,
+        "{reads} token reads for {CALLS} calls with one unknown id (bound {bound})"
+    );
+    // Another spelling of a real credential is no credential: one form only.
+    let t = app
+        .store
+        .create_token(
+            "spelling",
+            &inquest_core::Tenant::default_tenant(),
+            Role::Viewer,
+            None,
+        )
+        .await
+        .unwrap();
+    let upper = format!(
+        "Bearer {}",
+        t.secret.to_uppercase().replacen("INQ_", "inq_", 1)
+    );
+    let padded = format!("Bearer  {}", t.secret);
+    for refused in [upper, padded] {
+        assert_eq!(
+            code(&app, "ListIncidents", Some(&refused), &ids).await,
+            Code::Unauthenticated,
+            "{refused}"
+        );
+    }
+    let exact = format!("bearer {}", t.secret);
+    assert_eq!(
+        code(&app, "ListIncidents", Some(&exact), &ids).await,
+        Code::Ok
+    );
+    app.stop().await.expect("stop");
+}
+
+/// Two `authorization` headers: refused, whichever would have passed.
+#[tokio::test]
+async fn two_authorization_headers_are_refused() {
+    let app = spawn_app_with(|c| c.auth.mode = AuthMode::Required).await;
+    let t = app
+        .store
+        .create_token(
+            "twice",
+            &inquest_core::Tenant::default_tenant(),
+            Role::Viewer,
+            None,
+        )
+        .await
+        .unwrap();
+    let good: MetadataValue<_> = format!("Bearer {}", t.secret).parse().unwrap();
+    let mut client = app.client().await;
+    let mut request = Request::new(pb::ListIncidentsRequest::default());
+    request.metadata_mut().append("authorization", good.clone());
+    request.metadata_mut().append("authorization", good);
+    let status = client.list_incidents(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    app.stop().await.expect("stop");
+}

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::agent_support::{app_with_fake, finished, start};
 
 /// One GET over HTTP/1.1: (status code, body).
-async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+pub(crate) async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
         .expect("connect to the admin listener");
@@ -50,7 +50,7 @@ fn value(page: &str, series: &str) -> f64 {
 }
 
 /// The sum over every series of `name` whose labels contain `label`.
-fn sum(page: &str, name: &str, label: &str) -> f64 {
+pub(crate) fn sum(page: &str, name: &str, label: &str) -> f64 {
     page.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())

@@ -49,6 +49,22 @@ impl fmt::Display for Role {
     }
 }
 
+/// Fills `out` from exactly `2 * out.len()` lower-case hex digits.
+fn lower_hex(text: &str, out: &mut [u8]) -> Result<(), MalformedToken> {
+    if text.len() != 2 * out.len() {
+        return Err(MalformedToken);
+    }
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Ok(b - b'0'),
+        b'a'..=b'f' => Ok(b - b'a' + 10),
+        _ => Err(MalformedToken),
+    };
+    for (byte, pair) in out.iter_mut().zip(text.as_bytes().chunks_exact(2)) {
+        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Ok(())
+}
+
 /// Why a presented token is not a token at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("not an Inquest API token (expected inq_<32 hex>_<64 hex>)")]
@@ -70,20 +86,20 @@ impl fmt::Debug for PresentedToken {
 }
 
 impl PresentedToken {
-    /// Parses `inq_<id>_<secret>`.
+    /// Parses `inq_<id>_<secret>` in its one spelling, the one
+    /// [`PresentedToken::format`] writes: lower-case hex digits only, so a
+    /// token has exactly one valid text.
     pub fn parse(text: &str) -> Result<Self, MalformedToken> {
         let rest = text.strip_prefix("inq_").ok_or(MalformedToken)?;
         let (id, secret) = rest.split_once('_').ok_or(MalformedToken)?;
-        if id.len() != 32 || secret.len() != 64 {
-            return Err(MalformedToken);
-        }
-        let id = uuid::Uuid::try_parse(id).map_err(|_| MalformedToken)?;
-        let mut bytes = [0u8; 32];
-        for (i, pair) in secret.as_bytes().chunks(2).enumerate() {
-            let hex = std::str::from_utf8(pair).map_err(|_| MalformedToken)?;
-            bytes[i] = u8::from_str_radix(hex, 16).map_err(|_| MalformedToken)?;
-        }
-        Ok(Self { id, secret: bytes })
+        let mut id_bytes = [0u8; 16];
+        let mut secret_bytes = [0u8; 32];
+        lower_hex(id, &mut id_bytes)?;
+        lower_hex(secret, &mut secret_bytes)?;
+        Ok(Self {
+            id: uuid::Uuid::from_bytes(id_bytes),
+            secret: secret_bytes,
+        })
     }
 
     /// The token text for `id` and `secret` (what is shown once).
@@ -169,6 +185,19 @@ mod tests {
             &format!("inq_{}_{}", "g".repeat(32), "0".repeat(64)),
             &format!("inq_{}_{}", "0".repeat(32), "z".repeat(64)),
             &format!("inq_{}_{}é", "0".repeat(32), "0".repeat(62)),
+            // One spelling only: no upper case, no sign, no separators.
+            &format!("inq_{}_{}", "A".repeat(32), "0".repeat(64)),
+            &format!("inq_{}_{}", "0".repeat(32), "F".repeat(64)),
+            &format!("inq_{}_+{}", "0".repeat(32), "0".repeat(63)),
+            &format!("inq_{}_{}", "0".repeat(32), "+f".repeat(32)),
+            &format!(
+                "inq_{}-{}-{}_{}",
+                "0".repeat(8),
+                "0".repeat(4),
+                "0".repeat(18),
+                "0".repeat(64)
+            ),
+            &format!("inq_{}_{} ", "0".repeat(32), "0".repeat(64)),
         ] {
             assert_eq!(PresentedToken::parse(text), Err(MalformedToken), "{text}");
         }

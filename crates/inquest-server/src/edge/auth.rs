@@ -154,13 +154,9 @@ impl Verifier {
         let header = authorization.ok_or(Refusal::Unauthenticated("no authorization metadata"))?;
         let header = std::str::from_utf8(header)
             .map_err(|_| Refusal::Unauthenticated("authorization is not text"))?;
-        let token = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
-            .ok_or(Refusal::Unauthenticated(
-                "authorization is not \"Bearer <token>\"",
-            ))?;
-        let token = token.trim();
+        let token = bearer(header).ok_or(Refusal::Unauthenticated(
+            "authorization is not \"Bearer <token>\"",
+        ))?;
         if token.starts_with("inq_") {
             return self.api_token(token).await;
         }
@@ -202,32 +198,43 @@ impl Verifier {
     }
 
     async fn lookup(&self, id: uuid::Uuid) -> Result<Option<ApiToken>, Refusal> {
-        if let Some(t) = self.cache.fresh(id) {
-            return Ok(Some(t));
+        if let Some(known) = self.cache.fresh(id) {
+            return Ok(known);
         }
         let found = self.store.find_token(id).await.map_err(|e| {
             tracing::warn!(error = %inquest_core::error_chain(&e), "cannot read an API token");
             Refusal::Unavailable
         })?;
-        if let Some(t) = &found {
-            self.cache.remember(id, t.clone());
-        }
+        // A miss is remembered too: an id that is not in the table (a
+        // guess, a deleted token) costs the database one read per TTL,
+        // however often it is presented. Ids are random, so an id missed
+        // now is not one a token made later can have.
+        self.cache.remember(id, found.clone());
         Ok(found)
     }
 }
 
-/// Verified tokens, each trusted for [`VERIFY_CACHE_TTL`] after it was
-/// read. On tokio's clock, so the expiry is tested on paused time.
+/// `Bearer <token>`: the scheme in any case, exactly one space, and a
+/// token with no white space in or around it (one spelling per credential).
+fn bearer(header: &str) -> Option<&str> {
+    let (scheme, token) = header.split_once(' ')?;
+    let clean = !token.is_empty() && !token.contains(|c: char| c.is_ascii_whitespace());
+    (scheme.eq_ignore_ascii_case("bearer") && clean).then_some(token)
+}
+
+/// Token lookups, each trusted for [`VERIFY_CACHE_TTL`] after it was
+/// read: a token found, or `None` for an id the table does not hold. On
+/// tokio's clock, so the expiry is tested on paused time.
 #[derive(Default)]
 struct TokenCache {
     /// A std mutex: a map lookup or insert, never held across an await.
     /// At most [`CACHE_ENTRIES`]; emptied when full.
-    entries: Mutex<HashMap<uuid::Uuid, (ApiToken, tokio::time::Instant)>>,
+    entries: Mutex<HashMap<uuid::Uuid, (Option<ApiToken>, tokio::time::Instant)>>,
 }
 
 impl TokenCache {
-    /// The token read less than the TTL ago, if any.
-    fn fresh(&self, id: uuid::Uuid) -> Option<ApiToken> {
+    /// What the table held for `id` less than the TTL ago, if it was read.
+    fn fresh(&self, id: uuid::Uuid) -> Option<Option<ApiToken>> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries
             .get(&id)
@@ -235,7 +242,7 @@ impl TokenCache {
             .map(|(t, _)| t.clone())
     }
 
-    fn remember(&self, id: uuid::Uuid, token: ApiToken) {
+    fn remember(&self, id: uuid::Uuid, token: Option<ApiToken>) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if entries.len() >= CACHE_ENTRIES {
             entries.clear();
@@ -320,10 +327,18 @@ where
         // learns nothing about what exists without a credential.
         let required = Rpc::from_path(request.uri().path()).map_or(Role::Admin, required_role);
         Box::pin(async move {
-            let header = request
+            // Exactly one credential: with two, which one decides would
+            // depend on the proxy in between.
+            let mut headers = request
                 .headers()
-                .get(http::header::AUTHORIZATION)
-                .map(|v| v.as_bytes().to_vec());
+                .get_all(http::header::AUTHORIZATION)
+                .iter();
+            let header = headers.next().map(|v| v.as_bytes().to_vec());
+            if headers.next().is_some() {
+                return Ok(refused(Refusal::Unauthenticated(
+                    "more than one authorization header",
+                )));
+            }
             let principal = match verifier.principal(header.as_deref()).await {
                 Ok(p) => p,
                 Err(r) => return Ok(refused(r)),
@@ -363,28 +378,50 @@ mod tests {
     async fn a_cached_token_is_trusted_for_the_ttl_and_not_a_moment_longer() {
         let cache = TokenCache::default();
         let id = uuid::Uuid::new_v4();
-        assert!(cache.fresh(id).is_none());
-        cache.remember(id, token(id));
+        assert!(cache.fresh(id).is_none(), "never read");
+        cache.remember(id, None);
+        assert_eq!(cache.fresh(id), Some(None), "a miss is remembered");
+        cache.remember(id, Some(token(id)));
         tokio::time::advance(VERIFY_CACHE_TTL - Duration::from_millis(1)).await;
         assert!(cache.fresh(id).is_some());
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(cache.fresh(id).is_none(), "expired at the TTL");
-        cache.remember(id, token(id));
+        cache.remember(id, Some(token(id)));
         assert!(cache.fresh(id).is_some(), "read again, trusted again");
+    }
+
+    #[test]
+    fn a_bearer_credential_has_one_spelling() {
+        assert_eq!(bearer("Bearer inq_x"), Some("inq_x"));
+        assert_eq!(bearer("bearer inq_x"), Some("inq_x"));
+        assert_eq!(bearer("BEARER inq_x"), Some("inq_x"));
+        for refused in [
+            "Bearer  inq_x",
+            "Bearer inq_x ",
+            "Bearer\tinq_x",
+            "Bearer inq_x\t",
+            "Bearer inq_ x",
+            "Bearer ",
+            "Bearer",
+            "Basic inq_x",
+            "Bearerinq_x",
+        ] {
+            assert_eq!(bearer(refused), None, "{refused:?}");
+        }
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_full_cache_starts_over_instead_of_growing() {
         let cache = TokenCache::default();
         let first = uuid::Uuid::new_v4();
-        cache.remember(first, token(first));
+        cache.remember(first, Some(token(first)));
         for _ in 1..CACHE_ENTRIES {
             let id = uuid::Uuid::new_v4();
-            cache.remember(id, token(id));
+            cache.remember(id, Some(token(id)));
         }
         assert!(cache.fresh(first).is_some());
         let one_more = uuid::Uuid::new_v4();
-        cache.remember(one_more, token(one_more));
+        cache.remember(one_more, Some(token(one_more)));
         assert!(cache.fresh(first).is_none(), "emptied when full");
         assert!(cache.fresh(one_more).is_some());
     }
