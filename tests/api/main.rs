@@ -13,6 +13,7 @@ mod call_ids;
 mod caps_provider;
 mod caps_tools;
 mod compaction;
+mod connections;
 mod cost;
 mod db_tls;
 mod error_details;

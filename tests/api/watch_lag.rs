@@ -60,11 +60,11 @@ async fn slow_watcher_is_lagged_and_the_writer_never_stalls() {
         }
     };
     let ending = next(&mut stream).await.unwrap_err();
-    assert_eq!(ending.code(), Code::Aborted);
+    assert_eq!(ending.code(), Code::Aborted, "{ending:?}");
     let last = *received.last().unwrap();
     assert_eq!(received, (1..=last).collect::<Vec<_>>());
     assert_eq!(lagged.last_delivered_seq, last);
-    assert_eq!(lagged.head_seq, TURNS + 1);
+    assert_eq!(lagged.head_seq, TURNS + 1, "{lagged:?}");
     assert!(ending.message().contains(&format!("after_seq={last}")));
     crate::error_details::assert_reason(
         &ending,

@@ -61,6 +61,10 @@ pub struct Application {
     max_running_bursts: usize,
     /// `limits.feed_queue_capacity`.
     feed_queue_capacity: usize,
+    /// `[limits] max_connections` and `connection_preface_timeout`.
+    connections: crate::edge::conn::ConnectionLimits,
+    /// `[limits] max_concurrent_streams`: HTTP/2 streams per connection.
+    max_concurrent_streams: u32,
     /// `[limits]`: request and response sizes, notice size, watch caps.
     api: ApiLimits,
     grace: Duration,
@@ -168,6 +172,11 @@ impl Application {
             limits: config.limits(),
             max_running_bursts: config.limits.max_running_bursts,
             feed_queue_capacity: config.limits.feed_queue_capacity,
+            connections: crate::edge::conn::ConnectionLimits {
+                max_connections: config.limits.max_connections,
+                preface_timeout: config.limits.connection_preface_timeout,
+            },
+            max_concurrent_streams: config.limits.max_concurrent_streams,
             api: ApiLimits::from_config(&config.limits),
             grace: config.shutdown.grace,
             key_retention: config.limits.idempotency_key_retention,
@@ -427,7 +436,15 @@ impl Application {
             ))
             .into_axum_router()
             .fallback(crate::console::fallback);
+        // A peer must keep up its side: streams per connection are capped,
+        // a peer that makes the server reset streams gets a GOAWAY (hyper's
+        // limit, which tonic leaves off unless asked), and a connection
+        // whose peer stops answering pings is closed.
         let router = tonic::transport::Server::builder()
+            .max_concurrent_streams(self.max_concurrent_streams)
+            .http2_max_local_error_reset_streams(Some(LOCAL_RESET_STREAMS))
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
             .accept_http1(true)
             .trace_fn(crate::ops::telemetry::rpc_span)
             .add_routes(tonic::service::Routes::from(routes).prepare());
@@ -444,13 +461,16 @@ impl Application {
                 if !addr.ip().is_loopback() {
                     tracing::warn!(%addr, "serving gRPC without TLS on a non-loopback address; set [tls] cert and key");
                 }
-                // TCP_NODELAY: tonic applies its `tcp_nodelay` only to
-                // listeners it binds itself. Without it a watch stream's
-                // small frames (a turn, a text delta) wait for the
-                // client's delayed ACK, up to 40 ms, behind the previous
-                // one.
-                let incoming = tonic::transport::server::TcpIncoming::from(self.listener)
-                    .with_nodelay(Some(true));
+                // TCP_NODELAY is set on each accepted connection
+                // (`edge/conn.rs`): without it a watch stream's small frames
+                // (a turn, a text delta) wait for the client's delayed
+                // ACK, up to 40 ms, behind the previous one.
+                let incoming = crate::edge::conn::incoming(
+                    self.listener,
+                    self.connections,
+                    tasks,
+                    shutdown.clone(),
+                );
                 Box::pin(router.serve_with_incoming_shutdown(incoming, stopped))
             }
         };
@@ -557,6 +577,15 @@ async fn finish_in_flight_work(
         }
     }
 }
+
+/// Streams a peer may make the server reset before it gets a GOAWAY
+/// (hyper's own default when the limit is on).
+const LOCAL_RESET_STREAMS: usize = 1024;
+/// How often an HTTP/2 connection is pinged, and how long its peer has to
+/// answer before the connection is closed: a peer that is gone (or never
+/// meant to talk) does not hold a connection for ever.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How long startup waits for the cross-replica feed to be listening. The
 /// database just answered the migrations, so this is normally one connect;

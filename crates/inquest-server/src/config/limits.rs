@@ -59,6 +59,19 @@ pub struct LimitsConfig {
     /// WatchSession streams open at once on this replica for one session.
     pub max_watch_streams_per_session: usize,
     // --- end API sizes and watch caps ---
+    // --- Connections on the gRPC port ---
+    /// Connections open at once on the gRPC port. Past it a new connection
+    /// is closed as soon as it is accepted while the open ones keep
+    /// working, so the process never runs out of file descriptors.
+    pub max_connections: usize,
+    /// How long a new connection may take to send the HTTP/2 preface (or
+    /// its first HTTP/1.1 request line for gRPC-Web); one that sends less
+    /// in that time is closed.
+    #[serde(with = "duration_text")]
+    pub connection_preface_timeout: Duration,
+    /// HTTP/2 streams one connection may have open at once.
+    pub max_concurrent_streams: u32,
+    // --- end connections ---
     // -- What a model sends (provider side of the agent). Every cut leaves
     // a marker saying what was cut and how much.
     /// Longest model-provider response body read, in bytes; a longer one
@@ -116,6 +129,9 @@ impl Default for LimitsConfig {
             max_watch_streams: 10_000,
             max_watch_streams_per_session: 1_000,
             // --- end API sizes and watch caps ---
+            max_connections: 10_000,
+            connection_preface_timeout: Duration::from_secs(10),
+            max_concurrent_streams: 200,
             // -- model-side caps
             max_provider_response_bytes: inquest_agent::DEFAULT_MAX_RESPONSE_BYTES,
             max_model_text_bytes: inquest_agent::DEFAULT_MAX_MODEL_TEXT_BYTES,
@@ -299,6 +315,12 @@ pub fn validate(c: &LimitsConfig) -> Result<(), String> {
         return Err(
             "limits.max_watch_streams and limits.max_watch_streams_per_session must be > 0".into(),
         );
+    }
+    if c.max_connections == 0 || c.max_concurrent_streams == 0 {
+        return Err("limits.max_connections and limits.max_concurrent_streams must be > 0".into());
+    }
+    if c.connection_preface_timeout < Duration::from_millis(100) {
+        return Err("limits.connection_preface_timeout must be at least 100ms".into());
     }
     if c.max_watch_streams_per_session > c.max_watch_streams {
         return Err(
