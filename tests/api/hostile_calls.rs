@@ -278,7 +278,7 @@ fn codes_of(reason: Reason) -> &'static [Code] {
         Reason::WriteOutcomeUnknown => &[Code::DeadlineExceeded],
         Reason::IdempotencyKeyReused => &[Code::AlreadyExists],
         Reason::Unauthenticated => &[Code::Unauthenticated],
-        Reason::PermissionDenied => &[Code::PermissionDenied],
+        Reason::PermissionDenied | Reason::HostNotAllowed => &[Code::PermissionDenied],
         Reason::TenantBurstLimit | Reason::TokenBudgetExhausted => &[Code::ResourceExhausted],
         Reason::Internal => &[Code::Internal],
     }

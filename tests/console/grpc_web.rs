@@ -32,6 +32,17 @@ struct Answer {
 }
 
 async fn call(base: &str, method: &str, body: Vec<u8>, token: Option<&str>) -> Answer {
+    call_with(base, method, body, token, &[]).await
+}
+
+/// [`call`] with more request headers (`Host`, `Origin`).
+async fn call_with(
+    base: &str,
+    method: &str,
+    body: Vec<u8>,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+) -> Answer {
     let mut request = http()
         .post(format!("{base}/inquest.v1.Investigations/{method}"))
         .header("content-type", "application/grpc-web+proto")
@@ -39,6 +50,9 @@ async fn call(base: &str, method: &str, body: Vec<u8>, token: Option<&str>) -> A
         .body(body);
     if let Some(t) = token {
         request = request.header("authorization", format!("Bearer {t}"));
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
     }
     let response = request.send().await.unwrap();
     assert_eq!(response.version(), reqwest::Version::HTTP_11);
@@ -194,4 +208,46 @@ async fn grpc_web_calls_are_authenticated_size_checked_counted_and_answered() {
     assert_eq!(r.status().as_u16(), 404);
     let a = call(&base, "../Other/Nope", framed(&get), Some(&token)).await;
     assert!(a.code == Some(12) || a.http == 404, "{a:?}");
+}
+
+/// DNS rebinding: a page whose own name resolves to 127.0.0.1 makes the
+/// browser send its name as `Host` (and `Origin`). A loopback server
+/// without authentication answers it PERMISSION_DENIED (HOST_NOT_ALLOWED)
+/// and writes nothing; its own names, and a page it served, still work.
+#[tokio::test]
+async fn a_rebound_host_is_refused_by_a_loopback_server_without_authentication() {
+    let app = inquest_tests::spawn_app().await;
+    let base = app.endpoint();
+    let own = base.trim_start_matches("http://").to_owned();
+    let create = framed(&pb::CreateIncidentRequest {
+        title: "from a web page".into(),
+        description: String::new(),
+    });
+    for headers in [
+        vec![("host", "rebind.attacker.example:50051")],
+        vec![
+            ("host", "rebind.attacker.example"),
+            ("origin", "http://rebind.attacker.example"),
+        ],
+        vec![
+            ("host", own.as_str()),
+            ("origin", "http://rebind.attacker.example"),
+        ],
+    ] {
+        let refused = call_with(&base, "CreateIncident", create.clone(), None, &headers).await;
+        assert_eq!(refused.code, Some(7), "{headers:?}: {refused:?}");
+        assert_eq!(app.count("incidents").await, 0, "{headers:?} wrote");
+    }
+    let origin = format!("http://{own}");
+    let served = call_with(
+        &base,
+        "CreateIncident",
+        create,
+        None,
+        &[("host", own.as_str()), ("origin", origin.as_str())],
+    )
+    .await;
+    assert_eq!(served.code, Some(0), "{served:?}");
+    assert_eq!(app.count("incidents").await, 1);
+    app.stop().await.expect("stop");
 }

@@ -125,6 +125,9 @@ reasons! {
     /// PERMISSION_DENIED: a valid token whose role may not call this
     /// method: `role` (the token's), `required`.
     PermissionDenied => "PERMISSION_DENIED",
+    /// PERMISSION_DENIED: a loopback server without authentication answers
+    /// only to loopback names and `[http] allowed_hosts`.
+    HostNotAllowed => "HOST_NOT_ALLOWED",
     /// RESOURCE_EXHAUSTED: the tenant has `[tenants] max_running_bursts`
     /// bursts pending or running (`limit`, `value`); nothing written.
     TenantBurstLimit => "TENANT_BURST_LIMIT",

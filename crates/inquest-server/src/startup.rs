@@ -43,6 +43,9 @@ pub struct Application {
     /// `[auth] mode = "required"`: the token verifier (none: every caller
     /// is the default tenant's admin).
     auth: Option<crate::edge::auth::Verifier>,
+    /// Without authentication on a loopback listener: the names answered
+    /// (DNS rebinding). `None`: every name.
+    hosts: Option<crate::edge::hosts::AllowedHosts>,
     /// `[tls]`: the certificate new gRPC connections get (none: plaintext).
     tls: Option<crate::edge::tls::Certificates>,
     store: Store,
@@ -130,6 +133,11 @@ impl Application {
                 })
             }
         };
+        // A loopback server without authentication answers only to
+        // loopback names: a web page that rebinds its own name to 127.0.0.1
+        // must not drive it. Anywhere else anyone can reach it directly.
+        let hosts = (auth.is_none() && bound.ip().is_loopback())
+            .then(|| crate::edge::hosts::AllowedHosts::new(&config.http));
         let admin = bind_admin(&config.admin).await;
         let mut broadcaster = TurnBroadcaster::new(config.watch.channel_capacity);
         if runtime.handle().is_some() {
@@ -161,6 +169,7 @@ impl Application {
             listener,
             admin,
             auth,
+            hosts,
             tls,
             store,
             log,
@@ -429,9 +438,10 @@ impl Application {
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(tonic_web::GrpcWebLayer::new().named_layer(
-                crate::ops::admin::Measured::new(crate::edge::auth::Authenticated::new(
+                crate::ops::admin::Measured::new(authenticated(
                     investigations,
                     self.auth,
+                    self.hosts,
                 )),
             ))
             .into_axum_router()
@@ -509,6 +519,20 @@ async fn bind_admin(admin: &crate::config::AdminSection) -> Option<TcpListener> 
             tracing::warn!(listen = %admin.listen, error = %e, "cannot bind the admin listener; running without /metrics, /healthz and /readyz");
             None
         }
+    }
+}
+
+/// The service behind its credentials check, and behind the host check
+/// when it runs without authentication on loopback.
+fn authenticated<S>(
+    service: S,
+    verifier: Option<crate::edge::auth::Verifier>,
+    hosts: Option<crate::edge::hosts::AllowedHosts>,
+) -> crate::edge::auth::Authenticated<S> {
+    let service = crate::edge::auth::Authenticated::new(service, verifier);
+    match hosts {
+        Some(hosts) => service.answering(hosts),
+        None => service,
     }
 }
 

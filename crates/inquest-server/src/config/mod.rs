@@ -53,6 +53,9 @@ pub struct Config {
     pub tenants: crate::config::tenants::TenantsSection,
     /// `[tls]`: serve gRPC over TLS (absent: plaintext).
     pub tls: Option<crate::edge::tls::TlsSection>,
+    /// `[http]`: the names a loopback server without authentication
+    /// answers to (`crate::edge::hosts`).
+    pub http: crate::edge::hosts::HttpSection,
     /// The model providers, in failover order. None: no agent runs.
     pub providers: Vec<inquest_agent::ProviderConfig>,
     /// The loop's rails and prompt.
@@ -80,6 +83,7 @@ impl Default for Config {
             lease: inquest_engine::LeaseSection::default(),
             admin: AdminSection::default(),
             tls: None,
+            http: Default::default(),
             auth: Default::default(),
             tenants: Default::default(),
             providers: Vec::new(),

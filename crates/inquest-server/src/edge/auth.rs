@@ -256,11 +256,25 @@ impl TokenCache {
 pub struct Authenticated<S> {
     inner: S,
     verifier: Option<Verifier>,
+    /// Without a verifier on a loopback listener: the names answered
+    /// (`crate::edge::hosts`). `None`: every name.
+    hosts: Option<Arc<crate::edge::hosts::AllowedHosts>>,
 }
 
 impl<S> Authenticated<S> {
     pub fn new(inner: S, verifier: Option<Verifier>) -> Self {
-        Self { inner, verifier }
+        Self {
+            inner,
+            verifier,
+            hosts: None,
+        }
+    }
+
+    /// Answers only requests to `hosts` (a loopback server without
+    /// authentication).
+    pub fn answering(mut self, hosts: crate::edge::hosts::AllowedHosts) -> Self {
+        self.hosts = Some(Arc::new(hosts));
+        self
     }
 }
 
@@ -295,6 +309,11 @@ fn refused(refusal: Refusal) -> http::Response<tonic::body::Body> {
     status.into_http()
 }
 
+/// A request to a name a server without authentication does not answer.
+fn refused_host(why: String) -> http::Response<tonic::body::Body> {
+    status(Code::PermissionDenied, Reason::HostNotAllowed, why, vec![]).into_http()
+}
+
 impl<S, B> Service<http::Request<B>> for Authenticated<S>
 where
     S: Service<http::Request<B>, Response = http::Response<tonic::body::Body>, Error = Infallible>
@@ -314,6 +333,10 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        if let Some(why) = self.hosts.as_ref().and_then(|h| h.refuse(&request)) {
+            metrics::counter!("inquest_requests_refused_total", "why" => "host").increment(1);
+            return Box::pin(std::future::ready(Ok(refused_host(why))));
+        }
         let Some(verifier) = self.verifier.clone() else {
             request.extensions_mut().insert(Principal::anonymous());
             return Box::pin(self.inner.call(request));

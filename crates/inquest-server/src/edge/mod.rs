@@ -1,8 +1,10 @@
 //! What every call passes before it reaches the service: bearer tokens and
-//! roles ([`auth`]), OpenID Connect JWTs ([`oidc`]), TLS ([`tls`]), and the
-//! limits on plaintext connections ([`conn`]).
+//! roles ([`auth`]), OpenID Connect JWTs ([`oidc`]), TLS ([`tls`]), the
+//! limits on plaintext connections ([`conn`]), and the names a server
+//! without authentication answers to ([`hosts`]).
 
 pub mod auth;
 pub mod conn;
+pub mod hosts;
 pub mod oidc;
 pub mod tls;
