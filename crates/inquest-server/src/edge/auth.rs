@@ -118,6 +118,8 @@ impl AuthSection {
 pub struct Verifier {
     store: Store,
     cache: Arc<TokenCache>,
+    /// Token reads that failed, logged once per [`LOG_EVERY`].
+    unreadable: Arc<Sampled>,
     /// `[auth.oidc]`: the JWT verifier (none: only API tokens).
     oidc: Option<crate::edge::oidc::Oidc>,
 }
@@ -135,6 +137,7 @@ impl Verifier {
         Self {
             store,
             cache: Arc::default(),
+            unreadable: Arc::default(),
             oidc: None,
         }
     }
@@ -202,7 +205,13 @@ impl Verifier {
             return Ok(known);
         }
         let found = self.store.find_token(id).await.map_err(|e| {
-            tracing::warn!(error = %inquest_core::error_chain(&e), "cannot read an API token");
+            metrics::counter!("inquest_auth_failures_total", "why" => "store_unavailable")
+                .increment(1);
+            // A flood of calls while the pool is dry would log a line each:
+            // one line per interval says how many there were.
+            if let Some(since_last) = self.unreadable.tick() {
+                tracing::warn!(error = %inquest_core::error_chain(&e), failures = since_last, "cannot read API tokens");
+            }
             Refusal::Unavailable
         })?;
         // A miss is remembered too: an id that is not in the table (a
@@ -220,6 +229,31 @@ fn bearer(header: &str) -> Option<&str> {
     let (scheme, token) = header.split_once(' ')?;
     let clean = !token.is_empty() && !token.contains(|c: char| c.is_ascii_whitespace());
     (scheme.eq_ignore_ascii_case("bearer") && clean).then_some(token)
+}
+
+/// How often a repeated failure is logged (with how many there were).
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Counts occurrences and says when to log: the first, then at most once
+/// per [`LOG_EVERY`], with the count since the last line.
+#[derive(Default)]
+struct Sampled {
+    /// A std mutex: a counter and an instant, never held across an await.
+    state: Mutex<(u64, Option<tokio::time::Instant>)>,
+}
+
+impl Sampled {
+    /// One more occurrence: `Some(count since the last line)` when this one
+    /// should be logged.
+    fn tick(&self) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.0 += 1;
+        let due = state.1.is_none_or(|at| at.elapsed() >= LOG_EVERY);
+        due.then(|| {
+            state.1 = Some(tokio::time::Instant::now());
+            std::mem::take(&mut state.0)
+        })
+    }
 }
 
 /// Token lookups, each trusted for [`VERIFY_CACHE_TTL`] after it was
@@ -411,6 +445,18 @@ mod tests {
         assert!(cache.fresh(id).is_none(), "expired at the TTL");
         cache.remember(id, Some(token(id)));
         assert!(cache.fresh(id).is_some(), "read again, trusted again");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_repeated_failure_is_logged_once_per_interval_with_its_count() {
+        let sampled = Sampled::default();
+        assert_eq!(sampled.tick(), Some(1), "the first is logged");
+        for _ in 0..999 {
+            assert_eq!(sampled.tick(), None);
+        }
+        tokio::time::advance(LOG_EVERY).await;
+        assert_eq!(sampled.tick(), Some(1000), "then one line with the count");
+        assert_eq!(sampled.tick(), None);
     }
 
     #[test]
