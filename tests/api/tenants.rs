@@ -404,6 +404,7 @@ async fn the_running_burst_limit_is_per_tenant_and_refusals_write_nothing() {
             LimitsEntry {
                 max_running_bursts: Some(1),
                 daily_token_budget: None,
+                max_watch_streams: None,
             },
         );
     })
@@ -485,6 +486,7 @@ async fn a_spent_daily_token_budget_stops_new_bursts_of_that_tenant_only() {
             LimitsEntry {
                 max_running_bursts: None,
                 daily_token_budget: Some(500),
+                max_watch_streams: None,
             },
         );
     })
@@ -899,4 +901,48 @@ async fn v16_puts_existing_rows_in_the_default_tenant() {
         .await
         .unwrap_err();
     assert!(format!("{err:?}").contains("tenant"), "{err:?}");
+}
+
+/// One tenant's watches take its own share of the replica, never another
+/// tenant's: `[tenants] max_watch_streams` refuses the third watch of a
+/// tenant whose share is 2, while another tenant still opens one, and the
+/// refusal names the key.
+#[tokio::test]
+async fn a_tenants_watches_cannot_take_another_tenants_share() {
+    let app = inquest_tests::spawn_app_with(|c| {
+        c.auth.mode = AuthMode::Required;
+        c.tenants.max_watch_streams = Some(2);
+    })
+    .await;
+    let acme = token(&app, "acme", Role::Operator).await;
+    let globex = token(&app, "globex", Role::Operator).await;
+    let mut c = app.client().await;
+    let open = async |c: &mut Client, token: &str, session: &str| {
+        c.watch_session(req(
+            pb::WatchSessionRequest {
+                session_id: session.into(),
+                after_seq: 0,
+            },
+            token,
+        ))
+        .await
+    };
+    // Pending sessions (no agent): their streams stay open.
+    let a = incident(&mut c, &acme, "acme's").await;
+    let a = start(&mut c, &acme, &a.id).await.unwrap();
+    let _a1 = open(&mut c, &acme, &a.id).await.unwrap();
+    let _a2 = open(&mut c, &acme, &a.id).await.unwrap();
+    let refused = open(&mut c, &acme, &a.id).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("tenants.max_watch_streams = 2"),
+        "{}",
+        refused.message()
+    );
+    let g = incident(&mut c, &globex, "globex's").await;
+    let g = start(&mut c, &globex, &g.id).await.unwrap();
+    let _g1 = open(&mut c, &globex, &g.id)
+        .await
+        .expect("another tenant's watch is not refused by acme's");
+    app.stop().await.expect("stop");
 }

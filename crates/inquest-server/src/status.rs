@@ -43,7 +43,7 @@ pub enum ApiError {
     OutOfRange { after: u64, head: u64 },
     /// A cap is reached (`limit` names its config key); retrying after
     /// `retry_after` may succeed.
-    #[error("{what} (limits.{limit} = {value}); retry later")]
+    #[error("{what} ({limit} = {value}); retry later")]
     ResourceExhausted {
         what: String,
         limit: &'static str,
@@ -142,7 +142,7 @@ impl From<ApiError> for Status {
                 metadata,
             } => reason::status(Code::FailedPrecondition, reason, message, metadata),
             ApiError::ResourceExhausted {
-                ref limit,
+                limit,
                 value,
                 retry_after,
                 ..
@@ -160,7 +160,7 @@ impl From<ApiError> for Status {
                     Reason::LimitExceeded,
                     message,
                     vec![
-                        (key::LIMIT, format!("limits.{limit}")),
+                        (key::LIMIT, limit.to_owned()),
                         (key::VALUE, value.to_string()),
                     ],
                     details,

@@ -15,6 +15,11 @@
 //! StartSession, SendMessage and ContinueSession over a limit answer
 //! RESOURCE_EXHAUSTED (`TENANT_BURST_LIMIT`, `TOKEN_BUDGET_EXHAUSTED`) and
 //! write nothing; a burst already running finishes.
+//!
+//! `max_watch_streams` is each tenant's share of a replica's watch streams
+//! (`limits.max_watch_streams` is the whole), so one tenant cannot take
+//! them all; past it WatchSession answers RESOURCE_EXHAUSTED
+//! (`LIMIT_EXCEEDED`, limit `tenants.max_watch_streams`).
 
 use std::collections::BTreeMap;
 
@@ -26,6 +31,7 @@ use serde::Deserialize;
 pub struct LimitsEntry {
     pub max_running_bursts: Option<u32>,
     pub daily_token_budget: Option<u64>,
+    pub max_watch_streams: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -33,6 +39,9 @@ pub struct LimitsEntry {
 pub struct TenantsSection {
     pub max_running_bursts: Option<u32>,
     pub daily_token_budget: Option<u64>,
+    /// Watch streams one tenant may have open on a replica (absent: only
+    /// the replica's `limits.max_watch_streams`).
+    pub max_watch_streams: Option<usize>,
     /// Per-tenant limits, by tenant name.
     pub overrides: BTreeMap<String, LimitsEntry>,
 }
@@ -57,6 +66,14 @@ impl TenantsSection {
             daily_token_budget: own.daily_token_budget.or(self.daily_token_budget),
         }
     }
+
+    /// How many watch streams `tenant` may have open on a replica.
+    pub fn watch_share(&self, tenant: &Tenant) -> Option<usize> {
+        self.overrides
+            .get(tenant.as_str())
+            .and_then(|own| own.max_watch_streams)
+            .or(self.max_watch_streams)
+    }
 }
 
 #[cfg(test)]
@@ -79,6 +96,22 @@ mod tests {
         assert_eq!(
             TenantsSection::default().quota(&Tenant::default_tenant()),
             TenantQuota::UNLIMITED
+        );
+    }
+
+    #[test]
+    fn a_watch_share_is_the_tenants_own_or_the_default() {
+        let section: TenantsSection =
+            toml::from_str("max_watch_streams = 50\n[overrides.acme]\nmax_watch_streams = 5\n")
+                .unwrap();
+        assert_eq!(
+            section.watch_share(&Tenant::parse("acme").unwrap()),
+            Some(5)
+        );
+        assert_eq!(section.watch_share(&Tenant::default_tenant()), Some(50));
+        assert_eq!(
+            TenantsSection::default().watch_share(&Tenant::default_tenant()),
+            None
         );
     }
 

@@ -238,7 +238,11 @@ impl Investigations for InvestigationsService {
         let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
         let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
         self.session_of(&caller, id).await?;
-        let (stream, row) = self.watches.start(id, after).await?;
+        let share = crate::watch::TenantShare {
+            tenant: &caller.tenant,
+            share: self.tenants.watch_share(&caller.tenant),
+        };
+        let (stream, row) = self.watches.start(id, after, share).await?;
         // Watching an orphan claims it, so the watcher sees it recovered.
         self.runner.recover_if_orphaned(&row).await;
         Ok(Response::new(stream))

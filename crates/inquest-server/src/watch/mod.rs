@@ -73,7 +73,7 @@ use tonic::{Code, Status};
 mod slots;
 mod stream;
 
-pub use slots::{WATCH_RETRY_AFTER, WatchMetrics, WatchSlot, WatchSlots};
+pub use slots::{TenantShare, WATCH_RETRY_AFTER, WatchMetrics, WatchSlot, WatchSlots};
 use stream::Outbox;
 pub use stream::WatchStream;
 
@@ -112,6 +112,7 @@ impl Watches {
         &self,
         session: SessionId,
         after: AfterSeq,
+        share: TenantShare<'_>,
     ) -> Result<(WatchStream, SessionRow), ApiError> {
         let subscription = self.log.live().broadcaster().subscribe(session);
         // Every check before the one write, so a refused watch writes
@@ -124,7 +125,7 @@ impl Watches {
                 head,
             });
         }
-        let slot = WatchSlot::take(&self.metrics, session, &self.limits)?;
+        let slot = WatchSlot::take(&self.metrics, session, share, &self.limits)?;
         let running = row.status.is_active();
         let snapshot = if running {
             // Other replicas announce this session's turns and tool starts

@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use inquest_core::SessionId;
+use inquest_core::{SessionId, Tenant};
 
 use crate::limits::ApiLimits;
 use crate::status::ApiError;
@@ -42,6 +42,7 @@ pub struct WatchSlots {
 struct SlotCounts {
     total: usize,
     per_session: HashMap<SessionId, usize>,
+    per_tenant: HashMap<Tenant, usize>,
 }
 
 impl WatchSlots {
@@ -69,6 +70,14 @@ impl WatchSlots {
 pub struct WatchSlot {
     metrics: Arc<WatchMetrics>,
     session: SessionId,
+    tenant: Tenant,
+}
+
+/// Whose stream a slot is for, and that tenant's share of the replica
+/// (`[tenants] max_watch_streams`; `None`: no share of its own).
+pub struct TenantShare<'a> {
+    pub tenant: &'a Tenant,
+    pub share: Option<usize>,
 }
 
 impl WatchSlot {
@@ -77,20 +86,28 @@ impl WatchSlot {
     pub(super) fn take(
         metrics: &Arc<WatchMetrics>,
         session: SessionId,
+        share: TenantShare<'_>,
         limits: &ApiLimits,
     ) -> Result<Self, ApiError> {
         let mut counts = metrics.slots.counts();
         let here = counts.per_session.get(&session).copied().unwrap_or(0);
-        let refused = if counts.total >= limits.max_watch_streams {
+        let tenants = counts.per_tenant.get(share.tenant).copied().unwrap_or(0);
+        let refused = if let Some(cap) = share.share.filter(|cap| tenants >= *cap) {
+            Some((
+                format!("this tenant has {tenants} watch streams open on this replica"),
+                "tenants.max_watch_streams",
+                cap,
+            ))
+        } else if counts.total >= limits.max_watch_streams {
             Some((
                 format!("this replica has {} watch streams open", counts.total),
-                "max_watch_streams",
+                "limits.max_watch_streams",
                 limits.max_watch_streams,
             ))
         } else if here >= limits.max_watch_streams_per_session {
             Some((
                 format!("session {session} has {here} watch streams open on this replica"),
-                "max_watch_streams_per_session",
+                "limits.max_watch_streams_per_session",
                 limits.max_watch_streams_per_session,
             ))
         } else {
@@ -106,9 +123,11 @@ impl WatchSlot {
         }
         counts.total += 1;
         *counts.per_session.entry(session).or_insert(0) += 1;
+        *counts.per_tenant.entry(share.tenant.clone()).or_insert(0) += 1;
         Ok(Self {
             metrics: Arc::clone(metrics),
             session,
+            tenant: share.tenant.clone(),
         })
     }
 }
@@ -121,6 +140,12 @@ impl Drop for WatchSlot {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 counts.per_session.remove(&self.session);
+            }
+        }
+        if let Some(n) = counts.per_tenant.get_mut(&self.tenant) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.per_tenant.remove(&self.tenant);
             }
         }
     }
