@@ -358,3 +358,70 @@ async fn listing_refuses_bad_tokens_statuses_and_incidents() {
         .unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument, "{}", bad.message());
 }
+
+/// A page token is one this deployment issued: the real one pages on; the
+/// same cursor edited, or given bare (the item id it carries), is refused
+/// INVALID_ARGUMENT, as the proto says; a restarted server (another
+/// replica of the deployment) takes the token it did not issue itself.
+#[tokio::test]
+async fn page_tokens_are_the_servers_own_and_outlive_the_replica() {
+    let app = spawn_app().await;
+    let mut client = app.client().await;
+    for title in ["a", "b", "c"] {
+        incident(&mut client, title).await;
+    }
+    let first = client
+        .list_incidents(pb::ListIncidentsRequest {
+            page_size: 1,
+            page_token: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let token = first.next_page_token;
+    let list = |page_token: String| {
+        let mut client = client.clone();
+        async move {
+            client
+                .list_incidents(pb::ListIncidentsRequest {
+                    page_size: 1,
+                    page_token,
+                })
+                .await
+        }
+    };
+    let second = list(token.clone()).await.unwrap().into_inner();
+    assert_eq!(second.incidents.len(), 1);
+    assert_ne!(second.incidents[0].id, first.incidents[0].id);
+    let (cursor, tag) = token.rsplit_once('.').expect("cursor.tag");
+    let flipped = if tag.starts_with('0') { "1" } else { "0" };
+    for forged in [
+        cursor.to_owned(),
+        format!("{cursor}.{flipped}{}", &tag[1..]),
+        format!("{}.{tag}", second.incidents[0].id),
+    ] {
+        let refused = list(forged.clone()).await.unwrap_err();
+        assert_eq!(
+            refused.code(),
+            Code::InvalidArgument,
+            "{forged}: {refused:?}"
+        );
+    }
+    // Another replica of the same deployment (same database) reads it.
+    let other = crate::faults_support::Replica::beside(&app, "replica-b").await;
+    let mut other_client =
+        pb::investigations_client::InvestigationsClient::connect(format!("http://{}", other.addr))
+            .await
+            .unwrap();
+    let again = other_client
+        .list_incidents(pb::ListIncidentsRequest {
+            page_size: 1,
+            page_token: token,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.incidents[0].id, second.incidents[0].id);
+    other.stop().await.expect("stop the other replica");
+    app.stop().await.expect("stop");
+}

@@ -43,6 +43,8 @@ pub struct Application {
     /// `[auth] mode = "required"`: the token verifier (none: every caller
     /// is the default tenant's admin).
     auth: Option<crate::edge::auth::Verifier>,
+    /// The deployment's page-token key (from the database).
+    pages: crate::service::pages::PageTokens,
     /// Without authentication on a loopback listener: the names answered
     /// (DNS rebinding). `None`: every name.
     hosts: Option<crate::edge::hosts::AllowedHosts>,
@@ -115,6 +117,12 @@ impl Application {
         })
         .context("configuring the database pool")?;
         store.migrate().await.context("migrating the database")?;
+        let pages = crate::service::pages::PageTokens::new(
+            &store
+                .page_token_key()
+                .await
+                .context("reading the page-token key")?,
+        );
         let listener = TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}", config.listen))?;
@@ -170,6 +178,7 @@ impl Application {
             admin,
             auth,
             hosts,
+            pages,
             tls,
             store,
             log,
@@ -422,10 +431,16 @@ impl Application {
             channel_capacity: self.watch.channel_capacity,
             limits: self.api,
         };
-        let investigations =
-            InvestigationsService::new(self.store.clone(), watches, self.limits, self.api, runner)
-                .with_tenants(self.tenants)
-                .into_server();
+        let investigations = InvestigationsService::new(
+            self.store.clone(),
+            watches,
+            self.limits,
+            self.api,
+            runner,
+            self.pages,
+        )
+        .with_tenants(self.tenants)
+        .into_server();
         let addr = self.listener.local_addr()?;
         let stop_accepting = shutdown.clone();
         // The web console (`console.rs`): the investigations service also

@@ -94,6 +94,22 @@ impl Store {
         })
     }
 
+    /// The deployment's key for signing page tokens (made by a migration,
+    /// shared by every replica).
+    pub async fn page_token_key(&self) -> Result<Vec<u8>, StoreError> {
+        let row = self
+            .run("page_token_key", async |c| {
+                Ok(c.query_opt(
+                    "SELECT key FROM deployment_keys WHERE name = 'page_token'",
+                    &[],
+                )
+                .await?)
+            })
+            .await?;
+        let row = row.ok_or_else(|| StoreError::Corrupt("no page_token key".into()))?;
+        get(&row, 0)
+    }
+
     /// The token with `id`, if any (revoked and expired ones included).
     pub async fn find_token(&self, id: Uuid) -> Result<Option<ApiToken>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM api_tokens WHERE id = $1");

@@ -6,7 +6,7 @@ use inquest_core::SessionId;
 use inquest_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use super::{InvestigationsService, page_size};
+use super::{InvestigationsService, PageList, page_size};
 use crate::service::audit::{AuditIds, Caller};
 use crate::{convert, reason::Reason, status::ApiError};
 
@@ -162,15 +162,9 @@ impl InvestigationsService {
         } else {
             Some(SessionId::parse(&req.session_id).map_err(ApiError::from)?)
         };
-        let before = if req.page_token.is_empty() {
-            None
-        } else {
-            Some(
-                req.page_token
-                    .parse::<i64>()
-                    .map_err(|_| ApiError::InvalidPageToken)?,
-            )
-        };
+        let before = self.page_cursor(PageList::AuditEvents, &caller, &req.page_token, |c| {
+            c.parse::<i64>()
+        })?;
         let limit = page_size(req.page_size, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE);
         let page = self
             .store
@@ -179,7 +173,7 @@ impl InvestigationsService {
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::ListAuditEventsResponse {
             events: page.events.iter().map(convert::audit_event).collect(),
-            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
+            next_page_token: self.next_page(PageList::AuditEvents, &caller, page.next),
         }))
     }
 }

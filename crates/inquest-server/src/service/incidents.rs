@@ -39,7 +39,12 @@ impl InvestigationsService {
     ) -> Result<Response<pb::ListIncidentsResponse>, Status> {
         let caller = Caller::of(&request)?;
         let req = request.into_inner();
-        let before = page_token(&req.page_token, IncidentId::parse)?;
+        let before = self.page_cursor(
+            PageList::Incidents,
+            &caller,
+            &req.page_token,
+            IncidentId::parse,
+        )?;
         let limit = page_size(req.page_size, DEFAULT_INCIDENT_PAGE, MAX_INCIDENT_PAGE);
         let page = self
             .store
@@ -48,7 +53,7 @@ impl InvestigationsService {
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::ListIncidentsResponse {
             incidents: page.incidents.into_iter().map(convert::incident).collect(),
-            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
+            next_page_token: self.next_page(PageList::Incidents, &caller, page.next),
         }))
     }
 }

@@ -25,8 +25,11 @@ mod admin;
 pub mod audit;
 mod incidents;
 mod messages;
+pub mod pages;
 mod sessions;
 mod turns;
+
+use pages::{PageList, PageTokens};
 
 use crate::limits::{ApiLimits, Limited};
 use crate::service::audit::{Audit, AuditIds, Caller};
@@ -67,6 +70,8 @@ pub struct InvestigationsService {
     /// `[tenants]`: the limits of each tenant's new bursts.
     tenants: crate::config::tenants::TenantsSection,
     audit: Audit,
+    /// Signs and checks the list calls' page tokens.
+    pages: PageTokens,
 }
 
 impl InvestigationsService {
@@ -76,8 +81,10 @@ impl InvestigationsService {
         limits: Limits,
         api: ApiLimits,
         runner: Runner,
+        pages: PageTokens,
     ) -> Self {
         Self {
+            pages,
             audit: Audit::new(store.clone()),
             store,
             log: watches.log.clone(),
@@ -106,18 +113,28 @@ impl InvestigationsService {
     }
 }
 
-/// A page token is the id of the last item of the previous page; anything
-/// else is refused.
-fn page_token<T>(
-    token: &str,
-    parse: impl FnOnce(&str) -> Result<T, inquest_core::IdError>,
-) -> Result<Option<T>, ApiError> {
-    if token.is_empty() {
-        return Ok(None);
+impl InvestigationsService {
+    /// The cursor of a page token this deployment issued for `list` and the
+    /// caller's tenant (the last item's id), parsed; anything else is
+    /// refused.
+    fn page_cursor<T, E>(
+        &self,
+        list: PageList,
+        caller: &Caller,
+        token: &str,
+        parse: impl FnOnce(&str) -> Result<T, E>,
+    ) -> Result<Option<T>, ApiError> {
+        self.pages
+            .read(list, &caller.tenant, token)?
+            .map(|cursor| parse(cursor).map_err(|_| ApiError::InvalidPageToken))
+            .transpose()
     }
-    parse(token)
-        .map(Some)
-        .map_err(|_| ApiError::InvalidPageToken)
+
+    /// The token of the page after `last` (none: this was the last page).
+    fn next_page(&self, list: PageList, caller: &Caller, last: Option<impl ToString>) -> String {
+        last.map(|id| self.pages.issue(list, &caller.tenant, &id.to_string()))
+            .unwrap_or_default()
+    }
 }
 
 fn page_size(requested: u32, default: u32, max: u32) -> u32 {

@@ -174,7 +174,12 @@ impl InvestigationsService {
                 })
             })
             .collect::<Result<Vec<SessionStatus>, _>>()?;
-        let before = page_token(&req.page_token, SessionId::parse)?;
+        let before = self.page_cursor(
+            PageList::Sessions,
+            &caller,
+            &req.page_token,
+            SessionId::parse,
+        )?;
         let limit = page_size(req.page_size, DEFAULT_SESSION_PAGE, MAX_SESSION_PAGE);
         let page = self
             .store
@@ -183,7 +188,7 @@ impl InvestigationsService {
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::ListSessionsResponse {
             sessions: page.sessions.into_iter().map(convert::session).collect(),
-            next_page_token: page.next.map(|id| id.to_string()).unwrap_or_default(),
+            next_page_token: self.next_page(PageList::Sessions, &caller, page.next),
         }))
     }
 
