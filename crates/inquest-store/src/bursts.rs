@@ -219,7 +219,7 @@ async fn send_message_tx(
     crate::tenants::admit(&tx, caller.tenant, caller.quota, Some(session)).await?;
     let turn = insert_turn(&tx, origin, session, None, None, &NewTurn::User(message)).await?;
     if let Some(key) = key
-        && !claim_key(&tx, &scope, key, session, &turn, &request).await?
+        && !crate::idempotency::claim(&tx, &scope, key, session, turn.seq, &request).await?
     {
         // Rare: our key lookup ran before a call with the same key
         // committed, and that call's whole burst ended before our
@@ -319,31 +319,6 @@ async fn refused(
         // matched); report it as busy rather than guess.
         _ => SendOutcome::Busy { status },
     })
-}
-
-/// Binds `key` to the stored `turn`; false when another call holds it.
-async fn claim_key(
-    tx: &deadpool_postgres::Transaction<'_>,
-    scope: &str,
-    key: &IdempotencyKey,
-    session: SessionId,
-    turn: &Turn,
-    request: &RequestFingerprint,
-) -> Result<bool, StoreError> {
-    let claimed = tx
-        .execute(
-            "INSERT INTO idempotency_keys (scope, key, session_id, seq, request_hash) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-            &[
-                &scope,
-                &key.as_str(),
-                session.as_uuid(),
-                &turn.seq.as_i64(),
-                &request.as_bytes().as_slice(),
-            ],
-        )
-        .await?;
-    Ok(claimed != 0)
 }
 
 /// The turn another call claimed `key` for, read in a new transaction

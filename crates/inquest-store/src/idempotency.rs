@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use inquest_core::{IdempotencyKey, RequestFingerprint};
+use inquest_core::{IdempotencyKey, RequestFingerprint, Seq, SessionId};
 use time::OffsetDateTime;
 
 use crate::{Store, StoreError};
@@ -23,6 +23,33 @@ use crate::{Store, StoreError};
 /// Rows deleted per statement by [`Store::expire_idempotency_keys`]: one
 /// statement holds its row locks and WAL for this many rows at most.
 pub const EXPIRE_BATCH: i64 = 10_000;
+
+/// Binds `key` to the turn at `seq` of `session` that this transaction
+/// stored, with the request's fingerprint; false when another call holds
+/// the key (the caller rolls back and replays what that call stored).
+pub(crate) async fn claim(
+    tx: &deadpool_postgres::Transaction<'_>,
+    scope: &str,
+    key: &IdempotencyKey,
+    session: SessionId,
+    seq: Seq,
+    request: &RequestFingerprint,
+) -> Result<bool, StoreError> {
+    let claimed = tx
+        .execute(
+            "INSERT INTO idempotency_keys (scope, key, session_id, seq, request_hash) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            &[
+                &scope,
+                &key.as_str(),
+                session.as_uuid(),
+                &seq.as_i64(),
+                &request.as_bytes().as_slice(),
+            ],
+        )
+        .await?;
+    Ok(claimed != 0)
+}
 
 /// Checks a stored key row's hash against the request now made with it:
 /// `Ok` when it is the same request (or the row predates hashes),

@@ -346,7 +346,7 @@ async fn start_session_tx(
     let session = insert_session(&tx, id, incident, tenant).await?;
     let first_turn = insert_opening_turn(&tx, id, message).await?;
     if let Some(key) = key
-        && !claim_key(&tx, &scope, key, id, &request).await?
+        && !crate::idempotency::claim(&tx, &scope, key, id, Seq::FIRST, &request).await?
     {
         // A concurrent call with the same key committed first (the
         // insert waited for it): undo ours, then return theirs if it was
@@ -427,29 +427,6 @@ async fn insert_opening_turn(
         &tx.query_one(&turn_sql, &[id.as_uuid(), &&*content, &escaped])
             .await?,
     )
-}
-
-/// Binds `key` to the new session `id`; false when another call holds it.
-async fn claim_key(
-    tx: &deadpool_postgres::Transaction<'_>,
-    scope: &str,
-    key: &IdempotencyKey,
-    id: SessionId,
-    request: &RequestFingerprint,
-) -> Result<bool, StoreError> {
-    let claimed = tx
-        .execute(
-            "INSERT INTO idempotency_keys (scope, key, session_id, seq, request_hash) \
-             VALUES ($1, $2, $3, 1, $4) ON CONFLICT DO NOTHING",
-            &[
-                &scope,
-                &key.as_str(),
-                id.as_uuid(),
-                &request.as_bytes().as_slice(),
-            ],
-        )
-        .await?;
-    Ok(claimed != 0)
 }
 
 /// The session another call claimed `key` for, read in a new transaction
