@@ -18,6 +18,7 @@
 pub mod agent_runtime;
 pub mod burst_log;
 pub mod feed;
+mod keeper;
 pub mod lease;
 pub mod live;
 pub mod priority;
