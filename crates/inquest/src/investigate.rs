@@ -6,7 +6,8 @@ use clap::Args;
 use inquest_proto::v1 as pb;
 
 use crate::{
-    client::{Target, idempotency_key, retrying, status_error},
+    client::{Target, idempotency_key, status_error},
+    retry::retrying,
     watch::follow,
 };
 

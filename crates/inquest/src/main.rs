@@ -7,6 +7,7 @@
 
 mod client;
 mod investigate;
+mod retry;
 mod tokens;
 mod watch;
 

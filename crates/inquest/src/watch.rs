@@ -5,7 +5,7 @@
 //! polls `GetSession` (a watch of a settled session ends at once) until the
 //! next one starts, and stops when the session is cancelled or on Ctrl-C.
 //! A server or store that is down is retried through with backoff for
-//! [`RETRY_FOR`](crate::client::RETRY_FOR) before a command gives up.
+//! [`RETRY_FOR`](crate::retry::RETRY_FOR) before a command gives up.
 
 use std::{
     io::{IsTerminal, Write},
@@ -16,9 +16,9 @@ use clap::Args;
 use inquest_proto::v1::{self as pb, watch_event::Event};
 use serde_json::json;
 
-use crate::client::{
-    Failure, Retry, Target, idempotency_key, reconnect_after, retrying, should_reconnect,
-    status_error,
+use crate::{
+    client::{Failure, Target, idempotency_key, reconnect_after, should_reconnect, status_error},
+    retry::{Retry, retrying},
 };
 
 const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
