@@ -38,6 +38,7 @@ pub mod mcp;
 pub mod openai;
 mod persist;
 pub mod provider;
+mod rails;
 pub mod report;
 pub mod script;
 pub mod sink;
@@ -46,10 +47,7 @@ pub mod state;
 mod stop;
 pub mod toolset;
 
-pub use agent::{
-    Agent, AgentConfig, AgentLimits, BURST_SPAN, DEFAULT_MAX_MODEL_TEXT_BYTES,
-    DEFAULT_MAX_TOOL_ARGUMENTS_BYTES,
-};
+pub use agent::{Agent, BURST_SPAN};
 pub use anthropic::AnthropicProvider;
 pub use chain::{
     Answered, Budget, ChainCursor, ChainError, ProviderChain, ProviderFailure, RetryPolicy,
@@ -65,6 +63,9 @@ pub use openai::OpenAiProvider;
 pub use provider::{
     Completion, CompletionRequest, OnText, Provider, ProviderError, ProviderFuture, StopReason,
     ToolSpec,
+};
+pub use rails::{
+    AgentConfig, AgentLimits, DEFAULT_MAX_MODEL_TEXT_BYTES, DEFAULT_MAX_TOOL_ARGUMENTS_BYTES,
 };
 pub use report::{BurstReport, Skill};
 pub use script::{ScriptError, ScriptProvider};
