@@ -377,36 +377,102 @@ async fn no_auth_on_a_non_loopback_listener_needs_the_insecure_flag() {
         .expect("allowed with authentication");
 }
 
-/// A guessed token costs the database one read per cache TTL, not one per
-/// call: 2,000 calls with one unknown token id make a handful of lookups
-/// (counted by the store's own call metric; other tests in this binary
-/// add a few of theirs, far under the bound).
+/// Guessed tokens cost the database a bounded number of reads however
+/// many there are: 10,000 calls, each with a different unknown id, from
+/// 500 callers at once, make at most one read of the live tokens per
+/// `MIN_REREAD` (counted by the store's own call metric; other tests in
+/// this binary add a few of theirs, far under the slack), while a valid
+/// client in the same run is served every time.
 #[tokio::test]
-async fn an_unknown_token_id_does_not_cost_a_database_read_per_call() {
-    const CALLS: usize = 2_000;
+async fn unknown_token_ids_cost_a_bounded_number_of_database_reads() {
+    const CALLERS: usize = 500;
+    const CALLS: usize = 10_000;
     let app = spawn_app_with(|c| c.auth.mode = AuthMode::Required).await;
     let admin = app.admin_addr.expect("the admin listener is bound");
-    let lookups =
-        |page: &str| crate::metrics::sum(page, "inquest_store_calls_total", r#"op="find_token""#);
-    let before = lookups(&crate::metrics::get(admin, "/metrics").await.1);
-    let guess = format!("Bearer inq_{}_{}", "7".repeat(32), "0".repeat(64));
-    let ids = (UNKNOWN.to_owned(), UNKNOWN.to_owned());
+    let valid = app
+        .store
+        .create_token(
+            "valid",
+            &inquest_core::Tenant::default_tenant(),
+            Role::Viewer,
+            None,
+        )
+        .await
+        .unwrap();
+    let valid = format!("Bearer {}", valid.secret);
+    let reads = |page: &str| {
+        crate::metrics::sum(page, "inquest_store_calls_total", r#"op="live_tokens""#)
+            + crate::metrics::sum(page, "inquest_store_calls_total", r#"op="find_token""#)
+    };
+    let before = reads(&crate::metrics::get(admin, "/metrics").await.1);
     let started = std::time::Instant::now();
-    for _ in 0..CALLS {
-        assert_eq!(
-            code(&app, "ListIncidents", Some(&guess), &ids).await,
-            Code::Unauthenticated
-        );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let served = {
+        let mut client = app.client().await;
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut waits = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let at = std::time::Instant::now();
+                let answer = client
+                    .list_incidents(with(pb::ListIncidentsRequest::default(), Some(&valid)))
+                    .await;
+                waits.push(at.elapsed());
+                if let Err(status) = answer {
+                    panic!("the valid client was refused during the flood: {status:?}");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            waits
+        })
+    };
+    let mut flood = tokio::task::JoinSet::new();
+    let flooding = app.client().await;
+    for _ in 0..CALLERS {
+        // One connection, many streams: failures past the gate's share
+        // for this peer are answered at once.
+        let mut client = flooding.clone();
+        flood.spawn(async move {
+            for _ in 0..CALLS / CALLERS {
+                let guess = format!(
+                    "Bearer inq_{}_{}",
+                    uuid::Uuid::new_v4().simple(),
+                    "0".repeat(64)
+                );
+                // UNAUTHENTICATED, or the connection refused as a whole
+                // (h2 answers a flood of requests whose bodies are never
+                // read with a GOAWAY, ENHANCE_YOUR_CALM); never served.
+                let answer = client
+                    .list_incidents(with(pb::ListIncidentsRequest::default(), Some(&guess)))
+                    .await;
+                assert!(answer.is_err(), "an unknown token was served");
+            }
+        });
     }
-    let after = lookups(&crate::metrics::get(admin, "/metrics").await.1);
+    while let Some(done) = flood.join_next().await {
+        done.expect("a flooding caller");
+    }
+    let took = started.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut waits = served.await.expect("the valid client");
+    let after = reads(&crate::metrics::get(admin, "/metrics").await.1);
     let reads = after - before;
-    // One read per TTL the calls took, and slack for the other tests.
-    let ttls = started.elapsed().as_secs_f64() / VERIFY_CACHE_TTL.as_secs_f64();
-    let bound = 200.0 + 2.0 * ttls.ceil();
+    let rereads = took.as_secs_f64() / inquest_server::edge::tokens::MIN_REREAD.as_secs_f64();
+    let bound = 200.0 + rereads.ceil();
     assert!(
         reads <= bound,
-        "{reads} token reads for {CALLS} calls with one unknown id (bound {bound})"
+        "{reads} token reads for {CALLS} calls with unknown ids in {took:?} (bound {bound})"
     );
+    waits.sort();
+    assert!(!waits.is_empty(), "the valid client made no call");
+    let p99 = waits[waits.len() * 99 / 100];
+    // Not a speed target (that is the benchmark's): a valid client is not
+    // starved behind the flood.
+    assert!(
+        p99 < std::time::Duration::from_secs(2),
+        "the valid client's p99 was {p99:?} during the flood"
+    );
+    let ids = (UNKNOWN.to_owned(), UNKNOWN.to_owned());
     // Another spelling of a real credential is no credential: one form only.
     let t = app
         .store
@@ -459,5 +525,44 @@ async fn two_authorization_headers_are_refused() {
     request.metadata_mut().append("authorization", good);
     let status = client.list_incidents(request).await.unwrap_err();
     assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    app.stop().await.expect("stop");
+}
+
+/// A token made a moment ago (by `inquest token create` or another
+/// replica, so this server has an older read of the table) works on its
+/// first call: a failing token waits for a read that started after it
+/// arrived.
+#[tokio::test]
+async fn a_token_made_a_moment_ago_works_on_its_first_call() {
+    let app = spawn_app_with(|c| c.auth.mode = AuthMode::Required).await;
+    let ids = (UNKNOWN.to_owned(), UNKNOWN.to_owned());
+    let make = |name: &'static str| {
+        let store = app.store.clone();
+        async move {
+            let t = store
+                .create_token(
+                    name,
+                    &inquest_core::Tenant::default_tenant(),
+                    Role::Viewer,
+                    None,
+                )
+                .await
+                .unwrap();
+            format!("Bearer {}", t.secret)
+        }
+    };
+    let first = make("first").await;
+    assert_eq!(
+        code(&app, "ListIncidents", Some(&first), &ids).await,
+        Code::Ok
+    );
+    for name in ["second", "third", "fourth"] {
+        let made = make(name).await;
+        assert_eq!(
+            code(&app, "ListIncidents", Some(&made), &ids).await,
+            Code::Ok,
+            "{name}, made after the server read the table"
+        );
+    }
     app.stop().await.expect("stop");
 }

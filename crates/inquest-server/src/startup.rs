@@ -193,6 +193,7 @@ impl Application {
             connections: crate::edge::conn::ConnectionLimits {
                 max_connections: config.limits.max_connections,
                 preface_timeout: config.limits.connection_preface_timeout,
+                idle_timeout: config.limits.idle_connection_timeout,
             },
             max_concurrent_streams: config.limits.max_concurrent_streams,
             api: ApiLimits::from_config(&config.limits),
@@ -471,32 +472,29 @@ impl Application {
             .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
             .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
             .accept_http1(true)
+            .layer(crate::edge::conn::CountRequestsLayer)
             .trace_fn(crate::ops::telemetry::rpc_span)
             .add_routes(tonic::service::Routes::from(routes).prepare());
         let stopped = async move { stop_accepting.cancelled().await };
         let tls = self.tls.is_some();
+        // Every connection, TLS or not, passes the same gate first
+        // (`edge/conn.rs`): the cap, the preface deadline, the idle
+        // timeout, and TCP_NODELAY (without it a watch stream's small
+        // frames, a turn or a text delta, wait for the client's delayed
+        // ACK, up to 40 ms, behind the previous one).
+        let accepted =
+            crate::edge::conn::incoming(self.listener, self.connections, tasks, shutdown.clone());
         let server: ServerFuture = match self.tls {
             Some(certs) => {
                 certs.spawn_reloader(tasks, shutdown.clone());
-                let incoming =
-                    crate::edge::tls::incoming(self.listener, certs, tasks, shutdown.clone());
+                let incoming = crate::edge::tls::incoming(accepted, certs, tasks, shutdown.clone());
                 Box::pin(router.serve_with_incoming_shutdown(incoming, stopped))
             }
             None => {
                 if !addr.ip().is_loopback() {
                     tracing::warn!(%addr, "serving gRPC without TLS on a non-loopback address; set [tls] cert and key");
                 }
-                // TCP_NODELAY is set on each accepted connection
-                // (`edge/conn.rs`): without it a watch stream's small frames
-                // (a turn, a text delta) wait for the client's delayed
-                // ACK, up to 40 ms, behind the previous one.
-                let incoming = crate::edge::conn::incoming(
-                    self.listener,
-                    self.connections,
-                    tasks,
-                    shutdown.clone(),
-                );
-                Box::pin(router.serve_with_incoming_shutdown(incoming, stopped))
+                Box::pin(router.serve_with_incoming_shutdown(accepted, stopped))
             }
         };
         tracing::info!(%addr, tls, "serving inquest.v1.Investigations");

@@ -121,6 +121,21 @@ impl Store {
         row.as_ref().map(token_from_row).transpose()
     }
 
+    /// The tokens that can authenticate now (neither revoked nor expired),
+    /// at most `limit`, in one read: what a replica verifies against.
+    pub async fn live_tokens(&self, limit: i64) -> Result<Vec<ApiToken>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM api_tokens WHERE revoked_at IS NULL \
+             AND (expires_at IS NULL OR expires_at > now()) LIMIT $1"
+        );
+        let rows = self
+            .run("live_tokens", async |c| {
+                Ok(c.query(&sql, &[&limit]).await?)
+            })
+            .await?;
+        rows.iter().map(token_from_row).collect()
+    }
+
     /// Every token, newest first, at most `limit`.
     pub async fn list_tokens(&self, limit: i64) -> Result<Vec<ApiToken>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM api_tokens ORDER BY id DESC LIMIT $1");

@@ -69,6 +69,10 @@ pub struct LimitsConfig {
     /// in that time is closed.
     #[serde(with = "duration_text")]
     pub connection_preface_timeout: Duration,
+    /// A connection with no request open for this long is closed (a watch
+    /// stream is a request open for as long as it runs).
+    #[serde(with = "duration_text")]
+    pub idle_connection_timeout: Duration,
     /// HTTP/2 streams one connection may have open at once.
     pub max_concurrent_streams: u32,
     // --- end connections ---
@@ -131,6 +135,7 @@ impl Default for LimitsConfig {
             // --- end API sizes and watch caps ---
             max_connections: 10_000,
             connection_preface_timeout: Duration::from_secs(10),
+            idle_connection_timeout: Duration::from_secs(300),
             max_concurrent_streams: 200,
             // -- model-side caps
             max_provider_response_bytes: inquest_agent::DEFAULT_MAX_RESPONSE_BYTES,
@@ -318,6 +323,9 @@ pub fn validate(c: &LimitsConfig) -> Result<(), String> {
     }
     if c.max_connections == 0 || c.max_concurrent_streams == 0 {
         return Err("limits.max_connections and limits.max_concurrent_streams must be > 0".into());
+    }
+    if c.idle_connection_timeout < Duration::from_millis(100) {
+        return Err("limits.idle_connection_timeout must be at least 100ms".into());
     }
     if c.connection_preface_timeout < Duration::from_millis(100) {
         return Err("limits.connection_preface_timeout must be at least 100ms".into());

@@ -16,15 +16,18 @@
 //! token, one with two dots a JWT, anything else malformed. Both kinds give
 //! the same [`Principal`] and go through the same role check.
 //!
-//! A verified token is cached for [`VERIFY_CACHE_TTL`], so a revocation
-//! (a row update any replica can make) takes effect on every replica within
-//! that time without a database read per call. The caller's [`Principal`]
-//! rides in the request's extensions.
+//! API tokens are verified against the replica's in-memory read of the
+//! live tokens (`edge/tokens.rs`): a revocation (a row update any replica
+//! can make) takes effect on every replica within [`VERIFY_CACHE_TTL`],
+//! a valid token costs no database read per call, and a failing one costs
+//! at most a share of one read per `MIN_REREAD`, in the same time whether
+//! or not its id exists. The caller's [`Principal`] rides in the request's
+//! extensions.
 
 use std::{
-    collections::HashMap,
     convert::Infallible,
     future::Future,
+    net::IpAddr,
     pin::Pin,
     sync::{Arc, Mutex, PoisonError},
     task::{Context, Poll},
@@ -34,6 +37,8 @@ use std::{
 use inquest_auth::{PresentedToken, Principal, Role};
 use inquest_proto::{rpc::Rpc, v1::RequiredRole};
 use inquest_store::{ApiToken, Store};
+
+use crate::edge::tokens::{FailureGate, TokenTable, Unreadable};
 use serde::Deserialize;
 use tonic::{
     Code,
@@ -43,8 +48,6 @@ use tonic::{
 
 use crate::reason::{Reason, status};
 
-/// How long a verified token is trusted without reading it again: the
-/// longest a revocation takes to reach every replica.
 /// The least role that may call `rpc`: the `required_role` option its
 /// proto declares (the proto crate's build refuses an rpc without one).
 pub fn required_role(rpc: Rpc) -> Role {
@@ -57,9 +60,7 @@ pub fn required_role(rpc: Rpc) -> Role {
     }
 }
 
-pub const VERIFY_CACHE_TTL: Duration = Duration::from_secs(2);
-/// Verified tokens kept at most; the cache is emptied when full.
-const CACHE_ENTRIES: usize = 10_000;
+pub use crate::edge::tokens::VERIFY_CACHE_TTL;
 
 /// `[auth]`.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -113,13 +114,11 @@ impl AuthSection {
     }
 }
 
-/// Verifies tokens against the store, with a short cache.
+/// Verifies tokens against the live tokens (`edge/tokens.rs`).
 #[derive(Clone)]
 pub struct Verifier {
-    store: Store,
-    cache: Arc<TokenCache>,
-    /// Token reads that failed, logged once per [`LOG_EVERY`].
-    unreadable: Arc<Sampled>,
+    table: Arc<TokenTable>,
+    failures: Arc<FailureGate>,
     /// `[auth.oidc]`: the JWT verifier (none: only API tokens).
     oidc: Option<crate::edge::oidc::Oidc>,
 }
@@ -135,9 +134,8 @@ pub enum Refusal {
 impl Verifier {
     pub fn new(store: Store) -> Self {
         Self {
-            store,
-            cache: Arc::default(),
-            unreadable: Arc::default(),
+            table: Arc::new(TokenTable::new(store)),
+            failures: Arc::default(),
             oidc: None,
         }
     }
@@ -152,8 +150,12 @@ impl Verifier {
         self.oidc.as_ref()
     }
 
-    /// The caller that `authorization` names.
-    pub async fn principal(&self, authorization: Option<&[u8]>) -> Result<Principal, Refusal> {
+    /// The caller that `authorization` names, presented from `peer`.
+    pub async fn principal(
+        &self,
+        authorization: Option<&[u8]>,
+        peer: Option<IpAddr>,
+    ) -> Result<Principal, Refusal> {
         let header = authorization.ok_or(Refusal::Unauthenticated("no authorization metadata"))?;
         let header = std::str::from_utf8(header)
             .map_err(|_| Refusal::Unauthenticated("authorization is not text"))?;
@@ -161,7 +163,7 @@ impl Verifier {
             "authorization is not \"Bearer <token>\"",
         ))?;
         if token.starts_with("inq_") {
-            return self.api_token(token).await;
+            return self.api_token(token, peer).await;
         }
         if token.bytes().filter(|b| *b == b'.').count() == 2 {
             let Some(oidc) = &self.oidc else {
@@ -177,50 +179,66 @@ impl Verifier {
         Err(Refusal::Unauthenticated("malformed token"))
     }
 
-    /// The caller an `inq_` API token names.
-    async fn api_token(&self, token: &str) -> Result<Principal, Refusal> {
+    /// The caller an `inq_` API token names. Every way to fail takes the
+    /// same path, and so the same time (see `edge/tokens.rs`).
+    async fn api_token(&self, token: &str, peer: Option<IpAddr>) -> Result<Principal, Refusal> {
         let presented = PresentedToken::parse(token)
             .map_err(|_| Refusal::Unauthenticated("malformed token"))?;
-        let stored = self.lookup(presented.id).await?;
-        let stored = stored.ok_or(Refusal::Unauthenticated(
-            "unknown, expired or revoked token",
-        ))?;
-        if !presented.matches(&stored.secret_hash)
-            || !stored.live_at(time::OffsetDateTime::now_utc())
-        {
+        let arrived = tokio::time::Instant::now();
+        let trusted_since = arrived.checked_sub(VERIFY_CACHE_TTL).unwrap_or(arrived);
+        let table = self
+            .table
+            .read_since(trusted_since)
+            .await
+            .map_err(|Unreadable| Refusal::Unavailable)?;
+        if let Some(p) = accept(&presented, table.get(presented.id)) {
+            return Ok(p);
+        }
+        let Some(_waiting) = self.failures.enter(peer) else {
+            metrics::counter!("inquest_auth_failures_total", "why" => "throttled").increment(1);
             return Err(Refusal::Unauthenticated(
-                "unknown, expired or revoked token",
+                "too many failed authentications at once; retry later",
             ));
-        }
-        Ok(Principal {
-            subject: stored.id.to_string(),
-            name: stored.name.clone(),
-            tenant: stored.tenant.clone(),
-            role: stored.role,
-        })
-    }
-
-    async fn lookup(&self, id: uuid::Uuid) -> Result<Option<ApiToken>, Refusal> {
-        if let Some(known) = self.cache.fresh(id) {
-            return Ok(known);
-        }
-        let found = self.store.find_token(id).await.map_err(|e| {
-            metrics::counter!("inquest_auth_failures_total", "why" => "store_unavailable")
-                .increment(1);
-            // A flood of calls while the pool is dry would log a line each:
-            // one line per interval says how many there were.
-            if let Some(since_last) = self.unreadable.tick() {
-                tracing::warn!(error = %inquest_core::error_chain(&e), failures = since_last, "cannot read API tokens");
+        };
+        metrics::counter!("inquest_auth_failures_total", "why" => "refused").increment(1);
+        // Made or changed a moment ago, perhaps on another replica: a read
+        // that started after this call arrived decides.
+        let table = self
+            .table
+            .read_since(arrived)
+            .await
+            .map_err(|Unreadable| Refusal::Unavailable)?;
+        let principal = match table.get(presented.id) {
+            Some(stored) => accept(&presented, Some(stored)),
+            None if !table.complete => {
+                let found = self
+                    .table
+                    .find(presented.id)
+                    .await
+                    .map_err(|Unreadable| Refusal::Unavailable)?;
+                accept(&presented, found.as_ref())
             }
-            Refusal::Unavailable
-        })?;
-        // A miss is remembered too: an id that is not in the table (a
-        // guess, a deleted token) costs the database one read per TTL,
-        // however often it is presented. Ids are random, so an id missed
-        // now is not one a token made later can have.
-        self.cache.remember(id, found.clone());
-        Ok(found)
+            None => None,
+        };
+        principal.ok_or(Refusal::Unauthenticated(
+            "unknown, expired or revoked token",
+        ))
     }
+}
+
+/// The caller `presented` is, if `stored` is its live token. The secret
+/// is hashed and compared whether or not there is a stored token, so an
+/// unknown id costs what a wrong secret does.
+fn accept(presented: &PresentedToken, stored: Option<&ApiToken>) -> Option<Principal> {
+    const NO_HASH: [u8; 32] = [0; 32];
+    let matches = presented.matches(stored.map_or(&NO_HASH[..], |t| &t.secret_hash[..]));
+    let stored = stored?;
+    (matches && stored.live_at(time::OffsetDateTime::now_utc())).then(|| Principal {
+        subject: stored.id.to_string(),
+        name: stored.name.clone(),
+        tenant: stored.tenant.clone(),
+        role: stored.role,
+    })
 }
 
 /// `Bearer <token>`: the scheme in any case, exactly one space, and a
@@ -237,7 +255,7 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 /// Counts occurrences and says when to log: the first, then at most once
 /// per [`LOG_EVERY`], with the count since the last line.
 #[derive(Default)]
-struct Sampled {
+pub(crate) struct Sampled {
     /// A std mutex: a counter and an instant, never held across an await.
     state: Mutex<(u64, Option<tokio::time::Instant>)>,
 }
@@ -245,7 +263,7 @@ struct Sampled {
 impl Sampled {
     /// One more occurrence: `Some(count since the last line)` when this one
     /// should be logged.
-    fn tick(&self) -> Option<u64> {
+    pub(crate) fn tick(&self) -> Option<u64> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.0 += 1;
         let due = state.1.is_none_or(|at| at.elapsed() >= LOG_EVERY);
@@ -253,35 +271,6 @@ impl Sampled {
             state.1 = Some(tokio::time::Instant::now());
             std::mem::take(&mut state.0)
         })
-    }
-}
-
-/// Token lookups, each trusted for [`VERIFY_CACHE_TTL`] after it was
-/// read: a token found, or `None` for an id the table does not hold. On
-/// tokio's clock, so the expiry is tested on paused time.
-#[derive(Default)]
-struct TokenCache {
-    /// A std mutex: a map lookup or insert, never held across an await.
-    /// At most [`CACHE_ENTRIES`]; emptied when full.
-    entries: Mutex<HashMap<uuid::Uuid, (Option<ApiToken>, tokio::time::Instant)>>,
-}
-
-impl TokenCache {
-    /// What the table held for `id` less than the TTL ago, if it was read.
-    fn fresh(&self, id: uuid::Uuid) -> Option<Option<ApiToken>> {
-        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        entries
-            .get(&id)
-            .filter(|(_, at)| at.elapsed() < VERIFY_CACHE_TTL)
-            .map(|(t, _)| t.clone())
-    }
-
-    fn remember(&self, id: uuid::Uuid, token: Option<ApiToken>) {
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
-        if entries.len() >= CACHE_ENTRIES {
-            entries.clear();
-        }
-        entries.insert(id, (token, tokio::time::Instant::now()));
     }
 }
 
@@ -383,6 +372,12 @@ where
         // UNIMPLEMENTED) still needs the highest role: an unknown name
         // learns nothing about what exists without a credential.
         let required = Rpc::from_path(request.uri().path()).map_or(Role::Admin, required_role);
+        // Put there by `edge/conn.rs`'s request counting layer.
+        let peer = request
+            .extensions()
+            .get::<tonic::transport::server::TcpConnectInfo>()
+            .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
+            .map(|a| a.ip());
         Box::pin(async move {
             // Exactly one credential: with two, which one decides would
             // depend on the proxy in between.
@@ -396,7 +391,7 @@ where
                     "more than one authorization header",
                 )));
             }
-            let principal = match verifier.principal(header.as_deref()).await {
+            let principal = match verifier.principal(header.as_deref(), peer).await {
                 Ok(p) => p,
                 Err(r) => return Ok(refused(r)),
             };
@@ -416,35 +411,38 @@ where
 mod tests {
     use super::*;
 
-    fn token(id: uuid::Uuid) -> ApiToken {
+    fn token(presented: &PresentedToken) -> ApiToken {
         ApiToken {
-            id,
+            id: presented.id,
             name: "ci".into(),
             tenant: "default".into(),
             role: Role::Viewer,
             created_at: time::OffsetDateTime::UNIX_EPOCH,
             expires_at: None,
             revoked_at: None,
-            secret_hash: vec![0; 32],
+            secret_hash: presented.secret_hash().to_vec(),
         }
     }
 
-    /// A revocation reaches every replica within the TTL: a cached token
-    /// is trusted for exactly that long after it was read, then read again.
-    #[tokio::test(start_paused = true)]
-    async fn a_cached_token_is_trusted_for_the_ttl_and_not_a_moment_longer() {
-        let cache = TokenCache::default();
-        let id = uuid::Uuid::new_v4();
-        assert!(cache.fresh(id).is_none(), "never read");
-        cache.remember(id, None);
-        assert_eq!(cache.fresh(id), Some(None), "a miss is remembered");
-        cache.remember(id, Some(token(id)));
-        tokio::time::advance(VERIFY_CACHE_TTL - Duration::from_millis(1)).await;
-        assert!(cache.fresh(id).is_some());
-        tokio::time::advance(Duration::from_millis(1)).await;
-        assert!(cache.fresh(id).is_none(), "expired at the TTL");
-        cache.remember(id, Some(token(id)));
-        assert!(cache.fresh(id).is_some(), "read again, trusted again");
+    #[test]
+    fn only_the_live_token_with_the_right_secret_is_accepted() {
+        let presented = PresentedToken::new(uuid::Uuid::new_v4(), [7; 32]);
+        let stored = token(&presented);
+        let p = accept(&presented, Some(&stored)).expect("the right secret");
+        assert_eq!((p.tenant.as_str(), p.role), ("default", Role::Viewer));
+        let wrong = PresentedToken::new(presented.id, [8; 32]);
+        assert!(accept(&wrong, Some(&stored)).is_none(), "a wrong secret");
+        assert!(accept(&presented, None).is_none(), "an unknown id");
+        let revoked = ApiToken {
+            revoked_at: Some(time::OffsetDateTime::UNIX_EPOCH),
+            ..stored.clone()
+        };
+        assert!(accept(&presented, Some(&revoked)).is_none(), "revoked");
+        let expired = ApiToken {
+            expires_at: Some(time::OffsetDateTime::UNIX_EPOCH),
+            ..stored
+        };
+        assert!(accept(&presented, Some(&expired)).is_none(), "expired");
     }
 
     #[tokio::test(start_paused = true)]
@@ -477,21 +475,5 @@ mod tests {
         ] {
             assert_eq!(bearer(refused), None, "{refused:?}");
         }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_full_cache_starts_over_instead_of_growing() {
-        let cache = TokenCache::default();
-        let first = uuid::Uuid::new_v4();
-        cache.remember(first, Some(token(first)));
-        for _ in 1..CACHE_ENTRIES {
-            let id = uuid::Uuid::new_v4();
-            cache.remember(id, Some(token(id)));
-        }
-        assert!(cache.fresh(first).is_some());
-        let one_more = uuid::Uuid::new_v4();
-        cache.remember(one_more, Some(token(one_more)));
-        assert!(cache.fresh(first).is_none(), "emptied when full");
-        assert!(cache.fresh(one_more).is_some());
     }
 }

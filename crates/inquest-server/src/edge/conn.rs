@@ -1,16 +1,27 @@
-//! What a plaintext connection on the gRPC port may cost before it proves
-//! itself: at most `[limits] max_connections` are open at once (one past
-//! it is closed as soon as it is accepted, so the process never reaches
-//! its open-files limit and open connections keep working), and one that
-//! has not sent its first [`PREFACE_BYTES`] within
-//! `limits.connection_preface_timeout` is closed. Accept errors back off
-//! instead of spinning. (Connections that sent the preface and then went
-//! quiet are closed by HTTP/2 keepalive pings; see `startup.rs`.)
+//! What a connection on the gRPC port may cost before it proves itself,
+//! and after: at most `[limits] max_connections` are open at once (one
+//! past it is closed as soon as it is accepted, so the process never
+//! reaches its open-files limit and open connections keep working); one
+//! that has not sent its first [`PREFACE_BYTES`] within
+//! `limits.connection_preface_timeout` is closed; and one with no request
+//! open for `limits.idle_connection_timeout` is closed. Accept errors back
+//! off instead of spinning. (Connections whose peer stops answering HTTP/2
+//! keepalive pings are closed too; see `startup.rs`.) TLS connections go
+//! through the same gate before their handshake (`edge/tls.rs`).
+//!
+//! A connection's open requests are counted by [`CountRequests`], a layer
+//! that finds the connection's [`Activity`] in the request's connect info
+//! ([`PeerInfo`]) and holds it until the response body is dropped: a
+//! watch stream keeps its connection busy for as long as it runs.
 
 use std::{
+    future::Future,
     io,
     pin::Pin,
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
     task::{Context, Poll},
     time::Duration,
 };
@@ -19,26 +30,31 @@ use tokio::{
     io::{AsyncRead, AsyncWrite, ReadBuf},
     net::{TcpListener, TcpStream},
     sync::{OwnedSemaphorePermit, Semaphore},
-    time::Sleep,
+    time::{Instant, Sleep},
 };
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::{
+    codegen::{Service, http},
+    transport::server::{Connected, TcpConnectInfo, TlsConnectInfo},
+};
 
 /// The HTTP/2 client preface is 24 bytes; an HTTP/1.1 request line for
-/// gRPC-Web is longer. A connection is past its deadline once this much
-/// arrived.
+/// gRPC-Web is longer, and so is a TLS ClientHello. A connection is past
+/// its deadline once this much arrived.
 pub const PREFACE_BYTES: usize = 24;
 
 /// The first pause after a failed accept (out of descriptors, say); it
 /// doubles up to a second.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
-/// How a plaintext listener limits its connections.
+/// How a listener limits its connections.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionLimits {
     pub max_connections: usize,
     pub preface_timeout: Duration,
+    /// A connection with no request open this long is closed.
+    pub idle_timeout: Duration,
 }
 
 /// Accepts on `listener` until `shutdown`, in a task `tasks` owns, within
@@ -87,7 +103,7 @@ pub fn incoming(
             if let Err(e) = stream.set_nodelay(true) {
                 tracing::debug!(error = %e, %peer, "cannot set TCP_NODELAY");
             }
-            let guarded = Guarded::new(stream, permit, limits.preface_timeout);
+            let guarded = Guarded::new(stream, permit, limits);
             if tx.send(Ok(guarded)).await.is_err() {
                 return;
             }
@@ -96,25 +112,107 @@ pub fn incoming(
     ReceiverStream::new(rx)
 }
 
+/// How busy one connection is: its open requests, and since when it has
+/// had none.
+#[derive(Debug)]
+pub struct Activity {
+    open: AtomicUsize,
+    /// Milliseconds after `epoch` at which the last request ended.
+    quiet_since_ms: AtomicU64,
+    epoch: Instant,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            open: AtomicUsize::new(0),
+            quiet_since_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn begin(self: &Arc<Self>) -> RequestOpen {
+        self.open.fetch_add(1, Ordering::AcqRel);
+        RequestOpen(Arc::clone(self))
+    }
+
+    /// When the connection went quiet, if it has no request open now.
+    fn quiet_since(&self) -> Option<Instant> {
+        (self.open.load(Ordering::Acquire) == 0).then(|| {
+            self.epoch + Duration::from_millis(self.quiet_since_ms.load(Ordering::Acquire))
+        })
+    }
+}
+
+/// One open request on a connection; the connection is quiet again from
+/// when the last of these is dropped.
+struct RequestOpen(Arc<Activity>);
+
+impl Drop for RequestOpen {
+    fn drop(&mut self) {
+        let now = u64::try_from(self.0.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.0.quiet_since_ms.store(now, Ordering::Release);
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What the server knows about a connection's peer: its TCP addresses and
+/// how busy it is.
+#[derive(Debug, Clone)]
+pub struct PeerInfo {
+    pub tcp: TcpConnectInfo,
+    activity: Arc<Activity>,
+}
+
+impl PeerInfo {
+    /// Counts a request as open on this connection until the value is
+    /// dropped (for a server that answers without [`CountRequests`]).
+    pub fn begin_request(&self) -> impl Drop + use<> {
+        self.activity.begin()
+    }
+}
+
 /// An accepted connection: holds its place under the cap for as long as
-/// it lives, and fails its reads once the preface deadline passes with
-/// fewer than [`PREFACE_BYTES`] read.
+/// it lives; fails its reads once the preface deadline passes with fewer
+/// than [`PREFACE_BYTES`] read, or once it has had no request open for the
+/// idle timeout.
 pub struct Guarded {
     stream: TcpStream,
     /// Set until the preface arrived.
     deadline: Option<Pin<Box<Sleep>>>,
     read: usize,
+    idle_timeout: Duration,
+    /// Armed for the current quiet spell's end.
+    idle: Pin<Box<Sleep>>,
+    activity: Arc<Activity>,
     _open: OwnedSemaphorePermit,
 }
 
 impl Guarded {
-    fn new(stream: TcpStream, open: OwnedSemaphorePermit, preface_timeout: Duration) -> Self {
+    fn new(stream: TcpStream, open: OwnedSemaphorePermit, limits: ConnectionLimits) -> Self {
+        let activity = Arc::new(Activity::new());
         Self {
             stream,
-            deadline: Some(Box::pin(tokio::time::sleep(preface_timeout))),
+            deadline: Some(Box::pin(tokio::time::sleep(limits.preface_timeout))),
             read: 0,
+            idle_timeout: limits.idle_timeout,
+            idle: Box::pin(tokio::time::sleep(limits.idle_timeout)),
+            activity,
             _open: open,
         }
+    }
+
+    /// Whether the connection has been quiet for the idle timeout (and
+    /// arms the timer to be woken when it will have been).
+    fn idle_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(since) = self.activity.quiet_since() else {
+            return false;
+        };
+        let ends = since + self.idle_timeout;
+        if self.idle.deadline() != ends {
+            self.idle.as_mut().reset(ends);
+        }
+        self.idle.as_mut().poll(cx).is_ready()
     }
 }
 
@@ -132,16 +230,24 @@ impl AsyncRead for Guarded {
         if self.read >= PREFACE_BYTES {
             self.deadline = None;
         }
-        if polled.is_pending()
-            && let Some(deadline) = self.deadline.as_mut()
-            && deadline.as_mut().poll(cx).is_ready()
-        {
-            metrics::counter!("inquest_connections_refused_total", "why" => "preface_timeout")
-                .increment(1);
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "no protocol preface within limits.connection_preface_timeout",
-            )));
+        if polled.is_pending() {
+            if let Some(deadline) = self.deadline.as_mut()
+                && deadline.as_mut().poll(cx).is_ready()
+            {
+                metrics::counter!("inquest_connections_refused_total", "why" => "preface_timeout")
+                    .increment(1);
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no protocol preface within limits.connection_preface_timeout",
+                )));
+            }
+            if self.idle_expired(cx) {
+                metrics::counter!("inquest_connections_closed_total", "why" => "idle").increment(1);
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no request within limits.idle_connection_timeout",
+                )));
+            }
         }
         polled
     }
@@ -178,10 +284,97 @@ impl AsyncWrite for Guarded {
 }
 
 impl Connected for Guarded {
-    type ConnectInfo = TcpConnectInfo;
+    type ConnectInfo = PeerInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.stream.connect_info()
+        PeerInfo {
+            tcp: self.stream.connect_info(),
+            activity: Arc::clone(&self.activity),
+        }
+    }
+}
+
+/// Counts each request as open on its connection (see [`Activity`]) from
+/// when it arrives until its response body is dropped, and puts the plain
+/// [`TcpConnectInfo`] in its extensions too, where tonic's
+/// `Request::remote_addr` looks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CountRequestsLayer;
+
+impl<S> tower_layer::Layer<S> for CountRequestsLayer {
+    type Service = CountRequests<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CountRequests { inner }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CountRequests<S> {
+    inner: S,
+}
+
+/// The connection a request came on, plaintext or TLS.
+fn peer_of<B>(request: &http::Request<B>) -> Option<&PeerInfo> {
+    let extensions = request.extensions();
+    extensions.get::<PeerInfo>().or_else(|| {
+        extensions
+            .get::<TlsConnectInfo<PeerInfo>>()
+            .map(TlsConnectInfo::get_ref)
+    })
+}
+
+impl<S, B, R> Service<http::Request<B>> for CountRequests<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Counted<R>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        let (open, tcp) = peer_of(&request)
+            .map(|p| (Some(p.activity.begin()), Some(p.tcp.clone())))
+            .unwrap_or_default();
+        if let Some(tcp) = tcp {
+            request.extensions_mut().insert(tcp);
+        }
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let response = answer.await?;
+            Ok(response.map(|body| Counted { body, _open: open }))
+        })
+    }
+}
+
+/// A response body that keeps its request counted as open until dropped.
+pub struct Counted<B> {
+    body: B,
+    _open: Option<RequestOpen>,
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for Counted<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -215,6 +408,7 @@ mod tests {
         let limits = ConnectionLimits {
             max_connections: 10,
             preface_timeout: Duration::from_millis(200),
+            idle_timeout: Duration::from_secs(60),
         };
         let mut accepted = incoming(l, limits, &tasks, stop.clone());
         let mut quiet = TcpStream::connect(addr).await.unwrap();
@@ -244,6 +438,7 @@ mod tests {
         let limits = ConnectionLimits {
             max_connections: 2,
             preface_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
         };
         let mut accepted = incoming(l, limits, &tasks, stop.clone());
         let mut first = TcpStream::connect(addr).await.unwrap();
@@ -273,6 +468,43 @@ mod tests {
                 .is_ok(),
             "a connection is accepted once one closed"
         );
+        stop.cancel();
+    }
+
+    /// A connection that sent its preface is closed once it has had no
+    /// request open for the idle timeout, counted from its last request's
+    /// end; while a request is open (a watch stream) it is never idle.
+    #[tokio::test]
+    async fn a_connection_with_no_request_open_is_closed_after_the_idle_timeout() {
+        let (l, addr) = listener().await;
+        let tasks = TaskTracker::new();
+        let stop = CancellationToken::new();
+        let idle = Duration::from_millis(300);
+        let limits = ConnectionLimits {
+            max_connections: 10,
+            preface_timeout: Duration::from_secs(30),
+            idle_timeout: idle,
+        };
+        let mut accepted = incoming(l, limits, &tasks, stop.clone());
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client.write_all(&[1u8; PREFACE_BYTES]).await.unwrap();
+        let mut server_side = accepted.next().await.unwrap().unwrap();
+        let mut buf = [0u8; PREFACE_BYTES];
+        server_side.read_exact(&mut buf).await.unwrap();
+        // A request held open for three idle timeouts: no close.
+        let open = server_side.connect_info().activity.begin();
+        let mut byte = [0u8; 1];
+        assert!(
+            tokio::time::timeout(3 * idle, server_side.read(&mut byte))
+                .await
+                .is_err(),
+            "closed while a request was open"
+        );
+        let ended = tokio::time::Instant::now();
+        drop(open);
+        let err = server_side.read(&mut byte).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert!(ended.elapsed() >= idle - Duration::from_millis(20));
         stop.cancel();
     }
 }

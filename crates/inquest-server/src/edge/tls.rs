@@ -10,10 +10,11 @@
 //! renewal never takes the listener down. Connections already open keep the
 //! certificate they were made with; new ones get the new one.
 //!
-//! Each accepted TCP connection does its handshake in its own task, within
-//! [`HANDSHAKE_TIMEOUT`] and at most [`MAX_HANDSHAKES`] at once, so a slow
-//! or silent client cannot hold up the others; only finished handshakes
-//! reach tonic.
+//! Each accepted TCP connection (counted under the same cap and deadlines
+//! as a plaintext one, `edge/conn.rs`) does its handshake in its own task,
+//! within [`HANDSHAKE_TIMEOUT`] and at most [`MAX_HANDSHAKES`] at once, so
+//! a slow or silent client cannot hold up the others; only finished
+//! handshakes reach tonic.
 
 use std::{
     path::{Path, PathBuf},
@@ -28,10 +29,11 @@ use rustls::{
     server::WebPkiClientVerifier,
 };
 use serde::Deserialize;
-use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, server::TlsStream};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{StreamExt, wrappers::ReceiverStream};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::edge::conn::Guarded;
 
 /// How often the certificate files' modification times are checked.
 pub const POLL: Duration = Duration::from_secs(5);
@@ -227,14 +229,15 @@ impl Certificates {
     }
 }
 
-/// TLS connections accepted on `listener`, handshake done, until
-/// `shutdown`. The accept loop and each handshake are tasks of `tasks`.
+/// TLS connections from `accepted` (already past the connection gate,
+/// `edge/conn.rs`), handshake done, until `shutdown`. The loop and each
+/// handshake are tasks of `tasks`.
 pub fn incoming(
-    listener: TcpListener,
+    mut accepted: ReceiverStream<std::io::Result<Guarded>>,
     certs: Certificates,
     tasks: &TaskTracker,
     shutdown: CancellationToken,
-) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+) -> ReceiverStream<std::io::Result<TlsStream<Guarded>>> {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
     let inner = tasks.clone();
@@ -247,23 +250,15 @@ pub fn incoming(
                     Err(_) => return,
                 },
             };
-            let accepted = tokio::select! {
+            let stream = tokio::select! {
                 () = shutdown.cancelled() => return,
-                accepted = listener.accept() => accepted,
+                next = accepted.next() => match next {
+                    Some(Ok(stream)) => stream,
+                    // The gate logs and backs off on its own errors.
+                    Some(Err(_)) => continue,
+                    None => return,
+                },
             };
-            let (stream, peer) = match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of descriptors and the like: wait, do not spin.
-                    tracing::warn!(error = %e, "accepting a connection failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            // See `startup.rs`: small watch frames must not wait for an ACK.
-            if let Err(e) = stream.set_nodelay(true) {
-                tracing::debug!(error = %e, %peer, "cannot set TCP_NODELAY");
-            }
             let acceptor = certs.acceptor();
             let tx = tx.clone();
             inner.spawn(async move {
@@ -272,8 +267,8 @@ pub fn incoming(
                     Ok(Ok(tls)) => {
                         let _ = tx.send(Ok(tls)).await;
                     }
-                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
                 }
             });
         }

@@ -42,6 +42,16 @@ const BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
+/// What the admin listener lets connections cost: a probe or a scrape is
+/// one short request, so few connections, short deadlines.
+const ADMIN_LIMITS: crate::edge::conn::ConnectionLimits = crate::edge::conn::ConnectionLimits {
+    max_connections: 256,
+    preface_timeout: Duration::from_secs(5),
+    idle_timeout: Duration::from_secs(60),
+};
+/// How long a request's headers may take to arrive.
+const ADMIN_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How often histogram storage is compacted.
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
@@ -120,29 +130,33 @@ pub fn serve(
             }
         }
     });
+    // The same gate as the gRPC port (`edge/conn.rs`): a cap, a deadline
+    // for the first bytes and for a request's headers, an idle timeout,
+    // and an accept loop that backs off.
+    let mut accepted = crate::edge::conn::incoming(listener, ADMIN_LIMITS, tasks, shutdown.clone());
     let connections = tasks.clone();
     tasks.spawn(async move {
         loop {
-            let accepted = tokio::select! {
+            let stream = tokio::select! {
                 () = shutdown.cancelled() => return,
-                accepted = listener.accept() => accepted,
-            };
-            let stream = match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(error = %e, "admin listener: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
+                next = tokio_stream::StreamExt::next(&mut accepted) => match next {
+                    Some(Ok(stream)) => stream,
+                    Some(Err(_)) => continue,
+                    None => return,
+                },
             };
             let state = state.clone();
             let stop = shutdown.clone();
+            let peer = tonic::transport::server::Connected::connect_info(&stream);
             connections.spawn(async move {
                 let service = hyper::service::service_fn(move |request| {
                     let state = state.clone();
-                    async move { Ok::<_, Infallible>(answer(&state, &request)) }
+                    let _busy = peer.begin_request();
+                    std::future::ready(Ok::<_, Infallible>(answer(&state, &request)))
                 });
                 let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(ADMIN_HEADER_TIMEOUT)
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
                 tokio::pin!(connection);
                 tokio::select! {
