@@ -30,6 +30,8 @@ pub struct AuditEntry {
 /// A stored entry: its position and time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditEvent {
+    /// Its number within its tenant (1, 2, 3, ...): says nothing about
+    /// other tenants' calls.
     pub id: i64,
     pub at: OffsetDateTime,
     pub entry: AuditEntry,
@@ -70,7 +72,7 @@ fn event_from_row(row: &Row) -> Result<AuditEvent, StoreError> {
     })
 }
 
-const COLUMNS: &str = "id, at, tenant, subject, actor_name, role, method, incident_id, \
+const COLUMNS: &str = "tenant_seq, at, tenant, subject, actor_name, role, method, incident_id, \
                        session_id, token_id, code, message";
 
 impl Store {
@@ -83,9 +85,13 @@ impl Store {
             store
                 .run_with_timeout("record_audit", limit, async |c| {
                     c.execute(
-                        "INSERT INTO audit_events (tenant, subject, actor_name, role, method, \
-                         incident_id, session_id, token_id, code, message) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                        "WITH n AS (INSERT INTO audit_counters (tenant, last) VALUES ($1, 1) \
+                         ON CONFLICT (tenant) DO UPDATE SET last = audit_counters.last + 1 \
+                         RETURNING last) \
+                         INSERT INTO audit_events (tenant_seq, tenant, subject, actor_name, role, \
+                         method, incident_id, session_id, token_id, code, message) \
+                         SELECT n.last, $1, $2, $3, $4, $5, $6::uuid, $7::uuid, $8::uuid, $9, $10 \
+                         FROM n",
                         &[
                             &entry.tenant.as_str(),
                             &clean(&entry.subject),
@@ -118,8 +124,8 @@ impl Store {
     ) -> Result<AuditPage, StoreError> {
         let sql = format!(
             "SELECT {COLUMNS} FROM audit_events WHERE tenant = $1 \
-             AND ($2::uuid IS NULL OR session_id = $2) AND id < $3 \
-             ORDER BY id DESC LIMIT $4"
+             AND ($2::uuid IS NULL OR session_id = $2) AND tenant_seq < $3 \
+             ORDER BY tenant_seq DESC LIMIT $4"
         );
         let before = before.unwrap_or(i64::MAX);
         let fetch = i64::from(limit) + 1;
