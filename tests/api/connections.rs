@@ -95,3 +95,136 @@ async fn past_the_connection_cap_new_connections_are_closed_and_open_ones_served
     served(&mut fresh).await;
     app.stop().await.expect("stop");
 }
+
+/// One HTTP/2 frame: its 9-byte header and `payload`.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).expect("a small frame");
+    let mut f = len.to_be_bytes()[1..].to_vec();
+    f.extend([kind, flags]);
+    f.extend(stream.to_be_bytes());
+    f.extend(payload);
+    f
+}
+
+/// A health Watch request's headers, HPACK-encoded without touching the
+/// dynamic table (literals without indexing), so every copy is the same.
+fn watch_headers(authority: &str) -> Vec<u8> {
+    let literal = |prefix: &[u8], value: &str| {
+        let mut b = prefix.to_vec();
+        b.push(u8::try_from(value.len()).expect("a short value"));
+        b.extend(value.as_bytes());
+        b
+    };
+    let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
+    block.extend(literal(&[0x04], "/grpc.health.v1.Health/Watch")); // :path
+    block.extend(literal(&[0x01], authority)); // :authority
+    block.extend(literal(&[0x0f, 0x10], "application/grpc")); // content-type
+    block.extend(literal(&[0x00, 0x02, b't', b'e'], "trailers"));
+    block
+}
+
+/// A peer that opens streams past `limits.max_concurrent_streams` on one
+/// connection (each held open, its body never sent) makes the server
+/// refuse them, and past a bound of refusals the server sends GOAWAY
+/// instead of answering RST_STREAM for ever; a client on another
+/// connection is served throughout.
+#[tokio::test]
+async fn a_stream_flood_on_one_connection_gets_a_goaway() {
+    use tokio::io::AsyncWriteExt;
+    let app = inquest_tests::spawn_app_with(|c| c.limits.max_concurrent_streams = 50).await;
+    let mut client = app.client().await;
+    let stream = TcpStream::connect(app.addr).await.expect("connect");
+    let (mut read, mut write) = stream.into_split();
+    // Reads every frame the server sends; ends at a GOAWAY (its error
+    // code) or when the server closes.
+    let reader = tokio::spawn(async move {
+        let mut head = [0u8; 9];
+        loop {
+            if read.read_exact(&mut head).await.is_err() {
+                return None;
+            }
+            let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+            let mut payload = vec![0u8; len];
+            if read.read_exact(&mut payload).await.is_err() {
+                return None;
+            }
+            if head[3] == 0x7 {
+                return Some(u32::from_be_bytes([
+                    payload[4], payload[5], payload[6], payload[7],
+                ]));
+            }
+        }
+    });
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(frame(0x4, 0, 0, &[])); // SETTINGS
+    write.write_all(&out).await.expect("preface");
+    let headers = watch_headers(&app.addr.to_string());
+    let mut sent = 0u32;
+    // Streams 1, 3, 5, ...: HEADERS with END_HEADERS and no END_STREAM.
+    for id in (1..20_000u32).step_by(2) {
+        if write
+            .write_all(&frame(0x1, 0x4, id, &headers))
+            .await
+            .is_err()
+        {
+            break; // the server closed the connection
+        }
+        sent += 1;
+        if reader.is_finished() {
+            break;
+        }
+    }
+    let goaway = tokio::time::timeout(Duration::from_secs(20), reader)
+        .await
+        .expect("the server answered the flood within 20 s")
+        .expect("the reader");
+    // ENHANCE_YOUR_CALM (0xb): the peer is told why.
+    assert_eq!(goaway, Some(0xb), "no GOAWAY after {sent} streams");
+    served(&mut client).await;
+    app.stop().await.expect("stop");
+}
+
+/// A connection with no request open is closed after
+/// `limits.idle_connection_timeout`; one that holds a stream open (a
+/// health Watch, as a WatchSession would) is not.
+#[tokio::test]
+async fn an_idle_connection_is_closed_and_one_with_an_open_stream_is_kept() {
+    use tokio::io::AsyncWriteExt;
+    let idle = Duration::from_secs(1);
+    let app = inquest_tests::spawn_app_with(|c| c.limits.idle_connection_timeout = idle).await;
+    let mut preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    preface.extend(frame(0x4, 0, 0, &[]));
+    let mut quiet = TcpStream::connect(app.addr).await.expect("connect");
+    quiet.write_all(&preface).await.expect("preface");
+    let mut busy = TcpStream::connect(app.addr).await.expect("connect");
+    let mut out = preface.clone();
+    out.extend(frame(0x1, 0x4, 1, &watch_headers(&app.addr.to_string())));
+    // One empty HealthCheckRequest, and the end of the request.
+    out.extend(frame(0x0, 0x1, 1, &[0, 0, 0, 0, 0]));
+    busy.write_all(&out).await.expect("a watch");
+    let opened = tokio::time::Instant::now();
+    // The busy connection gets frames (settings, the health status) and
+    // is not closed for three idle timeouts.
+    let mut buf = [0u8; 4096];
+    while opened.elapsed() < 3 * idle {
+        match tokio::time::timeout(Duration::from_millis(200), busy.read(&mut buf)).await {
+            Err(_) => {}
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(other) => panic!("the connection with an open stream was closed: {other:?}"),
+        }
+    }
+    // The quiet one was closed meanwhile (after its settings, a GOAWAY
+    // or EOF).
+    let mut closed_at = None;
+    while closed_at.is_none() {
+        match tokio::time::timeout(Duration::from_secs(5), quiet.read(&mut buf)).await {
+            Err(_) => panic!(
+                "the idle connection is open {:?} after it went quiet",
+                opened.elapsed()
+            ),
+            Ok(Ok(0) | Err(_)) => closed_at = Some(opened.elapsed()),
+            Ok(Ok(_)) => {}
+        }
+    }
+    app.stop().await.expect("stop");
+}
