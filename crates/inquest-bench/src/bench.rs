@@ -149,6 +149,24 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 6)]
         concurrency: usize,
     },
+    /// Attacks without credentials: a valid client's latency, the server's
+    /// memory and CPU during idle connections, unknown-token calls and a
+    /// stream flood, against idle (see `bench_attack.rs`).
+    Attack {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Seconds each phase is measured.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Idle connections held during the idle-connection attack.
+        #[arg(long, default_value_t = 8000)]
+        connections: usize,
+        /// Unknown-token calls in flight at once.
+        #[arg(long, default_value_t = 400)]
+        concurrency: usize,
+    },
     /// Overload: one replica (a child process) under many concurrent
     /// StartSessions, readers and watchers with a slow provider; reports
     /// completions, `store_failed`, lease takeovers, GetSession p99 against
@@ -390,6 +408,23 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 kills,
                 ttl: Duration::from_millis(ttl_ms),
                 seconds,
+                concurrency,
+            })
+            .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Attack {
+            database_url,
+            seconds,
+            connections,
+            concurrency,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_attack::run(crate::bench_attack::AttackBench {
+                url,
+                seconds,
+                connections,
                 concurrency,
             })
             .await;

@@ -282,6 +282,10 @@ impl Replica {
         Ok(())
     }
 
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// A `/proc/<pid>/status` figure in KiB (`VmRSS`, `VmHWM`).
     pub(crate) fn memory(&self, field: &str) -> anyhow::Result<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
