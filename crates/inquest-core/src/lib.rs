@@ -9,6 +9,7 @@
 //! depend on any other Inquest crate. Start reading at [`session`] and
 //! [`turn`], then [`resume`].
 
+pub mod approval;
 mod backoff;
 pub mod call_ids;
 pub mod cap;
