@@ -101,7 +101,8 @@ impl Application {
         // PostgreSQL was started (`serve`).
         if runtime.handle().is_some() && config.runtime.serving_nice > 0 {
             match inquest_engine::priority::lower_serving_workers(config.runtime.serving_nice) {
-                Ok(nice) => tracing::info!(
+                // An internal detail an operator rarely needs at start.
+                Ok(nice) => tracing::debug!(
                     nice,
                     "serving threads yield to bursts: they run at this nice value from their next wake-up (runtime.serving_nice)"
                 ),
@@ -443,6 +444,12 @@ impl Application {
         .with_tenants(self.tenants)
         .into_server();
         let addr = self.listener.local_addr()?;
+        let auth_mode = match &self.auth {
+            None if addr.ip().is_loopback() => "none (loopback only)",
+            None => "none (--insecure-no-auth)",
+            Some(verifier) if verifier.oidc().is_some() => "required (API tokens and OIDC)",
+            Some(_) => "required (API tokens)",
+        };
         let stop_accepting = shutdown.clone();
         // The web console (`console.rs`): the investigations service also
         // answers gRPC-Web (HTTP/1.1 or HTTP/2), translated to gRPC by
@@ -497,9 +504,29 @@ impl Application {
                 Box::pin(router.serve_with_incoming_shutdown(accepted, stopped))
             }
         };
-        tracing::info!(%addr, tls, "serving inquest.v1.Investigations");
+        tracing::info!(
+            %addr,
+            tls,
+            auth = %auth_mode,
+            console = %console_url(addr, tls),
+            "serving inquest.v1.Investigations"
+        );
         Ok(server)
     }
+}
+
+/// Where the web console answers, as a browser on this machine would open
+/// it: an unspecified listen address (`0.0.0.0`, `::`) is reached through
+/// loopback.
+fn console_url(addr: SocketAddr, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
+        ip if ip.is_unspecified() => "[::1]".to_owned(),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+    };
+    format!("{scheme}://{host}:{}/console/", addr.port())
 }
 
 /// A task that ends when its handle is dropped (startup given up).

@@ -15,6 +15,12 @@
 //! created by an older Inquest with `trust` is given a password and
 //! switched to `scram-sha-256` at its next start.
 //!
+//! One process at a time runs a data directory's cluster: it holds an
+//! exclusive lock on `<data dir>/inquest.lock` while the handle lives. A
+//! postmaster of this data directory found running at start, with the lock
+//! free, was left behind by a process that could not stop it (kill -9): it
+//! is stopped, with a warning, and started again.
+//!
 //! PostgreSQL refuses to run as root. When this process is root, the
 //! binaries run as the `postgres` user (via `runuser`) and the data
 //! directory is handed to that user.
@@ -45,6 +51,33 @@ pub enum EmbeddedError {
          outside a private home directory (for example under /var/lib)"
     )]
     DataDirUnreachable(PathBuf),
+    #[error(
+        "another process (an `inquest serve`?) runs the embedded PostgreSQL in {0}; stop it \
+         first, or give this one its own --data-dir"
+    )]
+    InUse(PathBuf),
+    /// A postmaster of this data directory left running, that could not
+    /// be stopped.
+    #[error(
+        "PostgreSQL (pid {pid}) is still running on {pgdata}, left by an earlier start, and \
+         could not be stopped ({why}). Stop it with `{command}`, then start again; its log is {log}"
+    )]
+    Stale {
+        pid: u32,
+        pgdata: PathBuf,
+        why: String,
+        command: String,
+        log: PathBuf,
+    },
+    /// `pg_ctl start` failed; the reason is in the server's log, whose
+    /// last lines are quoted.
+    #[error("pg_ctl start failed ({status}): {stderr}\nthe server's log is {log}{tail}")]
+    Start {
+        status: String,
+        stderr: String,
+        log: PathBuf,
+        tail: String,
+    },
     #[error("{step} failed ({status}): {stderr}")]
     Command {
         step: &'static str,
@@ -85,10 +118,18 @@ impl EmbeddedOptions {
 
 /// A running cluster. Call [`EmbeddedPostgres::stop`] to shut it down;
 /// dropping the handle leaves it running (the process must not block in a
-/// destructor), which the next start then reuses.
+/// destructor) but lets go of the data directory's lock, so the next start
+/// stops it and starts it again.
 pub struct EmbeddedPostgres {
     bin: PathBuf,
     pgdata: PathBuf,
+    /// `<data dir>/postgres.log`: the server's own log.
+    log: PathBuf,
+    /// `<data dir>/inquest.lock`, locked exclusively while this handle
+    /// runs the cluster (released by [`EmbeddedPostgres::stop`], or by the
+    /// OS when the process dies), so a second process cannot take the
+    /// cluster for a stale one and stop it.
+    lock: std::fs::File,
     port: u16,
     database: String,
     as_postgres_user: bool,
@@ -130,6 +171,10 @@ impl fmt::Debug for EmbeddedPostgres {
 const SUPERUSER: &str = "inquest";
 /// The file in the data directory that holds the superuser's password.
 const PASSWORD_FILE: &str = "superuser.password";
+/// The file in the data directory the running handle holds locked.
+const LOCK_FILE: &str = "inquest.lock";
+/// Lines of the server's log quoted when it does not start.
+const LOG_TAIL_LINES: usize = 8;
 
 /// Finds the directory holding `initdb`, `pg_ctl` and `postgres`: the newest
 /// `/usr/lib/postgresql/<version>/bin` (Debian's layout, not on PATH), then
@@ -275,6 +320,7 @@ impl EmbeddedPostgres {
         let password_file = data_dir.join(PASSWORD_FILE);
         let existing = password_file.is_file();
         check_private(&data_dir, &password_file, &trusted_owners(as_postgres_user))?;
+        let lock = lock_data_dir(&data_dir)?;
         let password = if existing {
             let text = std::fs::read_to_string(&password_file)
                 .map_err(io_err(format!("reading {}", password_file.display())))?;
@@ -285,6 +331,8 @@ impl EmbeddedPostgres {
         let pg = Self {
             bin,
             pgdata,
+            log: data_dir.join("postgres.log"),
+            lock,
             port,
             database: options.database.clone(),
             as_postgres_user,
@@ -299,8 +347,10 @@ impl EmbeddedPostgres {
         let created = !pg.pgdata.join("PG_VERSION").is_file();
         if created {
             pg.initdb(&password_file)?;
+        } else {
+            pg.stop_stale()?;
         }
-        pg.pg_ctl_start(&data_dir, options.max_connections)?;
+        pg.pg_ctl_start(options.max_connections)?;
         if !created {
             pg.require_password()?;
         }
@@ -408,13 +458,61 @@ impl EmbeddedPostgres {
     }
 
     /// Stops the cluster (fast shutdown: open sessions are disconnected,
-    /// committed data is safe). Blocking.
+    /// committed data is safe) and lets another process run it. Blocking.
     pub fn stop(&self) -> Result<(), EmbeddedError> {
+        run("pg_ctl stop", self.pg_ctl_stop())?;
+        // Unlocking cannot fail on a lock this handle holds; if it did, the
+        // lock goes with the process.
+        let _ = self.lock.unlock();
+        Ok(())
+    }
+
+    fn pg_ctl_stop(&self) -> Command {
         let mut cmd = self.command("pg_ctl");
         cmd.arg("-D")
             .arg(&self.pgdata)
-            .args(["-m", "fast", "-w", "stop"]);
-        run("pg_ctl stop", cmd).map(|_| ())
+            .args(["-m", "fast", "-w", "-t", "60", "stop"]);
+        cmd
+    }
+
+    /// Where the server writes its own log.
+    pub fn log_file(&self) -> &Path {
+        &self.log
+    }
+
+    /// A postmaster of this data directory still running, while this
+    /// process holds the data directory's lock, was left by a process that
+    /// died without stopping it (kill -9, a crash): nobody uses it. Stops
+    /// it, so the start that follows runs with this start's port and
+    /// settings; a failure says what to run instead.
+    fn stop_stale(&self) -> Result<(), EmbeddedError> {
+        let Some(pid) = running_postmaster(&self.pgdata) else {
+            return Ok(());
+        };
+        tracing::warn!(
+            pid,
+            pgdata = %self.pgdata.display(),
+            "PostgreSQL of this data directory was left running by an earlier start that did \
+             not stop it (killed?); stopping it and starting it again"
+        );
+        let cmd = self.pg_ctl_stop();
+        let command = format!(
+            "{} {}",
+            cmd.get_program().to_string_lossy(),
+            cmd.get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        run("pg_ctl stop", cmd)
+            .map(|_| ())
+            .map_err(|e| EmbeddedError::Stale {
+                pid,
+                pgdata: self.pgdata.clone(),
+                why: e.to_string(),
+                command,
+                log: self.log.clone(),
+            })
     }
 
     fn command(&self, program: &str) -> Command {
@@ -460,7 +558,7 @@ impl EmbeddedPostgres {
         run("initdb", cmd).map(|_| ())
     }
 
-    fn pg_ctl_start(&self, data_dir: &Path, max_connections: u32) -> Result<(), EmbeddedError> {
+    fn pg_ctl_start(&self, max_connections: u32) -> Result<(), EmbeddedError> {
         let options: OsString = format!(
             "-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories='' \
              -c max_connections={max_connections}",
@@ -471,11 +569,22 @@ impl EmbeddedPostgres {
         cmd.arg("-D")
             .arg(&self.pgdata)
             .arg("-l")
-            .arg(data_dir.join("postgres.log"))
+            .arg(&self.log)
             .arg("-o")
             .arg(options)
             .args(["-w", "-t", "60", "start"]);
-        run("pg_ctl start", cmd).map(|_| ())
+        match run("pg_ctl start", cmd) {
+            Ok(_) => Ok(()),
+            // pg_ctl's own words end in "Examine the log output": name the
+            // log and quote its end, where the reason is.
+            Err(EmbeddedError::Command { status, stderr, .. }) => Err(EmbeddedError::Start {
+                status,
+                stderr,
+                log: self.log.clone(),
+                tail: log_tail(&self.log),
+            }),
+            Err(e) => Err(e),
+        }
     }
 
     fn ensure_database(&self) -> Result<(), EmbeddedError> {
@@ -499,6 +608,60 @@ impl EmbeddedPostgres {
         ));
         run("creating the database", create).map(|_| ())
     }
+}
+
+/// Takes `<data_dir>/inquest.lock` exclusively, or says who holds it.
+fn lock_data_dir(data_dir: &Path) -> Result<std::fs::File, EmbeddedError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io_err(format!("opening {}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(EmbeddedError::InUse(data_dir.to_owned())),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(io_err(format!("locking {}", path.display()))(e))
+        }
+    }
+}
+
+/// The pid of a postmaster running on `pgdata`: the one its
+/// `postmaster.pid` names, if that process is alive, is a `postgres`, and
+/// the file names this data directory. A pid file left by a postmaster
+/// that is gone (or whose pid now belongs to something else) is not one:
+/// PostgreSQL itself replaces such a file at start.
+fn running_postmaster(pgdata: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(pgdata.join("postmaster.pid")).ok()?;
+    let mut lines = text.lines();
+    let pid: u32 = lines.next()?.trim().parse().ok()?;
+    let dir = Path::new(lines.next()?.trim()).canonicalize().ok()?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    (comm.trim() == "postgres" && dir == pgdata.canonicalize().ok()?).then_some(pid)
+}
+
+/// The last lines of the server's log, indented, after a header; empty
+/// when there is no log to read.
+fn log_tail(log: &Path) -> String {
+    let Ok(text) = std::fs::read_to_string(log) else {
+        return String::new();
+    };
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+    if tail.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("; it ends with:");
+    for line in tail {
+        out.push_str("\n  ");
+        out.push_str(line);
+    }
+    out
 }
 
 fn free_port() -> io::Result<u16> {

@@ -32,14 +32,25 @@ impl Store {
         client
             .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
             .await?;
+        // refinery creates its history table with `IF NOT EXISTS`, which
+        // PostgreSQL answers on every start after the first with a NOTICE
+        // ("already exists, skipping") that the driver logs as if it
+        // mattered. Warnings and errors still come through.
+        client
+            .batch_execute("SET client_min_messages = warning")
+            .await?;
         let result = embedded::migrations::runner()
             .set_target(target)
             .run_async(client)
             .await;
+        // The connection goes back to the pool: the API's calls keep the
+        // server's default.
+        let reset = client.batch_execute("RESET client_min_messages").await;
         let unlock = client
             .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
             .await;
         let report = result.map_err(StoreError::Migration)?;
+        reset?;
         unlock?;
         let applied = report.applied_migrations().len();
         if applied > 0 {

@@ -67,7 +67,10 @@ pub fn handle() -> &'static PrometheusHandle {
                 .unwrap_or_else(|_| PrometheusBuilder::new())
         };
         match builder().install_recorder() {
-            Ok(handle) => handle,
+            Ok(handle) => {
+                crate::ops::metrics::describe();
+                handle
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot install the metrics recorder; /metrics will be empty");
                 builder().build_recorder().handle()

@@ -65,6 +65,14 @@ impl Drop for RedactedLine {
     }
 }
 
+/// Whether log lines are coloured: only on a terminal, and not when
+/// `NO_COLOR` is set (<https://no-color.org>). A log redirected to a file
+/// or a pipe would otherwise carry escape codes every reader must strip.
+fn colour() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// Keeps the tracer provider alive; [`Telemetry::shutdown`] flushes it.
 pub struct Telemetry {
     provider: SdkTracerProvider,
@@ -82,6 +90,7 @@ impl Telemetry {
                 .boxed()
         } else {
             tracing_subscriber::fmt::layer()
+                .with_ansi(colour())
                 .with_writer(Redacting)
                 .boxed()
         };
