@@ -326,7 +326,7 @@ impl ProviderChain {
                             name: name.clone(),
                             source,
                         })?;
-                    Box::new(script)
+                    Box::new(script.with_delay(config.delay.unwrap_or_default()))
                 }
             };
             let policy = RetryPolicy {

@@ -19,6 +19,7 @@
 //! [[providers]]
 //! kind = "script"
 //! script = "examples/checkout/script.json"
+//! delay = "2s"                  # optional; how long each scripted reply takes
 //! ```
 //!
 //! The key itself is never in the config: `api_key_env` names the
@@ -113,6 +114,11 @@ pub struct ProviderConfig {
     /// against the config file's directory first.
     #[serde(default)]
     pub script: Option<PathBuf>,
+    /// For `script` only: how long each scripted reply takes to arrive
+    /// (a reply's own `delay` in the script wins). Default none. A demo
+    /// slow enough to watch, or to kill the replica running it.
+    #[serde(default, deserialize_with = "duration")]
+    pub delay: Option<Duration>,
     /// The model's context window in tokens. Default by model
     /// family ([`default_context_window`]). A provider's "too long" answer
     /// that names a smaller limit overrides it for the burst.
@@ -146,6 +152,7 @@ impl ProviderConfig {
             max_retries: None,
             backoff: None,
             script: None,
+            delay: None,
             context_window: None,
             output_reserve: None,
             price: None,
@@ -197,6 +204,9 @@ impl ProviderConfig {
         if self.max_retries() > MAX_RETRIES {
             return Err(format!("`max_retries` must be at most {MAX_RETRIES}"));
         }
+        if self.delay.is_some_and(|d| d >= self.timeout()) {
+            return Err("`delay` must be shorter than `timeout`".into());
+        }
         if self.backoff() > MAX_BACKOFF {
             return Err(format!("`backoff` must be at most {MAX_BACKOFF:?}"));
         }
@@ -216,8 +226,8 @@ impl ProviderConfig {
                 if self.model.is_none() {
                     return Err("`model` is required".into());
                 }
-                if self.script.is_some() {
-                    return Err("`script` is only for kind = \"script\"".into());
+                if self.script.is_some() || self.delay.is_some() {
+                    return Err("`script` and `delay` are only for kind = \"script\"".into());
                 }
                 if self.kind == ProviderKind::Anthropic && self.api_key_env.is_none() {
                     return Err("`api_key_env` is required for kind = \"anthropic\"".into());
