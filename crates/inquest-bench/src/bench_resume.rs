@@ -228,6 +228,7 @@ async fn send_message_resume(bench: &ResumeBench) -> anyhow::Result<()> {
             listen: Some("127.0.0.1:0".parse()?),
             database_url: Some(bench.url.clone()),
             data_dir: None,
+            ..Overrides::default()
         },
     )?;
     let app = Application::build(&config, &bench.url).await?;

@@ -91,6 +91,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     listen,
                     database_url,
                     data_dir: None,
+                    ..Overrides::default()
                 },
             )?;
             let telemetry = Telemetry::init()?;

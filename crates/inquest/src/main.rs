@@ -44,16 +44,22 @@ struct ServerArgs {
 }
 
 impl ServerArgs {
-    fn load(&self, listen: Option<SocketAddr>) -> anyhow::Result<Config> {
+    /// The config, with these flags and `flags` (the command's own) on top.
+    fn load(&self, flags: Overrides) -> anyhow::Result<Config> {
         Ok(Config::load(
             self.config.as_deref(),
             Overrides {
-                listen,
                 database_url: self.database_url.clone(),
                 data_dir: self.data_dir.clone(),
+                ..flags
             },
         )?)
     }
+}
+
+/// A duration flag, written as in the config file ("3s", "500ms").
+fn duration_flag(text: &str) -> Result<std::time::Duration, String> {
+    inquest_core::duration_text::parse(text)
 }
 
 #[derive(Subcommand)]
@@ -65,6 +71,16 @@ enum Command {
         /// Address to listen on (default 127.0.0.1:50051).
         #[arg(long)]
         listen: Option<SocketAddr>,
+        /// The admin listener's address: /metrics, /healthz, /readyz
+        /// (default 127.0.0.1:9464; env INQUEST_ADMIN_LISTEN). Each replica
+        /// on one host needs its own.
+        #[arg(long)]
+        admin_listen: Option<SocketAddr>,
+        /// How long a running session's lease holds without renewal, so how
+        /// soon another replica takes over from one that died ("3s";
+        /// default 30s; env INQUEST_LEASE_TTL; `[lease] ttl`).
+        #[arg(long, value_parser = duration_flag)]
+        lease_ttl: Option<std::time::Duration>,
         /// Serve a non-loopback address with `[auth] mode = "none"`
         /// (anyone who reaches the port is admin); warned at every start.
         #[arg(long, env = "INQUEST_INSECURE_NO_AUTH")]
@@ -160,9 +176,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve {
             server,
             listen,
+            admin_listen,
+            lease_ttl,
             insecure_no_auth,
         } => {
-            let mut config = server.load(listen)?;
+            let mut config = server.load(Overrides {
+                listen,
+                admin_listen,
+                lease_ttl,
+                ..Overrides::default()
+            })?;
             config.auth.insecure_no_auth = insecure_no_auth;
             let telemetry = Telemetry::init()?;
             // Crash points `INQUEST_FAILPOINTS` names (tests only; refused
@@ -175,14 +198,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             result
         }
         Command::Migrate { server } => {
-            let config = server.load(None)?;
+            let config = server.load(Overrides::default())?;
             let telemetry = Telemetry::init()?;
             let result = migrate(config).await;
             telemetry.shutdown();
             result
         }
         Command::Token { command, server } => {
-            let config = server.load(None)?;
+            let config = server.load(Overrides::default())?;
             let Some(url) = config.database_url.clone() else {
                 anyhow::bail!(
                     "token needs --database-url (or DATABASE_URL): the database the servers use"

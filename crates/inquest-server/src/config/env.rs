@@ -56,6 +56,13 @@ impl Config {
         if let Some(v) = parsed(&get, "INQUEST_MAX_MESSAGE_BYTES")? {
             self.limits.max_message_bytes = v;
         }
+        if let Some(v) = get("INQUEST_LEASE_TTL") {
+            self.lease.ttl =
+                inquest_core::duration_text::parse(&v).map_err(|reason| ConfigError::Env {
+                    name: "INQUEST_LEASE_TTL",
+                    reason,
+                })?;
+        }
         Ok(())
     }
 }

@@ -118,6 +118,10 @@ pub struct Overrides {
     pub listen: Option<SocketAddr>,
     pub database_url: Option<String>,
     pub data_dir: Option<PathBuf>,
+    /// `[admin] listen`.
+    pub admin_listen: Option<SocketAddr>,
+    /// `[lease] ttl`.
+    pub lease_ttl: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +183,12 @@ impl Config {
         }
         if let Some(v) = flags.data_dir {
             self.data_dir = v;
+        }
+        if let Some(v) = flags.admin_listen {
+            self.admin.listen = v;
+        }
+        if let Some(v) = flags.lease_ttl {
+            self.lease.ttl = v;
         }
     }
 
@@ -304,6 +314,31 @@ mod tests {
         });
         assert_eq!(c.listen.port(), 7001);
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn lease_ttl_and_admin_listen_come_from_the_environment_and_flags() {
+        let mut c = Config::from_toml("[lease]\nttl = \"20s\"").unwrap();
+        c.apply_env(|k| match k {
+            "INQUEST_LEASE_TTL" => Some("3s".into()),
+            "INQUEST_ADMIN_LISTEN" => Some("127.0.0.1:9465".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.lease.ttl, Duration::from_secs(3));
+        assert_eq!(c.admin.listen.port(), 9465);
+        c.validate().unwrap();
+        c.apply(Overrides {
+            lease_ttl: Some(Duration::from_secs(5)),
+            admin_listen: Some("127.0.0.1:9466".parse().unwrap()),
+            ..Overrides::default()
+        });
+        assert_eq!(c.lease.ttl, Duration::from_secs(5));
+        assert_eq!(c.admin.listen.port(), 9466);
+        let err = c
+            .apply_env(|k| (k == "INQUEST_LEASE_TTL").then(|| "3".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("INQUEST_LEASE_TTL"), "{err}");
     }
 
     #[test]
