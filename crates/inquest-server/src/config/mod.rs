@@ -548,6 +548,49 @@ mod example_file {
             parsed.lease.renew_interval(),
             defaults.lease.renew_interval()
         );
+        assert_eq!(
+            (
+                parsed.limits.compact_at,
+                parsed.limits.tool_result_window_share
+            ),
+            (
+                defaults.limits.compact_at,
+                defaults.limits.tool_result_window_share
+            )
+        );
+        assert_eq!(
+            (
+                parsed.watch.heartbeat,
+                parsed.watch.channel_capacity,
+                parsed.watch.drain_page
+            ),
+            (
+                defaults.watch.heartbeat,
+                defaults.watch.channel_capacity,
+                defaults.watch.drain_page
+            )
+        );
+        let (a, d) = (&parsed.agent, &defaults.agent);
+        assert_eq!(
+            (
+                a.max_tokens,
+                a.iteration_budget,
+                a.max_model_calls_per_burst,
+                a.empty_reply_retries,
+                a.bad_tool_strikes,
+                &a.system_prompt
+            ),
+            (
+                d.max_tokens,
+                d.iteration_budget,
+                d.max_model_calls_per_burst,
+                d.empty_reply_retries,
+                d.bad_tool_strikes,
+                &d.system_prompt
+            )
+        );
+        assert!(parsed.providers.is_empty() && parsed.mcp.is_none() && parsed.skills.is_empty());
+        assert_eq!(parsed.tenants, defaults.tenants);
     }
 
     #[test]
