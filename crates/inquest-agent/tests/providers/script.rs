@@ -157,3 +157,51 @@ async fn script_keeps_its_place_across_a_compaction() {
     assert_eq!(s.text, inquest_agent::script::SUMMARY_TEXT);
     assert!(s.tool_calls.is_empty());
 }
+
+/// A reply's `delay` and the entry's `delay` hold the answer back that
+/// long (what makes a demo slow enough to kill the replica running it);
+/// `delay` is refused on a provider that is not a script.
+#[tokio::test]
+async fn delays_hold_replies_back() {
+    let file = ScriptFile::new(
+        "delays",
+        r#"[{"text": "slow", "delay": "300ms"}, {"text": "slower by default"}]"#,
+    );
+    let config = ProviderConfig {
+        script: Some(file.0.clone()),
+        delay: Some(std::time::Duration::from_millis(200)),
+        ..ProviderConfig::new(ProviderKind::Script)
+    };
+    config.validate().expect("a script entry takes a delay");
+    let chain = ProviderChain::from_config_with_env(&[config], |_| None).expect("chain builds");
+    let tools = tools();
+    let mut transcript = vec![user("why?")];
+    let started = std::time::Instant::now();
+    let a = chain
+        .complete(&mut ChainCursor::new(), &request(&transcript, &tools))
+        .await
+        .unwrap();
+    assert_eq!(a.completion.text, "slow");
+    let first = started.elapsed();
+    assert!(first >= std::time::Duration::from_millis(300), "{first:?}");
+    transcript.push(inquest_core::Message::Assistant {
+        text: "slow".into(),
+        tool_calls: Default::default(),
+    });
+    let started = std::time::Instant::now();
+    let b = chain
+        .complete(&mut ChainCursor::new(), &request(&transcript, &tools))
+        .await
+        .unwrap();
+    assert_eq!(b.completion.text, "slower by default");
+    let second = started.elapsed();
+    assert!(
+        second >= std::time::Duration::from_millis(200),
+        "{second:?}"
+    );
+
+    let mut openai = ProviderConfig::new(ProviderKind::OpenAi);
+    openai.model = Some("m".into());
+    openai.delay = Some(std::time::Duration::from_secs(1));
+    assert!(openai.validate().is_err(), "delay on a real model");
+}
