@@ -707,7 +707,7 @@ pub async fn serve(config: Config, shutdown: CancellationToken) -> anyhow::Resul
                 .await
                 .context("embedded PostgreSQL start panicked")?
                 .context("starting embedded PostgreSQL")?;
-            tracing::info!(port = pg.port(), "embedded PostgreSQL is up");
+            tracing::info!(port = pg.port(), log = %pg.log_file().display(), "embedded PostgreSQL is up");
             (pg.url(), Some(pg))
         }
     };
