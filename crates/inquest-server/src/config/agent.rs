@@ -44,6 +44,39 @@ impl Config {
         }
     }
 
+    /// Refuses a config file whose script, `mcp.config` or
+    /// `tools.files_root` is not there, before anything starts, saying
+    /// where a relative path was looked for: a copy of a config file moved
+    /// away from its files fails here, not after the database is migrated.
+    pub(crate) fn check_agent_paths(&self, file: &Path) -> Result<(), ConfigError> {
+        let scripts =
+            self.providers.iter().enumerate().filter_map(|(i, p)| {
+                Some((format!("providers[{i}].script"), p.script.as_deref()?))
+            });
+        let mcp = self
+            .mcp
+            .iter()
+            .map(|m| ("mcp.config".to_owned(), m.config.as_path()));
+        let files = self
+            .tools
+            .files_root
+            .iter()
+            .map(|r| ("tools.files_root".to_owned(), r.as_path()));
+        for (key, path) in scripts.chain(mcp).chain(files) {
+            if !path.exists() {
+                let dir = file.parent().unwrap_or(Path::new("."));
+                return Err(ConfigError::Invalid(format!(
+                    "{key}: {} does not exist (a relative path in {} is taken from that file's \
+                     directory, {}; a copy of the file elsewhere needs absolute paths)",
+                    path.display(),
+                    file.display(),
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn validate_agent(&self) -> Result<(), ConfigError> {
         self.agent.validate().map_err(ConfigError::Invalid)?;
         for (i, p) in self.providers.iter().enumerate() {

@@ -160,6 +160,7 @@ impl Config {
                 if let Some(base) = path.parent() {
                     config.resolve_paths(base);
                 }
+                config.check_agent_paths(path)?;
                 config
             }
             None => Self::default(),
@@ -314,6 +315,32 @@ mod tests {
         });
         assert_eq!(c.listen.port(), 7001);
         c.validate().unwrap();
+    }
+
+    /// A copy of the example config away from its files is refused at
+    /// load, naming the missing file and where it was looked for.
+    #[test]
+    fn a_config_file_away_from_its_files_is_refused_at_load() {
+        let dir = std::env::temp_dir().join(format!("inquest-config-copy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let example = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/checkout-latency/inquest.toml"
+        );
+        let copy = dir.join("inquest.toml");
+        std::fs::copy(example, &copy).unwrap();
+        let err = Config::load(Some(&copy), Overrides::default())
+            .unwrap_err()
+            .to_string();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(err.contains("providers[0].script"), "{err}");
+        assert!(
+            err.contains(&dir.join("script.json").display().to_string()),
+            "{err}"
+        );
+        assert!(err.contains("absolute paths"), "{err}");
+        Config::load(Some(std::path::Path::new(example)), Overrides::default())
+            .expect("the example itself loads");
     }
 
     #[test]
