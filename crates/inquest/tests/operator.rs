@@ -1,7 +1,7 @@
 //! What an operator meets running `inquest serve` as a process: its log
 //! read from a file or a pipe (no colour codes, no driver NOTICEs, a first
 //! line that means something, one line with the auth mode and the
-//! console's URL), `/metrics` on a fresh server (a `# HELP` for every
+//! console's URL), colour on a terminal only without `NO_COLOR`, `/metrics` on a fresh server (a `# HELP` for every
 //! metric, counters that have not happened yet at 0), and the embedded
 //! cluster after a `kill -9` of the server (its postmaster, left running,
 //! is stopped and started again; a second server on the same data
@@ -117,20 +117,56 @@ async fn a_log_in_a_file_is_plain_and_says_what_serves_where() {
     );
 }
 
-/// `NO_COLOR` is honoured even where colour would be allowed: checked
-/// through the same file (not a terminal), so it only shows the variable is
-/// not what turns colour on.
+/// What `inquest serve` writes on a terminal (a pseudo-terminal made by
+/// util-linux `script`) in its first seconds: `timeout` stops it with
+/// SIGTERM.
+fn serve_on_a_terminal(database_url: &str, no_color: Option<&str>) -> String {
+    let serve = format!(
+        "timeout -s TERM 4 {} serve --listen 127.0.0.1:{} --admin-listen 127.0.0.1:0 \
+         --database-url '{database_url}'",
+        env!("CARGO_BIN_EXE_inquest"),
+        free_port()
+    );
+    let mut command = Command::new("script");
+    command
+        .args(["-q", "-e", "-c", &serve, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
+        .env_remove("INQUEST_LOG_FORMAT")
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null());
+    if let Some(value) = no_color {
+        command.env("NO_COLOR", value);
+    }
+    let out = command.output().expect("running util-linux script");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("serving inquest.v1.Investigations"),
+        "serve did not start on the terminal: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// On a terminal the log is coloured, unless `NO_COLOR` is set
+/// (<https://no-color.org>: any non-empty value).
 #[tokio::test]
-async fn no_color_set_to_anything_keeps_the_log_plain() {
+async fn colour_is_for_terminals_without_no_color() {
     let database = inquest_tests::fresh_database().await;
-    let server = Server::start_with(
-        "no-color",
-        &["--database-url", &database.url],
-        &[("NO_COLOR", "1"), ("INQUEST_ADMIN_LISTEN", "127.0.0.1:0")],
-    )
-    .await;
-    let lines = server.stop_and_read_logs().await;
-    assert!(lines.iter().all(|l| !l.contains('\x1b')), "{lines:?}");
+    let url = database.url.clone();
+    let (coloured, plain) = tokio::task::spawn_blocking(move || {
+        (
+            serve_on_a_terminal(&url, None),
+            serve_on_a_terminal(&url, Some("1")),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        coloured.contains("\x1b["),
+        "no colour on a terminal:\n{coloured}"
+    );
+    assert!(!plain.contains('\x1b'), "colour despite NO_COLOR:\n{plain}");
 }
 
 /// GET `path` on `addr` over HTTP/1.0; the body.
