@@ -223,6 +223,7 @@ async fn a_fresh_server_describes_every_metric_and_shows_zeros() {
         r#"inquest_leases_lost_total{why="taken_over"} 0"#,
         r#"inquest_orphans_recovered_total{by="reaper"} 0"#,
         "inquest_bursts_deferred_total 0",
+        r#"inquest_rpc_requests_total{method="SendMessage",code="OK"} 0"#,
         "inquest_lease_renewals_failed_total 0",
     ] {
         assert!(

@@ -8,8 +8,8 @@
 //! increment makes `rate()` and `increase()` miss that increment and
 //! leaves an alert such as "no burst ended in 10 minutes" with nothing to
 //! compare until something has gone wrong. Labels that depend on the
-//! configuration or the traffic (provider names, tools, RPC methods and
-//! codes, store operations) are described but appear with their first
+//! configuration or the traffic (provider names, tools, RPC codes other
+//! than OK, store operations) are described but appear with their first
 //! use. `crates/inquest/tests/metrics.rs` checks that every metric named
 //! in the sources has a `# HELP` line on a fresh server's `/metrics`.
 
@@ -106,7 +106,7 @@ const ZEROED: &[Zeroed] = &[
 ];
 
 /// Describes every metric and registers [`ZEROED`] (and bursts ended, by
-/// every exit reason) at 0. Call once, after the recorder is installed.
+/// every exit reason, and every RPC method's OK calls) at 0. Call once, after the recorder is installed.
 pub fn describe() {
     describe_counters();
     describe_gauges();
@@ -123,6 +123,12 @@ pub fn describe() {
     }
     for exit in ExitReason::ALL {
         metrics::counter!("inquest_bursts_ended_total", "exit_reason" => exit.as_str())
+            .increment(0);
+    }
+    // Each method's successful calls: an error ratio has a denominator
+    // from the start. Other codes appear with their first call.
+    for rpc in inquest_proto::rpc::Rpc::ALL {
+        metrics::counter!("inquest_rpc_requests_total", "method" => rpc.name(), "code" => "OK")
             .increment(0);
     }
 }
