@@ -5,7 +5,8 @@
 //! metric, counters that have not happened yet at 0), and the embedded
 //! cluster after a `kill -9` of the server (its postmaster, left running,
 //! is stopped and started again; a second server on the same data
-//! directory is refused; a start PostgreSQL refuses names its log).
+//! directory is refused; a start PostgreSQL refuses names its log), and
+//! the README's three-replica recipe, run as written.
 
 mod support;
 
@@ -339,5 +340,114 @@ async fn a_postmaster_left_by_kill_9_is_stopped_and_started_again() {
     assert!(
         stderr.contains("not_a_setting_at_all"),
         "the error does not quote the log's reason: {stderr}"
+    );
+}
+
+/// The README's three-replica recipe, run as written with bash (its
+/// PostgreSQL URL, ports and example path filled in): replica-1 is killed
+/// mid-investigation, another replica takes over and writes the recovery
+/// notice, the watch on replica-2 sees the investigation to its end, and
+/// the follow-up gets its own answer.
+#[tokio::test]
+async fn the_readme_replica_recipe_shows_a_takeover() {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+    )
+    .unwrap();
+    let after = readme
+        .split_once("By hand, with your own PostgreSQL")
+        .expect("the README's replica recipe")
+        .1;
+    let recipe = after
+        .split_once("```sh\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("the recipe's sh block")
+        .0;
+    let database = inquest_tests::fresh_database().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Three free ports in a row for gRPC and for admin, as the recipe
+    // numbers them (its base, then +1, +2, +3).
+    let base = |avoid: u16| loop {
+        let base = free_port().saturating_sub(4);
+        if base > avoid + 4
+            && (1..=3).all(|n| std::net::TcpListener::bind(("127.0.0.1", base + n)).is_ok())
+        {
+            return base;
+        }
+    };
+    let grpc = base(0);
+    let admin = base(grpc);
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .canonicalize()
+        .unwrap();
+    let mut script = recipe
+        .replace("postgres://…", &database.url)
+        .replace("examples/", &format!("{}/", examples.display()))
+        .replace("5006$n", &format!("$(({grpc}+n))"))
+        .replace("946$n", &format!("$(({admin}+n))"));
+    for n in 1..=3 {
+        script = script.replace(&format!("5006{n}"), &(grpc + n).to_string());
+    }
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_inquest"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = tokio::task::spawn_blocking({
+        let dir = dir.path().to_owned();
+        move || {
+            Command::new("timeout")
+                .args(["-s", "KILL", "120", "bash", "-e", "-c", &script])
+                .current_dir(dir)
+                .env("PATH", path)
+                .env("NO_COLOR", "1")
+                .env_remove("DATABASE_URL")
+                .env_remove("INQUEST_SERVER")
+                .env_remove("RUST_LOG")
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    // Whatever happened, no replica outlives the test.
+    for n in 1..=3 {
+        if let Ok(pid) = std::fs::read_to_string(dir.path().join(format!("replica-{n}.pid"))) {
+            let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+        }
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let logs: String = (1..=3)
+        .map(|n| {
+            std::fs::read_to_string(dir.path().join(format!("replica-{n}.log"))).unwrap_or_default()
+        })
+        .collect();
+    let all = format!("stdout:\n{stdout}\nstderr:\n{stderr}\nlogs:\n{logs}");
+    assert!(
+        out.status.success(),
+        "the recipe failed ({}):\n{all}",
+        out.status
+    );
+    assert!(
+        stdout.contains("notice    Recovery:"),
+        "no recovery notice:\n{all}"
+    );
+    assert!(
+        stdout.contains("claimed an orphaned session"),
+        "nobody took over:\n{all}"
+    );
+    assert!(
+        stdout.contains("-- session completed, exit reason completed"),
+        "the watch did not see the investigation end:\n{all}"
+    );
+    assert!(
+        stdout.contains("pricing-svc appears only through checkout-api"),
+        "the follow-up got no answer of its own:\n{all}"
     );
 }
