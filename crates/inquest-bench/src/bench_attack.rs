@@ -79,10 +79,8 @@ async fn measure(bench: &AttackBench, server: &Replica) -> anyhow::Result<()> {
         .await?;
     let bearer: MetadataValue<_> = format!("Bearer {}", token.secret).parse()?;
     let endpoint = server.endpoint.clone();
-    let valid = InvestigationsClient::new(Channel::from_shared(endpoint.clone())?.connect().await?);
     let seconds = Duration::from_secs(bench.seconds);
     let phase = |attack: Option<Attack>| {
-        let valid = valid.clone();
         let bearer = bearer.clone();
         let endpoint = endpoint.clone();
         async move {
@@ -93,7 +91,7 @@ async fn measure(bench: &AttackBench, server: &Replica) -> anyhow::Result<()> {
                 // Let the attack build up before measuring.
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
-            let phase = observe(server, valid, bearer, seconds).await;
+            let phase = observe(server, endpoint.clone(), bearer, seconds).await;
             stop.store(true, Ordering::Relaxed);
             attackers.abort_all();
             while attackers.join_next().await.is_some() {}
@@ -182,35 +180,49 @@ fn report(name: &str, phase: &Phase, idle_p99: Duration) {
 }
 
 /// The valid client's calls for `seconds`, with the server's RSS and CPU
-/// sampled meanwhile.
+/// sampled meanwhile. The client runs on its own thread and runtime, so
+/// the attackers' tasks in this process do not delay its polling.
 async fn observe(
     server: &Replica,
-    mut valid: InvestigationsClient<Channel>,
+    endpoint: String,
     bearer: MetadataValue<tonic::metadata::Ascii>,
     seconds: Duration,
 ) -> anyhow::Result<Phase> {
     let cpu_before = server.cpu_ticks()?;
     let started = Instant::now();
-    let mut waits = Vec::new();
-    let mut errors = 0;
+    let client = std::thread::spawn(move || -> anyhow::Result<(Vec<Duration>, u64)> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async move {
+            let mut valid =
+                InvestigationsClient::new(Channel::from_shared(endpoint)?.connect().await?);
+            let (mut waits, mut errors) = (Vec::new(), 0);
+            while started.elapsed() < seconds {
+                let mut request = Request::new(pb::ListIncidentsRequest::default());
+                request
+                    .metadata_mut()
+                    .insert("authorization", bearer.clone());
+                let at = Instant::now();
+                match tokio::time::timeout(Duration::from_secs(10), valid.list_incidents(request))
+                    .await
+                {
+                    Ok(Ok(_)) => waits.push(at.elapsed()),
+                    _ => errors += 1,
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Ok((waits, errors))
+        })
+    });
     let mut peak_rss_kib = 0;
-    let mut sampled = Instant::now();
-    while started.elapsed() < seconds {
-        let mut request = Request::new(pb::ListIncidentsRequest::default());
-        request
-            .metadata_mut()
-            .insert("authorization", bearer.clone());
-        let at = Instant::now();
-        match tokio::time::timeout(Duration::from_secs(10), valid.list_incidents(request)).await {
-            Ok(Ok(_)) => waits.push(at.elapsed()),
-            _ => errors += 1,
-        }
-        if sampled.elapsed() >= Duration::from_millis(100) {
-            peak_rss_kib = peak_rss_kib.max(server.memory("VmRSS")?);
-            sampled = Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    while !client.is_finished() {
+        peak_rss_kib = peak_rss_kib.max(server.memory("VmRSS")?);
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let (mut waits, errors) = client
+        .join()
+        .map_err(|_| anyhow::anyhow!("the valid client's thread panicked"))??;
     let wall = started.elapsed().as_secs_f64();
     let cores = (server.cpu_ticks()? - cpu_before) as f64 / TICKS_PER_SECOND / wall;
     peak_rss_kib = peak_rss_kib.max(server.memory("VmRSS")?);

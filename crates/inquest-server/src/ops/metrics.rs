@@ -89,7 +89,11 @@ const ZEROED: &[Zeroed] = &[
     },
     Zeroed {
         name: "inquest_auth_failures_total",
-        label: Some(("why", &["store_unavailable"])),
+        label: Some(("why", &["refused", "throttled", "store_unavailable"])),
+    },
+    Zeroed {
+        name: "inquest_connections_closed_total",
+        label: Some(("why", &["idle"])),
     },
     Zeroed {
         name: "inquest_watch_streams_opened_total",
@@ -200,7 +204,11 @@ fn describe_counters() {
     );
     describe_counter!(
         "inquest_connections_refused_total",
-        "gRPC connections closed at accept, by why."
+        "Connections closed before they were served, by why (accept_error, max_connections: closed at accept; preface_timeout: no protocol preface in time)."
+    );
+    describe_counter!(
+        "inquest_connections_closed_total",
+        "Connections closed after they were served, by why (idle: no request open for limits.idle_connection_timeout)."
     );
     describe_counter!(
         "inquest_requests_refused_total",
@@ -208,7 +216,7 @@ fn describe_counters() {
     );
     describe_counter!(
         "inquest_auth_failures_total",
-        "Credential checks that could not be made, by why."
+        "Failed API token checks, by why (refused: no live token matched; throttled: refused at once, too many failures waiting; store_unavailable: the tokens could not be read)."
     );
     describe_counter!(
         "inquest_provider_requests_total",
