@@ -43,8 +43,18 @@ async fn a_first_burst_whose_model_stops_calling_tools_completes() {
     assert!(report.exit_is_terminal);
     assert_eq!(report.summary, "SUMMARY: pool exhausted");
     assert_eq!(report.tool_calls, 1);
-    // Cumulative, the author's tokens included.
-    assert_eq!((report.input_tokens, report.output_tokens), (350, 35));
+    // The session's figures (its stored turns); the author call is this
+    // burst's.
+    assert_eq!((report.input_tokens, report.output_tokens), (300, 30));
+    assert_eq!(
+        (report.author_input_tokens, report.author_output_tokens),
+        (50, 5)
+    );
+    assert_eq!(
+        (report.burst_input_tokens, report.burst_output_tokens),
+        (350, 35)
+    );
+    assert_eq!(report.burst_tool_calls, 1);
     assert_eq!(report.servers_used, ["evidence"]);
     assert_ended(&s, pb::SessionStatus::Completed, "completed");
     assert_eq!((s.turn_count, s.head_seq, s.tool_calls), (4, 4, 1));

@@ -210,8 +210,9 @@ async fn a_follow_up_sends_a_valid_transcript_tool_schemas_and_counts_tokens() {
     assert_eq!(result["tool_use_id"], "toolu_1");
     assert!(follow_up.to_string().contains("what should we do?"));
 
-    // Tokens: per turn, in the session's counters (the loop's turns), and
-    // in each report (the session's turns plus that burst's author call).
+    // Tokens: per turn, in the session's counters (the loop's turns), in
+    // each report's session figures (the same, as of that burst's end),
+    // and in each report's burst figures (its turns and author call).
     let stored = turns(&mut client, &id).await;
     assert_eq!(
         tool_result_of(&stored[2]),
@@ -225,8 +226,16 @@ async fn a_follow_up_sends_a_valid_transcript_tool_schemas_and_counts_tokens() {
     assert_eq!(usage, [(100, 10), (200, 20), (300, 30)]);
     assert_eq!((s.input_tokens, s.output_tokens), (600, 60));
     assert_eq!(s.tool_calls, 1);
-    assert_eq!((report1.input_tokens, report1.output_tokens), (350, 35));
-    assert_eq!((report2.input_tokens, report2.output_tokens), (660, 66));
+    assert_eq!((report1.input_tokens, report1.output_tokens), (300, 30));
+    assert_eq!((report2.input_tokens, report2.output_tokens), (600, 60));
+    assert_eq!(
+        (report1.burst_input_tokens, report1.burst_output_tokens),
+        (350, 35)
+    );
+    assert_eq!(
+        (report2.burst_input_tokens, report2.burst_output_tokens),
+        (360, 36)
+    );
     assert_eq!(report2.tool_calls, 1);
     assert_eq!(report2.skills_loaded, ["log-forensics"]);
     assert_eq!(report2.skills_used, ["log-forensics"]);

@@ -269,6 +269,7 @@ fn codes_of(reason: Reason) -> &'static [Code] {
         | Reason::AwaitingConfirmation
         | Reason::SessionCancelled
         | Reason::NotCancellable
+        | Reason::NoModelProvider
         | Reason::NothingToConfirm
         | Reason::HistoryNotResumable
         | Reason::SessionStateChanged => &[Code::FailedPrecondition],

@@ -31,6 +31,7 @@ mod listing;
 mod messages;
 mod metrics;
 mod notice_migration;
+mod numbers;
 mod oidc;
 mod resume;
 mod sessions;

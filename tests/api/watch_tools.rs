@@ -203,15 +203,43 @@ async fn cancel_session_mid_tool() {
     app.stop().await.unwrap();
 }
 
+/// An idle session (its burst waits for a human) is cancelled for good:
+/// an operator closes the investigation that way, and a follower's watch
+/// ends. A completed one keeps its outcome: refused, with what to do.
 #[tokio::test]
-async fn cancel_of_an_idle_session_is_refused() {
+async fn cancel_ends_an_idle_session_but_not_a_completed_one() {
     let app = spawn_app().await;
     let mut client = app.client().await;
     let session = new_session(&mut client).await;
     Driver::claim(&app, &session).await.finish().await;
-    let refused = client
+    let cancelled = client
         .cancel_session(pb::CancelSessionRequest {
             session_id: session.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(cancelled.status(), pb::SessionStatus::Cancelled);
+    assert_eq!(cancelled.exit_reason, "cancelled");
+    // Final: a follow-up is refused.
+    let refused = client
+        .send_message(pb::SendMessageRequest {
+            session_id: session.clone(),
+            message: "more?".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+
+    let done = new_session(&mut client).await;
+    Driver::claim(&app, &done)
+        .await
+        .finish_as(inquest_core::ExitReason::Completed)
+        .await;
+    let refused = client
+        .cancel_session(pb::CancelSessionRequest {
+            session_id: done.clone(),
         })
         .await
         .unwrap_err();
@@ -219,7 +247,12 @@ async fn cancel_of_an_idle_session_is_refused() {
         &refused,
         Code::FailedPrecondition,
         inquest_server::reason::Reason::NotCancellable,
-        &[("status", "idle")],
+        &[("status", "completed")],
+    );
+    assert!(
+        refused.message().contains("Ctrl-C"),
+        "{}",
+        refused.message()
     );
     app.stop().await.unwrap();
 }

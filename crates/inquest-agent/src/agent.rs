@@ -157,6 +157,7 @@ impl Agent {
         // Attached to the future, not entered across awaits: an entered
         // guard would stay on the thread while the burst is suspended and
         // tag other tasks' log lines with this session.
+        let started = time::OffsetDateTime::now_utc();
         let run = async {
             let mut burst = state.begin_burst();
             let skills_loaded = report::loaded_skills(&self.skills, &state.tool_servers);
@@ -176,6 +177,7 @@ impl Agent {
                 author_usage,
                 &self.skills,
                 skills_loaded,
+                started,
             );
             tracing::Span::current().record("exit_reason", exit.as_str());
             tracing::info!(

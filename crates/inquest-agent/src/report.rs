@@ -26,8 +26,9 @@ pub struct BurstReport {
     pub burst: u32,
     pub exit_reason: ExitReason,
     pub summary: String,
-    /// Over every stored turn of the session so far, plus this burst's
-    /// author call (earlier bursts' author calls are in their own reports).
+    /// The session's figures: over every stored turn of the session so far
+    /// (as `GetSession` counts them). Report-writing calls are not turns:
+    /// they are in their burst's [`BurstReport::author_usage`] only.
     pub audit: AuditCounters,
     /// Skills put in the system prompt at the burst's start.
     pub skills_loaded: Vec<String>,
@@ -36,12 +37,23 @@ pub struct BurstReport {
     /// Servers a tool call actually reached, over the session.
     pub servers_used: Vec<String>,
     /// Working time summed over the session's bursts; idle gaps excluded.
+    /// Earlier bursts count from their stored turns; this one until its
+    /// report, so a model call cut short (a cancel) or the report's
+    /// writing counts too.
     pub active_time_ms: u64,
-    /// This burst's model calls only, tokens by kind and cost: its
-    /// assistant turns (since its opening user turn, so a recovered burst
-    /// counts the turns its first worker stored too) and its author call.
+    /// This burst's model calls only, tokens by kind and cost: its stored
+    /// model turns (assistant and compaction, since its opening user turn,
+    /// so a recovered burst counts the turns its first worker stored too)
+    /// and its report-writing call.
     #[serde(default)]
     pub burst_usage: UsageTotals,
+    /// Tool calls this burst's assistant turns asked for.
+    #[serde(default)]
+    pub burst_tool_calls: u64,
+    /// The report-writing call, part of `burst_usage` (not a stored turn,
+    /// so not in the session's figures).
+    #[serde(default)]
+    pub author_usage: UsageTotals,
 }
 
 /// Skills whose server is among the session's tool servers.
@@ -94,6 +106,9 @@ pub fn fallback_summary(exit: ExitReason, state: &SessionState) -> String {
     )
 }
 
+/// The report of a burst that ended with `exit`; `started`: when this
+/// worker began it (a recovered burst's earlier worker counts from its
+/// stored turns).
 pub fn build(
     state: &SessionState,
     exit: ExitReason,
@@ -101,32 +116,52 @@ pub fn build(
     author_usage: Option<TokenUsage>,
     skills: &[Skill],
     skills_loaded: Vec<String>,
+    started: time::OffsetDateTime,
 ) -> BurstReport {
-    let mut audit = state.audit;
-    if let Some(author) = &author_usage {
-        audit.input_tokens = audit.input_tokens.saturating_add(author.input_tokens);
-        audit.output_tokens = audit.output_tokens.saturating_add(author.output_tokens);
-    }
+    let audit = state.audit;
     let skills_used = skills
         .iter()
         .filter(|s| skills_loaded.contains(&s.name) && state.servers_used.contains(&s.server))
         .map(|s| s.name.clone())
         .collect();
-    let active = active_time(&state.turns);
-    let mut burst_usage = UsageTotals::default();
     let opening = state
         .turns
         .iter()
         .rposition(|t| t.role == Role::User)
         .unwrap_or(0);
-    for turn in state.turns[opening..]
+    let burst_turns = &state.turns[opening..];
+    // The stored turns stop at the last one; the burst went on working
+    // until now (a model call cut short, the report's writing), from
+    // whichever is later: that turn, or this worker's start.
+    let last = burst_turns
         .iter()
-        .filter(|t| t.role == Role::Assistant)
-    {
-        burst_usage.add(&turn.usage);
+        .filter(|t| t.role != Role::Notice)
+        .map(|t| t.created_at)
+        .max();
+    let tail_from = last.map_or(started, |l| l.max(started));
+    let tail = time::OffsetDateTime::now_utc() - tail_from;
+    let active = active_time(&state.turns).saturating_add(if tail.is_negative() {
+        time::Duration::ZERO
+    } else {
+        tail
+    });
+    let mut burst_usage = UsageTotals::default();
+    let mut burst_tool_calls = 0u64;
+    for turn in burst_turns {
+        match turn.role {
+            Role::Assistant => {
+                burst_usage.add(&turn.usage);
+                let calls = turn.tool_calls().map_or(0, |c| c.len());
+                burst_tool_calls = burst_tool_calls.saturating_add(calls as u64);
+            }
+            Role::Compaction => burst_usage.add(&turn.usage),
+            Role::User | Role::Tool | Role::Notice => {}
+        }
     }
-    if let Some(author) = &author_usage {
-        burst_usage.add(author);
+    let mut author = UsageTotals::default();
+    if let Some(usage) = &author_usage {
+        burst_usage.add(usage);
+        author.add(usage);
     }
     BurstReport {
         burst: state.burst,
@@ -138,5 +173,7 @@ pub fn build(
         servers_used: state.servers_used.iter().cloned().collect(),
         active_time_ms: u64::try_from(active.whole_milliseconds()).unwrap_or(0),
         burst_usage,
+        burst_tool_calls,
+        author_usage: author,
     }
 }

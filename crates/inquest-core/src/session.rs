@@ -8,7 +8,7 @@
 //!                    │  │                                  | cancelled | awaiting_confirmation
 //!                    │  └──Confirm── awaiting_confirmation
 //!                    └─────Send───── idle | completed | failed
-//!  pending | running | awaiting_confirmation ──Cancel──▶ cancelled (final)
+//!  pending | running | idle | awaiting_confirmation ──Cancel──▶ cancelled (final)
 //! ```
 //!
 //! The store's conditional `UPDATE`s take their `WHERE status = ANY(...)`
@@ -130,7 +130,12 @@ pub enum Event {
     LeaseLost,
     /// `ContinueSession` confirms the held recovery plan.
     Confirm,
-    /// `CancelSession`.
+    /// `CancelSession`: ends a session that waits or works. `idle` is
+    /// among its sources because an idle session is one a human still owes
+    /// an answer (the model asked, or a retryable failure stopped it);
+    /// cancelling it is how an operator closes the investigation for good.
+    /// `completed` and `failed` are not: their outcome would be
+    /// overwritten by `cancelled`.
     Cancel,
 }
 
@@ -175,7 +180,7 @@ impl Event {
                 Ending::HandOver | Ending::Abandon => &[],
             },
             Event::Confirm => &[S::AwaitingConfirmation],
-            Event::Cancel => &[S::Pending, S::Running, S::AwaitingConfirmation],
+            Event::Cancel => &[S::Pending, S::Running, S::Idle, S::AwaitingConfirmation],
         }
     }
 
@@ -248,7 +253,7 @@ mod tests {
                 }
             },
             (S::AwaitingConfirmation, Event::Confirm) => Some(S::Pending),
-            (S::Pending | S::Running | S::AwaitingConfirmation, Event::Cancel) => {
+            (S::Pending | S::Running | S::Idle | S::AwaitingConfirmation, Event::Cancel) => {
                 Some(S::Cancelled)
             }
             _ => None,

@@ -568,6 +568,9 @@ impl Runner {
                 "servers_used": report.servers_used,
                 // This burst's model calls (its turns and author call).
                 "burst": {
+                    "tool_calls": report.burst_tool_calls,
+                    "author_input_tokens": report.author_usage.input_tokens,
+                    "author_output_tokens": report.author_usage.output_tokens,
                     "calls": report.burst_usage.calls,
                     "input_tokens": report.burst_usage.input_tokens,
                     "output_tokens": report.burst_usage.output_tokens,

@@ -215,7 +215,7 @@ impl TurnLog {
         Ok(transition)
     }
 
-    /// `CancelSession`: a pending, running or awaiting-confirmation session
+    /// `CancelSession`: a pending, running, idle or awaiting-confirmation session
     /// becomes `cancelled` (atomically; a burst that ends at the same
     /// moment loses), its watchers end and its burst's token fires. Turns
     /// stay.

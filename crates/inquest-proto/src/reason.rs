@@ -88,9 +88,13 @@ reasons! {
     /// FAILED_PRECONDITION: the session is cancelled (final) and takes no
     /// more messages (`status`).
     SessionCancelled => "SESSION_CANCELLED",
-    /// FAILED_PRECONDITION: CancelSession of a session with no burst to
-    /// stop (`status`).
+    /// FAILED_PRECONDITION: CancelSession of a completed or failed
+    /// session, whose outcome stays (`status`).
     NotCancellable => "NOT_CANCELLABLE",
+    /// FAILED_PRECONDITION: StartSession, SendMessage or ContinueSession
+    /// on a server with no model provider (`[[providers]]`): the burst
+    /// would never run. Nothing is written.
+    NoModelProvider => "NO_MODEL_PROVIDER",
     /// FAILED_PRECONDITION: ContinueSession of a session not awaiting
     /// confirmation (`status`), or whose plan needs none.
     NothingToConfirm => "NOTHING_TO_CONFIRM",

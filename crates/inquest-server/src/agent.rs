@@ -21,7 +21,15 @@ pub struct BuiltAgent {
 /// no agent (sessions are stored and watched, nobody answers them).
 pub async fn build_agent(config: &Config) -> anyhow::Result<BuiltAgent> {
     if config.providers.is_empty() {
-        tracing::warn!("no [[providers]] configured: sessions are stored, but no agent runs them");
+        if config.require_agent {
+            tracing::warn!(
+                "no [[providers]] configured: StartSession, SendMessage and ContinueSession are refused (NO_MODEL_PROVIDER) until one is"
+            );
+        } else {
+            tracing::warn!(
+                "no [[providers]] configured: sessions are stored, but no agent runs them"
+            );
+        }
         return Ok(BuiltAgent {
             agent: None,
             mcp: None,

@@ -390,6 +390,9 @@ pub fn report(r: inquest_store::ReportRow) -> pb::Report {
         burst_cache_read_input_tokens: burst("cache_read_input_tokens"),
         burst_cache_creation_input_tokens: burst("cache_creation_input_tokens"),
         cost_unknown_calls: burst("cost_unknown_calls"),
+        burst_tool_calls: burst("tool_calls"),
+        author_input_tokens: burst("author_input_tokens"),
+        author_output_tokens: burst("author_output_tokens"),
     }
 }
 

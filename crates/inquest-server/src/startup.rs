@@ -79,6 +79,9 @@ pub struct Application {
     key_cleanup_interval: Duration,
     /// The agent (none without providers) and its MCP connections.
     agent: BuiltAgent,
+    /// `Config::require_agent` and no agent: burst-opening calls are
+    /// refused.
+    refuse_bursts: bool,
     /// `[tenants]`: per-tenant limits on new bursts.
     tenants: crate::config::tenants::TenantsSection,
     /// Where bursts run (`[runtime] agent_threads`).
@@ -201,6 +204,7 @@ impl Application {
             grace: config.shutdown.grace,
             key_retention: config.limits.idempotency_key_retention,
             key_cleanup_interval: config.limits.idempotency_cleanup_interval(),
+            refuse_bursts: config.require_agent && agent.agent.is_none(),
             agent,
             tenants: config.tenants.clone(),
             runtime,
@@ -442,6 +446,7 @@ impl Application {
             self.pages,
         )
         .with_tenants(self.tenants)
+        .refusing_bursts(self.refuse_bursts)
         .into_server();
         let addr = self.listener.local_addr()?;
         let auth_mode = match &self.auth {

@@ -42,8 +42,9 @@ async fn embedded_default_is_created_reused_and_stopped() {
     }
 }
 
-/// A message stored while no agent could take it (here: a server with no
-/// provider) is picked up when a server with an agent starts.
+/// A message stored while no agent could take it (here: the test
+/// harness's in-process server, which stores sessions and runs no burst)
+/// is picked up when a server with an agent starts.
 #[tokio::test]
 async fn a_session_left_pending_starts_when_a_server_with_an_agent_starts() {
     let database = inquest_tests::fresh_database().await;
@@ -61,15 +62,15 @@ async fn a_session_left_pending_starts_when_a_server_with_an_agent_starts() {
     )
     .unwrap();
 
-    // No provider: the session is stored and stays pending.
-    let first = Server::start(&["--database-url", &url]).await;
+    // No agent: the session is stored and stays pending.
+    let first = inquest_tests::spawn_app_on(database.name.clone(), url.clone(), |_| {}).await;
     let mut c = first.client().await;
     let incident = create_incident(&mut c, "left pending").await;
     let session = start_session(&mut c, &incident.id, "is anything wrong?")
         .await
         .unwrap();
     assert_eq!(session.status(), pb::SessionStatus::Pending);
-    first.stop().await;
+    first.stop().await.unwrap();
 
     // A server with an agent picks it up at start.
     let second =

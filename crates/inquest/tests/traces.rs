@@ -451,8 +451,9 @@ async fn bursts_from_startup_and_the_reaper_start_their_own_traces() {
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
     ];
 
-    // No provider: both sessions are stored and stay pending.
-    let first = Server::start_with("no-agent", &["--database-url", &url], &otel).await;
+    // No agent (the harness's in-process server stores sessions and runs
+    // no burst): both sessions are stored and stay pending.
+    let first = inquest_tests::spawn_app_on(database.name.clone(), url.clone(), |_| {}).await;
     let mut c = first.client().await;
     let incident = create_incident(&mut c, "left pending").await;
     let caller_trace = random_hex(32);
@@ -472,7 +473,7 @@ async fn bursts_from_startup_and_the_reaper_start_their_own_traces() {
         .await
         .unwrap();
     assert_eq!(get_session(&mut c, &traced.id).await.trace_id, "");
-    first.stop().await;
+    first.stop().await.unwrap();
 
     let second = Server::start_with(
         "agent",

@@ -66,6 +66,13 @@ pub struct Config {
     pub tools: ToolsSection,
     /// Prompt snippets tied to a tool server.
     pub skills: Vec<inquest_agent::Skill>,
+    /// Set by `serve`: with no `[[providers]]`, calls that would open a
+    /// burst (StartSession, SendMessage, ContinueSession) are refused
+    /// FAILED_PRECONDITION `NO_MODEL_PROVIDER` instead of storing a
+    /// session nobody answers. Off for embedders that run bursts
+    /// themselves (the test harness plays the agent).
+    #[serde(skip)]
+    pub require_agent: bool,
 }
 
 impl Default for Config {
@@ -91,6 +98,7 @@ impl Default for Config {
             mcp: None,
             tools: ToolsSection::default(),
             skills: Vec::new(),
+            require_agent: false,
         }
     }
 }

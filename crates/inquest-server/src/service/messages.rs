@@ -12,6 +12,7 @@ impl InvestigationsService {
         let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
         let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
         let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
+        self.burst_possible()?;
         // Commit → reopen → publish → start as one unit a departing client
         // cannot cut short. A replay by idempotency key finishes what the
         // first call may have left undone (the latch, the start); starting

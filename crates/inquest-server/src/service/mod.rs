@@ -72,6 +72,9 @@ pub struct InvestigationsService {
     audit: Audit,
     /// Signs and checks the list calls' page tokens.
     pages: PageTokens,
+    /// No model provider on a server that needs one: calls that would
+    /// open a burst are refused rather than left waiting for nobody.
+    refuse_bursts: bool,
 }
 
 impl InvestigationsService {
@@ -93,7 +96,29 @@ impl InvestigationsService {
             api,
             runner,
             tenants: Default::default(),
+            refuse_bursts: false,
         }
+    }
+
+    /// The same service refusing burst-opening calls (`NO_MODEL_PROVIDER`)
+    /// when `refuse` (a `serve` without `[[providers]]`).
+    pub fn refusing_bursts(mut self, refuse: bool) -> Self {
+        self.refuse_bursts = refuse;
+        self
+    }
+
+    /// Refuses a call that would open a burst when no agent runs here.
+    fn burst_possible(&self) -> Result<(), ApiError> {
+        if !self.refuse_bursts {
+            return Ok(());
+        }
+        Err(ApiError::precondition(
+            Reason::NoModelProvider,
+            "this server has no model provider configured, so no burst would ever run: \
+             add a [[providers]] table (kind = \"anthropic\", \"openai\" or \"script\") to the \
+             file given to `inquest serve --config`, and restart it",
+            vec![],
+        ))
     }
 
     /// The same service with `[tenants]` limits.

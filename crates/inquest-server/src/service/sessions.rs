@@ -24,6 +24,7 @@ impl InvestigationsService {
         tracing::Span::current().record("incident_id", tracing::field::display(incident));
         let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
         let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
+        self.burst_possible()?;
         // Commit → publish → start runs as one unit a departing client
         // cannot cut short; a replay starts the burst too, in case the
         // first call's unit was cut off (a start of a session that is no
@@ -68,7 +69,8 @@ impl InvestigationsService {
             Transition::Unchanged(row) => Err(ApiError::precondition(
                 Reason::NotCancellable,
                 format!(
-                    "session {id} is not running (status {}); nothing to cancel",
+                    "session {id} is {}: its outcome stays, and it waits for a follow-up \
+                     message (`inquest send`), if any; a `watch --follow` of it ends with Ctrl-C",
                     row.status
                 ),
                 vec![(key::STATUS, row.status.to_string())],
@@ -84,6 +86,7 @@ impl InvestigationsService {
     ) -> Result<Response<pb::Session>, Status> {
         let id = SessionId::parse(&request.get_ref().session_id).map_err(ApiError::from)?;
         self.session_of(caller, id).await?;
+        self.burst_possible()?;
         let (row, turns) = resume::load(&self.store, id)
             .await
             .map_err(ApiError::from)?;
