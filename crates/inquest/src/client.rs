@@ -1,6 +1,6 @@
 //! Client commands: talk gRPC to a running `inquest serve`.
 
-use std::time::Duration;
+use std::{error::Error as _, time::Duration};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -12,7 +12,8 @@ use crate::retry::Retry;
 
 #[derive(Args, Clone)]
 pub struct Target {
-    /// Server address.
+    /// Server address; several, comma-separated (replicas of one
+    /// deployment), are tried in turn when one cannot be reached.
     #[arg(
         long,
         env = "INQUEST_SERVER",
@@ -69,30 +70,76 @@ pub type Client =
     InvestigationsClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>>;
 
 impl Target {
+    /// The addresses `--server` names, in order.
+    fn servers(&self) -> Vec<&str> {
+        let servers: Vec<&str> = self
+            .server
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if servers.is_empty() {
+            vec![self.server.as_str()]
+        } else {
+            servers
+        }
+    }
+
+    /// Connects to the first server that answers, in `--server` order.
     pub async fn connect(&self) -> anyhow::Result<Client> {
-        let endpoint = self.endpoint()?;
-        let channel = endpoint
-            .connect()
-            .await
-            .with_context(|| format!("cannot reach the inquest server at {}", self.server))?;
-        self.client(channel)
+        let servers = self.servers();
+        let mut last = None;
+        for server in &servers {
+            match self.endpoint(server)?.connect().await {
+                Ok(channel) => return self.client(channel),
+                Err(e) => last = Some((server, e)),
+            }
+        }
+        match last {
+            Some((server, e)) => Err(anyhow::anyhow!(
+                "cannot reach the inquest server at {server}: {}",
+                inquest_core::error_chain(&e)
+            )),
+            None => anyhow::bail!("no server address given (--server)"),
+        }
     }
 
     /// [`Target::connect`] for the commands that ride out an outage
     /// (watch, send, investigate): a server that cannot be reached (it is
-    /// restarting) is retried like any other unavailable call.
+    /// restarting) is retried like any other unavailable call, each of
+    /// `--server`'s addresses in turn.
     pub async fn connect_retrying(&self) -> anyhow::Result<Client> {
-        let endpoint = self.endpoint()?;
         let mut retry = Retry::default();
+        self.connect_through(&mut retry).await
+    }
+
+    /// [`Target::connect_retrying`] pacing its attempts with `retry`.
+    pub async fn connect_through(&self, retry: &mut Retry) -> anyhow::Result<Client> {
+        let servers = self.servers();
+        let mut next = 0usize;
         loop {
-            match endpoint.connect().await {
+            let server = servers[next % servers.len()];
+            next = next.wrapping_add(1);
+            match self.endpoint(server)?.connect().await {
                 Ok(channel) => return self.client(channel),
                 Err(e) => {
-                    let last = format!("cannot reach the inquest server at {}: {e}", self.server);
+                    let last = format!(
+                        "cannot reach the inquest server at {server}: {}",
+                        inquest_core::error_chain(&e)
+                    );
+                    // Another address to try: no pause before it.
+                    if !next.is_multiple_of(servers.len()) {
+                        continue;
+                    }
                     retry.pause(&last).await?;
                 }
             }
         }
+    }
+
+    /// Whether `--server` names more than one address.
+    pub fn has_alternatives(&self) -> bool {
+        self.servers().len() > 1
     }
 
     /// The server's address and TLS settings: what a retry cannot mend.
@@ -101,20 +148,19 @@ impl Target {
     /// 5 s, a call's answer after 30 s, and an open connection whose
     /// HTTP/2 pings go unanswered for 10 s is closed, which ends its
     /// streams with UNAVAILABLE (a watch then reconnects).
-    fn endpoint(&self) -> anyhow::Result<tonic::transport::Endpoint> {
-        let mut endpoint = Channel::from_shared(self.server.clone())
-            .with_context(|| format!("{:?} is not a server address", self.server))?
+    fn endpoint(&self, server: &str) -> anyhow::Result<tonic::transport::Endpoint> {
+        let mut endpoint = Channel::from_shared(server.to_owned())
+            .with_context(|| format!("{server:?} is not a server address"))?
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
             .http2_keep_alive_interval(Duration::from_secs(10))
             .keep_alive_timeout(Duration::from_secs(10))
             .keep_alive_while_idle(true);
-        if self.server.starts_with("https://") {
+        if server.starts_with("https://") {
             let mut tls = tonic::transport::ClientTlsConfig::new();
             let Some(ca) = &self.ca_cert else {
                 anyhow::bail!(
-                    "{} is https: give the CA certificate that signed it with --ca-cert (or INQUEST_CA_CERT)",
-                    self.server
+                    "{server} is https: give the CA certificate that signed it with --ca-cert (or INQUEST_CA_CERT)"
                 );
             };
             let pem =
@@ -204,7 +250,9 @@ pub enum SessionCommand {
         #[command(flatten)]
         page: PageArgs,
     },
-    /// Stop a pending or running session (exit reason "cancelled").
+    /// End a pending, running, idle or awaiting-confirmation session for
+    /// good (status and exit reason "cancelled"; a `watch --follow` of it
+    /// ends). Completed and failed sessions keep their outcome.
     Cancel { session_id: String },
     /// Confirm the recovery plan of a session awaiting confirmation (its
     /// interrupted tool calls may have run): the burst continues.
@@ -215,7 +263,7 @@ pub enum SessionCommand {
 pub struct TurnsArgs {
     session_id: String,
     /// Show turns after this seq.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     after_seq: i64,
     #[command(flatten)]
     target: Target,
@@ -276,12 +324,18 @@ where
     Fut: std::future::Future<Output = anyhow::Result<(Vec<String>, String)>>,
 {
     let mut token = String::new();
+    let mut printed = 0usize;
     loop {
         let (lines, next) = fetch(token).await?;
+        printed += lines.len();
         for line in lines {
             println!("{line}");
         }
         if next.is_empty() {
+            if printed == 0 {
+                // Said on stderr: a script reading stdout sees no lines.
+                eprintln!("(no {what} match)");
+            }
             return Ok(());
         }
         if !page.all {
@@ -296,7 +350,7 @@ where
 /// server's message, and what to do next where the reason says.
 pub fn status_error(e: tonic::Status) -> anyhow::Error {
     let Some(r) = ErrorReason::of(&e) else {
-        return anyhow::anyhow!("{:?}: {}", e.code(), e.message());
+        return anyhow::anyhow!("{}", Failure(&e));
     };
     let hint = match r.reason {
         Reason::SessionRunning => {
@@ -306,9 +360,15 @@ pub fn status_error(e: tonic::Status) -> anyhow::Error {
             "\nhint: review its recovery plan (`inquest session get SESSION`), then `inquest session continue SESSION` or `inquest session cancel SESSION`".to_owned()
         }
         Reason::CursorBeyondHead => match r.number(key::HEAD_SEQ) {
-            Some(head) => format!("\nhint: the session's newest seq is {head}; use --after-seq {head} or lower"),
+            Some(head) => format!("\nhint: use --after-seq {head} or lower"),
             None => String::new(),
         },
+        Reason::Unauthenticated => {
+            "\nhint: pass an API token with --token or INQUEST_TOKEN (`inquest token create` makes one)".to_owned()
+        }
+        Reason::NoModelProvider => {
+            "\nhint: README \"The agent\" shows a [[providers]] table; `kind = \"script\"` needs no API key".to_owned()
+        }
         Reason::WriteOutcomeUnknown => {
             "\nhint: it may have committed; retry with the same --idempotency-key".to_owned()
         }
@@ -318,6 +378,17 @@ pub fn status_error(e: tonic::Status) -> anyhow::Error {
         _ => String::new(),
     };
     anyhow::anyhow!("{:?} [{}]: {}{hint}", e.code(), r.reason, e.message())
+}
+
+/// A message that names no reason (the transport's own statuses) and
+/// whose code alone says what to do.
+fn code_hint(code: tonic::Code) -> &'static str {
+    match code {
+        tonic::Code::Unauthenticated => {
+            "; pass an API token with --token or INQUEST_TOKEN (`inquest token create` makes one)"
+        }
+        _ => "",
+    }
 }
 
 /// Whether a watch that failed with `status` is worth reopening: by its
@@ -351,7 +422,22 @@ pub struct Failure<'a>(pub &'a tonic::Status);
 
 impl std::fmt::Display for Failure<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}: {}", self.0.code(), self.0.message())
+        let message = self.0.message();
+        // The transport's statuses carry their cause chain too (e.g.
+        // "tcp connect error" over the same "tcp connect error").
+        let cause = self
+            .0
+            .source()
+            .map(inquest_core::error_chain)
+            .filter(|c| !c.is_empty() && !message.contains(c.as_str()));
+        write!(f, "{:?}: {message}", self.0.code())?;
+        if let Some(cause) = cause {
+            write!(f, ": {cause}")?;
+        }
+        if ErrorReason::of(self.0).is_none() {
+            f.write_str(code_hint(self.0.code()))?;
+        }
+        Ok(())
     }
 }
 
@@ -417,20 +503,45 @@ pub async fn incident(target: Target, command: IncidentCommand) -> anyhow::Resul
 }
 
 /// A cost as the CLI shows it: `$0.012345`, `at least $0.01 (N call(s)
-/// unpriced)`, or `unknown`; never a made-up `$0`.
-pub(crate) fn cost_text(usd: f64, complete: bool, unknown_calls: i64) -> String {
+/// unpriced)`, or `unknown`; never a made-up `$0`. `priced_any`: some
+/// model call was counted (without one, a complete $0 only means nothing
+/// was priced yet).
+pub(crate) fn cost_text(usd: f64, complete: bool, unknown_calls: i64, priced_any: bool) -> String {
     match (complete, usd > 0.0) {
-        (true, _) => format!("${usd:.6}"),
+        (true, _) if priced_any => format!("${usd:.6}"),
+        (true, _) => "unknown (no model call priced yet)".to_owned(),
         (false, true) => format!("at least ${usd:.6} ({unknown_calls} call(s) unpriced)"),
         (false, false) => "unknown (no price configured)".to_owned(),
     }
 }
 
+/// A duration as a person reads it: `56 ms`, `3.2 s`, `4 min 05 s`.
+pub(crate) fn duration_text(ms: i64) -> String {
+    let ms = ms.max(0);
+    if ms < 1_000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else {
+        format!("{} min {:02} s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+/// The session's token figure as every command names it: the tokens of
+/// the model turns stored in the session, every burst's (a report's
+/// writing call is counted in its burst's figures only).
+pub(crate) fn session_tokens_text(s: &pb::Session) -> String {
+    format!(
+        "session tokens {} in / {} out",
+        s.input_tokens, s.output_tokens
+    )
+}
+
 fn print_session(s: &pb::Session) {
     let status = status_name(s.status);
     println!(
-        "session {}  incident {}  status {}{}  turns {}  head_seq {}  tokens {}/{}  \
-         cached {} read / {} written  cost {}",
+        "session {}  incident {}  status {}{}  turns {}  head_seq {}  tool calls {}  {} \
+         (cached {} read / {} written)  cost {}",
         s.id,
         s.incident_id,
         status,
@@ -441,11 +552,16 @@ fn print_session(s: &pb::Session) {
         },
         s.turn_count,
         s.head_seq,
-        s.input_tokens,
-        s.output_tokens,
+        s.tool_calls,
+        session_tokens_text(s),
         s.cache_read_input_tokens,
         s.cache_creation_input_tokens,
-        cost_text(s.cost_usd, s.cost_complete, s.cost_unknown_turns),
+        cost_text(
+            s.cost_usd,
+            s.cost_complete,
+            s.cost_unknown_turns,
+            s.input_tokens > 0 || s.output_tokens > 0
+        ),
     );
     if !s.lease_owner.is_empty() || s.lease_epoch > 0 {
         println!(
@@ -602,6 +718,7 @@ pub fn render_turn(t: &pb::SessionTurn) -> String {
 pub async fn turns(args: TurnsArgs) -> anyhow::Result<()> {
     let mut client = args.target.connect().await?;
     let mut after_seq = args.after_seq;
+    let mut printed = 0usize;
     loop {
         let page = client
             .list_turns(pb::ListTurnsRequest {
@@ -612,6 +729,7 @@ pub async fn turns(args: TurnsArgs) -> anyhow::Result<()> {
             .await
             .map_err(status_error)?
             .into_inner();
+        printed += page.turns.len();
         for t in &page.turns {
             println!("{}", render_turn(t));
         }
@@ -619,6 +737,17 @@ pub async fn turns(args: TurnsArgs) -> anyhow::Result<()> {
             break;
         }
         after_seq = page.next_after_seq;
+    }
+    if printed == 0 {
+        // On stderr: stdout stays empty for scripts.
+        let head = client
+            .get_session(pb::GetSessionRequest {
+                session_id: args.session_id.clone(),
+            })
+            .await
+            .map(|s| format!(" (its newest is seq {})", s.into_inner().head_seq))
+            .unwrap_or_default();
+        eprintln!("(no turns after seq {}{head})", args.after_seq);
     }
     Ok(())
 }
@@ -645,13 +774,50 @@ mod tests {
 
     #[test]
     fn a_cost_is_shown_known_partly_known_or_unknown_never_as_zero() {
-        assert_eq!(cost_text(0.0123, true, 0), "$0.012300");
-        assert_eq!(cost_text(0.0, true, 0), "$0.000000");
+        assert_eq!(cost_text(0.0123, true, 0, true), "$0.012300");
+        // Priced at a price of 0 (a local model): a real $0.
+        assert_eq!(cost_text(0.0, true, 0, true), "$0.000000");
+        // Nothing priced yet (pending, a cancel before any call): unknown.
         assert_eq!(
-            cost_text(0.5, false, 2),
+            cost_text(0.0, true, 0, false),
+            "unknown (no model call priced yet)"
+        );
+        assert_eq!(
+            cost_text(0.5, false, 2, true),
             "at least $0.500000 (2 call(s) unpriced)"
         );
-        assert_eq!(cost_text(0.0, false, 3), "unknown (no price configured)");
+        assert_eq!(
+            cost_text(0.0, false, 3, true),
+            "unknown (no price configured)"
+        );
+    }
+
+    #[test]
+    fn durations_under_a_second_are_shown_in_ms() {
+        assert_eq!(duration_text(56), "56 ms");
+        assert_eq!(duration_text(0), "0 ms");
+        assert_eq!(duration_text(6_040), "6.0 s");
+        assert_eq!(duration_text(125_000), "2 min 05 s");
+    }
+
+    #[test]
+    fn unauthenticated_says_how_to_pass_a_token() {
+        let text = status_error(Status::unauthenticated("no authorization metadata")).to_string();
+        assert!(
+            text.contains("--token") && text.contains("INQUEST_TOKEN"),
+            "{text}"
+        );
+        let typed = reason::status(
+            Code::Unauthenticated,
+            Reason::Unauthenticated,
+            "no authorization metadata",
+            vec![],
+        );
+        let text = status_error(typed).to_string();
+        assert!(
+            text.contains("--token") && text.contains("INQUEST_TOKEN"),
+            "{text}"
+        );
     }
 
     #[test]

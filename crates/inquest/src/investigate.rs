@@ -3,11 +3,14 @@
 //! SESSION` prints a session's report.
 
 use clap::Args;
-use inquest_proto::v1 as pb;
+use inquest_proto::{
+    reason::{ErrorReason, Reason},
+    v1 as pb,
+};
 
 use crate::{
-    client::{Target, idempotency_key, status_error},
-    retry::retrying,
+    client::{Client, Target, cost_text, duration_text, idempotency_key, status_error},
+    retry::{retrying, should_retry_call},
     watch::follow,
 };
 
@@ -68,30 +71,80 @@ pub async fn investigate(args: InvestigateArgs) -> anyhow::Result<()> {
     if !args.json {
         println!("incident {}\nsession  {}\n", incident.id, session.id);
     }
-    follow(&mut client, &session.id, 0, args.json).await?;
-    print_report(&mut client, &session.id, 0, args.json).await
+    let settled = follow(&mut client, &args.target, &session.id, 0, args.json).await?;
+    match fetch_report(&mut client, &session.id, 0).await? {
+        Some(r) => {
+            print_report(&r, args.json);
+            Ok(())
+        }
+        // Cancelled before any burst ended: nothing was reported, and
+        // that is the answer, not an error.
+        None => {
+            eprintln!(
+                "(no report: the session is {} and no burst of it ended with one)",
+                settled
+                    .status()
+                    .as_str_name()
+                    .trim_start_matches("SESSION_STATUS_")
+                    .to_lowercase()
+            );
+            Ok(())
+        }
+    }
 }
 
 pub async fn report(args: ReportArgs) -> anyhow::Result<()> {
     let mut client = args.target.connect_retrying().await?;
-    print_report(&mut client, &args.session_id, args.burst, false).await
+    if let Some(r) = fetch_report(&mut client, &args.session_id, args.burst).await? {
+        print_report(&r, false);
+        return Ok(());
+    }
+    // Not found: say what there is.
+    let latest = fetch_report(&mut client, &args.session_id, 0).await?;
+    match (args.burst, latest) {
+        (0, _) | (_, None) => anyhow::bail!(
+            "session {} has no report yet: no burst of it has ended (`inquest watch {}` follows it)",
+            args.session_id,
+            args.session_id
+        ),
+        (n, Some(latest)) => anyhow::bail!(
+            "session {} has no burst {n}: its reports are bursts 1 to {} (--burst 1..{})",
+            args.session_id,
+            latest.burst,
+            latest.burst
+        ),
+    }
 }
 
-async fn print_report(
-    client: &mut crate::client::Client,
+/// The report of `burst` (0: the latest), read through an outage; `None`
+/// when the session has no such report.
+async fn fetch_report(
+    client: &mut Client,
     session_id: &str,
     burst: u32,
-    json: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<pb::Report>> {
     let request = pb::GetReportRequest {
         session_id: session_id.to_owned(),
         burst,
     };
-    let r = retrying(|| {
-        let (mut client, request) = (client.clone(), request.clone());
-        async move { client.get_report(request).await }
-    })
-    .await?;
+    let mut retry = crate::retry::Retry::default();
+    loop {
+        match client.get_report(request.clone()).await {
+            Ok(r) => return Ok(Some(r.into_inner())),
+            Err(status)
+                if ErrorReason::of(&status).is_some_and(|r| r.reason == Reason::ReportNotFound) =>
+            {
+                return Ok(None);
+            }
+            Err(status) if should_retry_call(&status) => {
+                retry.pause(&crate::client::Failure(&status)).await?
+            }
+            Err(status) => return Err(status_error(status)),
+        }
+    }
+}
+
+fn print_report(r: &pb::Report, json: bool) {
     if json {
         println!(
             "{}",
@@ -109,44 +162,110 @@ async fn print_report(
                 "skills_used": r.skills_used,
                 "servers_used": r.servers_used,
                 "active_time_ms": r.active_time_ms,
-                "cost_usd": r.cost_complete.then_some(r.cost_usd),
+                "cost_usd": (r.cost_complete && r.burst_model_calls > 0).then_some(r.cost_usd),
                 "cost_known_usd": r.cost_usd,
                 "cost_complete": r.cost_complete,
                 "cost_unknown_calls": r.cost_unknown_calls,
                 "burst_model_calls": r.burst_model_calls,
+                "burst_tool_calls": r.burst_tool_calls,
                 "burst_input_tokens": r.burst_input_tokens,
                 "burst_output_tokens": r.burst_output_tokens,
                 "burst_cache_read_input_tokens": r.burst_cache_read_input_tokens,
                 "burst_cache_creation_input_tokens": r.burst_cache_creation_input_tokens,
+                "author_input_tokens": r.author_input_tokens,
+                "author_output_tokens": r.author_output_tokens,
             })
         );
-        return Ok(());
+        return;
     }
-    println!("\n=== report (burst {}) ===", r.burst);
-    println!("exit reason: {}", r.exit_reason);
-    println!(
-        "tool calls: {}   tokens: {} in / {} out   active time: {:.1} s",
-        r.tool_calls,
-        r.input_tokens,
-        r.output_tokens,
-        r.active_time_ms as f64 / 1000.0
-    );
-    println!(
-        "this burst: {} model call(s)   tokens: {} in ({} cache read, {} cache written) / {} out   \
-         cost: {}",
-        r.burst_model_calls,
-        r.burst_input_tokens,
-        r.burst_cache_read_input_tokens,
-        r.burst_cache_creation_input_tokens,
-        r.burst_output_tokens,
-        crate::client::cost_text(r.cost_usd, r.cost_complete, r.cost_unknown_calls)
-    );
-    println!(
-        "skills loaded: [{}]   used: [{}]   servers used: [{}]",
-        r.skills_loaded.join(", "),
-        r.skills_used.join(", "),
-        r.servers_used.join(", ")
-    );
-    println!("\n{}", r.summary);
-    Ok(())
+    for line in report_lines(r) {
+        println!("{line}");
+    }
+}
+
+/// The report as text. Its figures are named as everywhere else: the
+/// session's (its stored turns, as `session get` shows them) and this
+/// burst's (its model calls, the report's writing included).
+pub(crate) fn report_lines(r: &pb::Report) -> Vec<String> {
+    let author = if r.author_input_tokens > 0 || r.author_output_tokens > 0 {
+        format!(
+            "; report writing {} in / {} out",
+            r.author_input_tokens, r.author_output_tokens
+        )
+    } else {
+        String::new()
+    };
+    vec![
+        format!("\n=== report (burst {}) ===", r.burst),
+        format!("exit reason: {}", r.exit_reason),
+        format!(
+            "session: {} tool call(s), session tokens {} in / {} out, active time {}",
+            r.tool_calls,
+            r.input_tokens,
+            r.output_tokens,
+            duration_text(r.active_time_ms)
+        ),
+        format!(
+            "this burst: {} model call(s), {} tool call(s), tokens {} in ({} cache read, {} cache \
+             written) / {} out{author}; cost {}",
+            r.burst_model_calls,
+            r.burst_tool_calls,
+            r.burst_input_tokens,
+            r.burst_cache_read_input_tokens,
+            r.burst_cache_creation_input_tokens,
+            r.burst_output_tokens,
+            cost_text(
+                r.cost_usd,
+                r.cost_complete,
+                r.cost_unknown_calls,
+                r.burst_model_calls > 0
+            )
+        ),
+        format!(
+            "skills loaded: [{}]   used: [{}]   servers used: [{}]",
+            r.skills_loaded.join(", "),
+            r.skills_used.join(", "),
+            r.servers_used.join(", ")
+        ),
+        format!("\n{}", r.summary),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_names_its_figures_and_prints_short_times() {
+        let r = pb::Report {
+            burst: 2,
+            tool_calls: 4,
+            input_tokens: 5995,
+            output_tokens: 512,
+            active_time_ms: 56,
+            burst_model_calls: 1,
+            burst_input_tokens: 912,
+            burst_output_tokens: 213,
+            author_input_tokens: 912,
+            author_output_tokens: 213,
+            cost_complete: true,
+            ..pb::Report::default()
+        };
+        let text = report_lines(&r).join("\n");
+        assert!(text.contains("session tokens 5995 in / 512 out"), "{text}");
+        assert!(text.contains("active time 56 ms"), "{text}");
+        assert!(
+            text.contains("this burst: 1 model call(s), 0 tool call(s)"),
+            "{text}"
+        );
+        assert!(text.contains("report writing 912 in / 213 out"), "{text}");
+        // A cancelled burst that priced nothing has no cost of $0.
+        let cancelled = pb::Report {
+            cost_complete: true,
+            ..pb::Report::default()
+        };
+        let text = report_lines(&cancelled).join("\n");
+        assert!(!text.contains("$0"), "{text}");
+        assert!(text.contains("cost unknown"), "{text}");
+    }
 }

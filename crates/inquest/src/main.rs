@@ -2,17 +2,19 @@
 //! talk gRPC to a running server (the benchmarks are `inquest-bench`).
 //! `main` only parses arguments, starts telemetry and dispatches. The only
 //! crate that links both the engine and the gRPC edge (through `serve`);
-//! the client modules (`client.rs`, `watch.rs`, `investigate.rs`) use
+//! the client modules (`client.rs`, `watch.rs`, `view.rs`, `investigate.rs`) use
 //! the wire contract (`inquest-proto`) and no server code.
 
 mod client;
 mod investigate;
 mod retry;
 mod tokens;
+mod view;
 mod watch;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use inquest_server::ops::telemetry::Telemetry;
 use inquest_server::{Config, Overrides};
@@ -35,7 +37,9 @@ struct ServerArgs {
     /// TOML config file. Layers: defaults, this file, INQUEST_* env, flags.
     #[arg(long, env = "INQUEST_CONFIG", global = true)]
     config: Option<PathBuf>,
-    /// PostgreSQL URL; without one, an embedded cluster runs in --data-dir.
+    /// PostgreSQL URL; without one, the embedded cluster in --data-dir
+    /// (for `token`: the one a running `serve` keeps up there, else one
+    /// started for the command).
     #[arg(long, global = true)]
     database_url: Option<String>,
     /// Where the embedded PostgreSQL cluster lives.
@@ -165,10 +169,28 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, each cause once: a cause whose
+/// text the line already holds (an error that prints its source, a
+/// context that repeats it) is left out.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let cause = cause.to_string();
+        if cause.is_empty() || text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -187,6 +209,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ..Overrides::default()
             })?;
             config.auth.insecure_no_auth = insecure_no_auth;
+            config.require_agent = true;
             let telemetry = Telemetry::init()?;
             // Crash points `INQUEST_FAILPOINTS` names (tests only; refused
             // by a build without the `failpoints` feature).
@@ -206,14 +229,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Token { command, server } => {
             let config = server.load(Overrides::default())?;
-            let Some(url) = config.database_url.clone() else {
-                anyhow::bail!(
-                    "token needs --database-url (or DATABASE_URL): the database the servers use"
-                );
-            };
-            let store = inquest_store::Store::connect(&config.store_config(&url))?;
-            store.migrate().await?;
-            tokens::run(store, command).await
+            match config.database_url.clone() {
+                Some(url) => tokens::run(token_store(&config, &url).await?, command).await,
+                None => tokens_on_embedded(&config, command).await,
+            }
         }
         Command::Incident { command, target } => client::incident(target, command).await,
         Command::Session { command, target } => client::session(target, command).await,
@@ -235,4 +254,71 @@ async fn migrate(config: Config) -> anyhow::Result<()> {
     let applied = store.migrate().await?;
     println!("applied {applied} migration(s)");
     Ok(())
+}
+
+/// The token store on `url`, migrated (the first token may be made before
+/// any server ran).
+async fn token_store(config: &Config, url: &str) -> anyhow::Result<inquest_store::Store> {
+    let store = inquest_store::Store::connect(&config.store_config(url))?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+/// `inquest token` on the embedded default: the cluster a running `serve`
+/// keeps up in `--data-dir` when there is one (starting a second
+/// postmaster there would fail), else one started for this command and
+/// stopped after it.
+async fn tokens_on_embedded(config: &Config, command: tokens::TokenCommand) -> anyhow::Result<()> {
+    use inquest_store::embedded::{EmbeddedOptions, EmbeddedPostgres};
+    let options = EmbeddedOptions::new(&config.data_dir);
+    let dir = config.data_dir.display().to_string();
+    let found = {
+        let options = options.clone();
+        tokio::task::spawn_blocking(move || EmbeddedPostgres::running(&options)).await??
+    };
+    if let Some(pg) = found {
+        let store = token_store(config, &pg.url()).await.with_context(|| {
+            format!(
+                "the embedded PostgreSQL in {dir} runs (port {}), but did not answer; \
+                 if no `inquest serve` uses {dir}, its postmaster is left over: stop it with \
+                 `pg_ctl -D {dir}/pgdata stop` and retry",
+                pg.port()
+            )
+        })?;
+        return tokens::run(store, command).await;
+    }
+    let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&options))
+        .await?
+        .with_context(|| format!("starting the embedded PostgreSQL in {dir}"))?;
+    let result = match token_store(config, &pg.url()).await {
+        Ok(store) => tokens::run(store, command).await,
+        Err(e) => Err(e),
+    };
+    let stopped = tokio::task::spawn_blocking(move || pg.stop()).await?;
+    result?;
+    stopped.with_context(|| format!("stopping the embedded PostgreSQL in {dir}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_names_each_cause_once() {
+        let io = std::io::Error::other("tcp connect error");
+        let e = anyhow::Error::new(io)
+            .context("tcp connect error")
+            .context("cannot reach the inquest server at http://127.0.0.1:1");
+        assert_eq!(
+            error_text(&e),
+            "cannot reach the inquest server at http://127.0.0.1:1: tcp connect error"
+        );
+        let script = anyhow::anyhow!("script.json: No such file or directory (os error 2)")
+            .context("reading the script script.json: No such file or directory (os error 2)")
+            .context("building the provider chain");
+        assert_eq!(
+            error_text(&script),
+            "building the provider chain: reading the script script.json: No such file or directory (os error 2)"
+        );
+    }
 }

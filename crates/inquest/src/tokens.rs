@@ -1,6 +1,7 @@
 //! `inquest token create|list|revoke`: API tokens, straight in the
-//! database (`--database-url`), so the first admin token can be made before
-//! any token exists. The secret is printed once and never stored.
+//! database (`--database-url`, or the embedded cluster in `--data-dir`),
+//! so the first admin token can be made before any token exists. The
+//! secret is printed once and never stored.
 
 use clap::Subcommand;
 use inquest_auth::Role;
@@ -61,13 +62,22 @@ fn parse_lifetime(text: &str) -> Result<time::Duration, String> {
     }
 }
 
+/// A time as RFC 3339 in UTC to the second (`2026-12-05T13:55:59Z`).
+fn rfc3339(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    t.replace_nanosecond(0)
+        .unwrap_or(t)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| t.to_string())
+}
+
 fn line(t: &ApiToken) -> String {
     let state = if t.revoked_at.is_some() {
         "revoked".to_owned()
     } else {
         match t.expires_at {
             Some(e) if e <= OffsetDateTime::now_utc() => "expired".to_owned(),
-            Some(e) => format!("expires {e}"),
+            Some(e) => format!("expires {}", rfc3339(e)),
             None => "no expiry".to_owned(),
         }
     };
@@ -142,6 +152,12 @@ async fn audit(store: &Store, token: &ApiToken, method: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expiry_prints_as_rfc3339_to_the_second() {
+        let t = time::macros::datetime!(2026-12-05 13:55:59.105199 UTC);
+        assert_eq!(rfc3339(t), "2026-12-05T13:55:59Z");
+    }
 
     #[test]
     fn lifetimes_parse() {
