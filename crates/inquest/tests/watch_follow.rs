@@ -32,9 +32,14 @@ impl Cli {
     }
 
     fn start_at(port: u16, args: &[&str]) -> Cli {
+        Self::start_with_servers(&format!("http://127.0.0.1:{port}"), args)
+    }
+
+    /// A CLI whose `INQUEST_SERVER` is `servers` (comma-separated).
+    fn start_with_servers(servers: &str, args: &[&str]) -> Cli {
         let mut child = Command::new(env!("CARGO_BIN_EXE_inquest"))
             .args(args)
-            .env("INQUEST_SERVER", format!("http://127.0.0.1:{port}"))
+            .env("INQUEST_SERVER", servers)
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -231,7 +236,6 @@ async fn watch_follow_shows_every_burst_until_the_session_is_cancelled() {
         .seq;
     follow.wait_for("Look at the deploys.", 1).await;
     follow.wait_for("Checking the deploy log.", 1).await;
-    follow.wait_for(".. running read_file", 1).await;
     server
         .wait_for_log("failpoint before-tool-run reached")
         .await;
@@ -393,6 +397,15 @@ async fn send_and_watch_ride_out_a_server_restart() {
         "{}",
         follow.output()
     );
+    // The outage was said once, however many attempts it took, and so
+    // was its end.
+    assert_eq!(
+        follow.count("(stream interrupted"),
+        1,
+        "{}",
+        follow.output()
+    );
+    assert_eq!(follow.count("(reconnected after"), 1, "{}", follow.output());
     let mut c = server.client().await;
     let turns = all_turns(&mut c, &session.id).await;
     let sent = turns
@@ -426,7 +439,7 @@ async fn watch_notices_a_stopped_server_and_reconnects_when_it_runs_again() {
         .wait_for_log("failpoint before-tool-run reached")
         .await;
     let mut watch = Cli::start(&server, &["watch", &session.id]);
-    watch.wait_for(".. running read_file", 1).await;
+    watch.wait_for("Checking the deploy log.", 1).await;
 
     server.signal("STOP");
     // Pings every 10 s, closed after 10 s unanswered: well within the
@@ -467,4 +480,54 @@ async fn watch_notices_a_stopped_server_and_reconnects_when_it_runs_again() {
         watch.output()
     );
     server.stop().await;
+}
+
+/// The replica a watch is attached to dies (kill -9) while another one
+/// runs the session, which ends meanwhile. With both replicas in
+/// `--server`, the watch says the stream broke once, goes on on the other
+/// replica, says it is back, and shows the end: it does not retry the
+/// dead one until it gives up.
+#[tokio::test]
+async fn a_watch_moves_to_another_replica_and_shows_the_end_it_missed() {
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
+    let scripted = Scripted::new(
+        r#"[{"text": "Checking the deploy log.",
+             "tool_calls": [{"name": "read_file", "arguments": {"path": "deploys.log"}}]}]"#,
+    );
+    // The burst runs on `runner` and hangs before its tool: still running
+    // while the watched replica dies.
+    let watched = Server::start_with("watched", &scripted.args(&url), &[]).await;
+    let runner = Server::start_with("runner", &scripted.args(&url), &[HANG_BEFORE_TOOL]).await;
+    let mut c = runner.client().await;
+    let session = asked(&mut c, "two replicas").await;
+    runner
+        .wait_for_log("failpoint before-tool-run reached")
+        .await;
+    let servers = format!(
+        "http://127.0.0.1:{},http://127.0.0.1:{}",
+        watched.port, runner.port
+    );
+    // Attached to the first address that answers: the watched replica.
+    let mut watch = Cli::start_with_servers(&servers, &["watch", &session.id]);
+    watch.wait_for("Checking the deploy log.", 1).await;
+
+    watched.kill9().await;
+    // The session ends on the other replica while the watch is cut off.
+    c.cancel_session(pb::CancelSessionRequest {
+        session_id: session.id.clone(),
+    })
+    .await
+    .unwrap();
+    let status = watch.exit().await;
+    assert!(
+        status.success(),
+        "{status}: {}\n{}",
+        watch.stderr.lock().unwrap(),
+        watch.output()
+    );
+    assert_eq!(watch.count("(stream interrupted"), 1, "{}", watch.output());
+    assert_eq!(watch.count("(reconnected after"), 1, "{}", watch.output());
+    assert_eq!(watch.count("-- session cancelled"), 1, "{}", watch.output());
+    runner.stop().await;
 }
