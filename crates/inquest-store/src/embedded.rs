@@ -664,6 +664,51 @@ fn log_tail(log: &Path) -> String {
     out
 }
 
+/// Attaching to a cluster that is already up: a running `serve` keeps its
+/// embedded cluster up, and a short command on the same data directory
+/// (`inquest token`) must use that one, not start a second postmaster.
+impl EmbeddedPostgres {
+    /// The cluster whose postmaster runs in `options.data_dir` now: its
+    /// port from `pgdata/postmaster.pid`, its password from the data
+    /// directory. `None` when no postmaster of this directory is alive
+    /// (then [`EmbeddedPostgres::start`] one). Do not
+    /// [`stop`](EmbeddedPostgres::stop) the handle: the cluster belongs to
+    /// whoever started it.
+    pub fn running(options: &EmbeddedOptions) -> Result<Option<Self>, EmbeddedError> {
+        let Ok(data_dir) = options.data_dir.canonicalize() else {
+            return Ok(None);
+        };
+        let pgdata = data_dir.join("pgdata");
+        let pid_file = pgdata.join("postmaster.pid");
+        let text = match std::fs::read_to_string(&pid_file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(format!("reading {}", pid_file.display()))(e)),
+        };
+        // postmaster.pid: pid, data directory, start time, port, ...
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        let pid = lines.first().and_then(|l| l.parse::<u32>().ok());
+        let port = lines.get(3).and_then(|l| l.parse::<u16>().ok());
+        let (Some(pid), Some(port)) = (pid, port) else {
+            return Ok(None);
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return Ok(None);
+        }
+        let password_file = data_dir.join(PASSWORD_FILE);
+        let password = std::fs::read_to_string(&password_file)
+            .map_err(io_err(format!("reading {}", password_file.display())))?;
+        Ok(Some(Self {
+            bin: find_binaries().unwrap_or_default(),
+            pgdata,
+            port,
+            database: options.database.clone(),
+            as_postgres_user: is_root(),
+            password: Password(password.trim().to_owned()),
+        }))
+    }
+}
+
 fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }

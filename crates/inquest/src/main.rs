@@ -14,7 +14,6 @@ mod watch;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use inquest_server::ops::telemetry::Telemetry;
 use inquest_server::{Config, Overrides};
@@ -229,9 +228,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Token { command, server } => {
             let config = server.load(Overrides::default())?;
-            match config.database_url.clone() {
-                Some(url) => tokens::run(token_store(&config, &url).await?, command).await,
-                None => tokens_on_embedded(&config, command).await,
+            let store_config = |url: &str| config.store_config(url);
+            match config.database_url.as_deref() {
+                Some(url) => tokens::run(tokens::store(&store_config(url)).await?, command).await,
+                None => tokens::on_embedded(&config.data_dir, &store_config, command).await,
             }
         }
         Command::Incident { command, target } => client::incident(target, command).await,
@@ -254,49 +254,6 @@ async fn migrate(config: Config) -> anyhow::Result<()> {
     let applied = store.migrate().await?;
     println!("applied {applied} migration(s)");
     Ok(())
-}
-
-/// The token store on `url`, migrated (the first token may be made before
-/// any server ran).
-async fn token_store(config: &Config, url: &str) -> anyhow::Result<inquest_store::Store> {
-    let store = inquest_store::Store::connect(&config.store_config(url))?;
-    store.migrate().await?;
-    Ok(store)
-}
-
-/// `inquest token` on the embedded default: the cluster a running `serve`
-/// keeps up in `--data-dir` when there is one (starting a second
-/// postmaster there would fail), else one started for this command and
-/// stopped after it.
-async fn tokens_on_embedded(config: &Config, command: tokens::TokenCommand) -> anyhow::Result<()> {
-    use inquest_store::embedded::{EmbeddedOptions, EmbeddedPostgres};
-    let options = EmbeddedOptions::new(&config.data_dir);
-    let dir = config.data_dir.display().to_string();
-    let found = {
-        let options = options.clone();
-        tokio::task::spawn_blocking(move || EmbeddedPostgres::running(&options)).await??
-    };
-    if let Some(pg) = found {
-        let store = token_store(config, &pg.url()).await.with_context(|| {
-            format!(
-                "the embedded PostgreSQL in {dir} runs (port {}), but did not answer; \
-                 if no `inquest serve` uses {dir}, its postmaster is left over: stop it with \
-                 `pg_ctl -D {dir}/pgdata stop` and retry",
-                pg.port()
-            )
-        })?;
-        return tokens::run(store, command).await;
-    }
-    let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&options))
-        .await?
-        .with_context(|| format!("starting the embedded PostgreSQL in {dir}"))?;
-    let result = match token_store(config, &pg.url()).await {
-        Ok(store) => tokens::run(store, command).await,
-        Err(e) => Err(e),
-    };
-    let stopped = tokio::task::spawn_blocking(move || pg.stop()).await?;
-    result?;
-    stopped.with_context(|| format!("stopping the embedded PostgreSQL in {dir}"))
 }
 
 #[cfg(test)]

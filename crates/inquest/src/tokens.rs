@@ -3,10 +3,16 @@
 //! so the first admin token can be made before any token exists. The
 //! secret is printed once and never stored.
 
+use std::path::Path;
+
+use anyhow::Context;
 use clap::Subcommand;
 use inquest_auth::Role;
 use inquest_core::Tenant;
-use inquest_store::{ApiToken, Store};
+use inquest_store::{
+    ApiToken, Store, StoreConfig,
+    embedded::{EmbeddedOptions, EmbeddedPostgres},
+};
 use time::OffsetDateTime;
 
 #[derive(Subcommand)]
@@ -85,6 +91,52 @@ fn line(t: &ApiToken) -> String {
         "{}  {:<8}  tenant={}  name={}  {state}",
         t.id, t.role, t.tenant, t.name
     )
+}
+
+/// The token store `config` names, migrated (the first token may be made
+/// before any server ran).
+pub async fn store(config: &StoreConfig) -> anyhow::Result<Store> {
+    let store = Store::connect(config)?;
+    store.migrate().await?;
+    Ok(store)
+}
+
+/// `inquest token` on the embedded default: the cluster a running `serve`
+/// keeps up in `data_dir` when there is one (starting a second
+/// postmaster there would fail), else one started for this command and
+/// stopped after it. `store_config` makes the pool settings for a URL.
+pub async fn on_embedded(
+    data_dir: &Path,
+    store_config: &dyn Fn(&str) -> StoreConfig,
+    command: TokenCommand,
+) -> anyhow::Result<()> {
+    let options = EmbeddedOptions::new(data_dir);
+    let dir = data_dir.display().to_string();
+    let found = {
+        let options = options.clone();
+        tokio::task::spawn_blocking(move || EmbeddedPostgres::running(&options)).await??
+    };
+    if let Some(pg) = found {
+        let store = store(&store_config(&pg.url())).await.with_context(|| {
+            format!(
+                "the embedded PostgreSQL in {dir} runs (port {}), but did not answer; \
+                 if no `inquest serve` uses {dir}, its postmaster is left over: stop it with \
+                 `pg_ctl -D {dir}/pgdata stop` and retry",
+                pg.port()
+            )
+        })?;
+        return run(store, command).await;
+    }
+    let pg = tokio::task::spawn_blocking(move || EmbeddedPostgres::start(&options))
+        .await?
+        .with_context(|| format!("starting the embedded PostgreSQL in {dir}"))?;
+    let result = match store(&store_config(&pg.url())).await {
+        Ok(store) => run(store, command).await,
+        Err(e) => Err(e),
+    };
+    let stopped = tokio::task::spawn_blocking(move || pg.stop()).await?;
+    result?;
+    stopped.with_context(|| format!("stopping the embedded PostgreSQL in {dir}"))
 }
 
 pub async fn run(store: Store, command: TokenCommand) -> anyhow::Result<()> {
