@@ -150,9 +150,19 @@ def main() -> int:
         report = stub.GetReport(pb.GetReportRequest(session_id=session.id))
         print(f"== report (burst {report.burst}, exit reason {report.exit_reason})")
         print(report.summary)
+        # Named as the CLI and the console name them: the session's figures
+        # (its stored model turns) and this burst's (its model calls, the
+        # report's writing included and shown apart).
         print(
-            f"-- {report.tool_calls} tool calls, {report.input_tokens} in / "
-            f"{report.output_tokens} out tokens, active {report.active_time_ms} ms"
+            f"-- session: {report.tool_calls} tool calls, session tokens "
+            f"{report.input_tokens} in / {report.output_tokens} out, "
+            f"active time {report.active_time_ms} ms"
+        )
+        print(
+            f"-- this burst: {report.burst_model_calls} model calls, "
+            f"{report.burst_tool_calls} tool calls, tokens {report.burst_input_tokens} in / "
+            f"{report.burst_output_tokens} out (report writing "
+            f"{report.author_input_tokens} in / {report.author_output_tokens} out)"
         )
         return 1 if final.status in (pb.SESSION_STATUS_FAILED, pb.SESSION_STATUS_CANCELLED) else 0
 

@@ -78,6 +78,16 @@ async fn with_auth_required_the_page_asks_for_a_token_and_works_with_it() {
         .js("return sessionStorage.getItem('inquest.token');", json!([]))
         .await;
     assert_eq!(stored, json!(token));
+    // A token is held now: it can be forgotten.
+    assert_eq!(
+        browser
+            .js(
+                "return document.getElementById('sign-out').hidden;",
+                json!([])
+            )
+            .await,
+        json!(false)
+    );
 
     // Every call now carries it: start an investigation (no providers, so
     // it stays pending) and watch it.

@@ -193,7 +193,29 @@ async fn an_investigation_started_from_the_page_runs_live_to_its_report() {
     );
     assert_eq!(
         text_of(&browser, "report-tokens").await,
-        format!("{} in / {} out", report.input_tokens, report.output_tokens)
+        format!(
+            "session tokens {} in / {} out",
+            report.input_tokens, report.output_tokens
+        )
+    );
+    // This burst's figures, the report's writing shown apart.
+    let burst = text_of(&browser, "report-burst-figures").await;
+    assert!(
+        burst.contains(&format!(
+            "report writing {} in / {} out",
+            report.author_input_tokens, report.author_output_tokens
+        )),
+        "{burst}"
+    );
+    // No token held (auth is off): nothing to forget.
+    assert_eq!(
+        browser
+            .js(
+                "return document.getElementById('sign-out').hidden;",
+                json!([])
+            )
+            .await,
+        json!(true)
     );
     assert!(report.input_tokens >= 320, "{report:?}");
     assert!(!text_of(&browser, "report-cost").await.is_empty());

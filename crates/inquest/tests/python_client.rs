@@ -192,6 +192,19 @@ async fn the_python_client_investigates_reconnects_follows_up_and_reads_the_repo
         .summary;
     assert!(!summary.is_empty());
     assert!(stdout[report..].contains(&summary));
+    // Its figures are the session's, named as the CLI names them.
+    let s = c
+        .get_session(pb::GetSessionRequest {
+            session_id: session_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let named = format!(
+        "session tokens {} in / {} out",
+        s.input_tokens, s.output_tokens
+    );
+    assert!(stdout[report..].contains(&named), "{named}: {stdout}");
 
     server.stop().await;
 }

@@ -472,7 +472,13 @@
       activeTimeMs: 0,
       costUsd: 0,
       costComplete: false,
-      costUnknownCalls: 0
+      costUnknownCalls: 0,
+      burstModelCalls: 0,
+      burstInputTokens: 0,
+      burstOutputTokens: 0,
+      burstToolCalls: 0,
+      authorInputTokens: 0,
+      authorOutputTokens: 0
     };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.sessionId = str(f);
@@ -486,6 +492,12 @@
       else if (n === 14) m.costUsd = double(f);
       else if (n === 15) m.costComplete = bool(f);
       else if (n === 21) m.costUnknownCalls = num(f);
+      else if (n === 16) m.burstModelCalls = num(f);
+      else if (n === 17) m.burstInputTokens = num(f);
+      else if (n === 18) m.burstOutputTokens = num(f);
+      else if (n === 22) m.burstToolCalls = num(f);
+      else if (n === 23) m.authorInputTokens = num(f);
+      else if (n === 24) m.authorOutputTokens = num(f);
     }
     return m;
   }
@@ -643,7 +655,8 @@
   function when(ms) {
     return ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "";
   }
-  function money(usd, complete) {
+  function money(usd, complete, pricedAny) {
+    if (complete && !pricedAny) return "unknown (no model call priced yet)";
     if (!complete && usd === 0) return "unknown (no price configured)";
     const text = `$${usd.toFixed(usd < 0.01 && usd > 0 ? 6 : 4)}`;
     return complete ? text : `${text} (some calls unpriced)`;
@@ -661,9 +674,13 @@
   function askToken(why) {
     $("token-why").textContent = why;
     show($("token-panel"), true);
-    $("auth-state").dataset.state = "needs-token";
+    authState("needs-token");
     $("token-input").focus();
     return new Promise((resolve) => tokenWaiters.push(resolve));
+  }
+  function authState(state) {
+    $("auth-state").dataset.state = state;
+    show($("sign-out"), state === "token");
   }
   function setupToken() {
     $("token-form").addEventListener("submit", (e) => {
@@ -674,17 +691,17 @@
       sessionStorage.setItem(TOKEN_KEY, value);
       input.value = "";
       show($("token-panel"), false);
-      $("auth-state").dataset.state = "token";
+      authState("token");
       const waiters = tokenWaiters;
       tokenWaiters = [];
       for (const w of waiters) w();
     });
     $("sign-out").addEventListener("click", () => {
       sessionStorage.removeItem(TOKEN_KEY);
-      $("auth-state").dataset.state = "none";
+      authState("none");
       route();
     });
-    $("auth-state").dataset.state = token() ? "token" : "none";
+    authState(token() ? "token" : "none");
   }
   async function call(method, request) {
     for (; ; ) {
@@ -839,14 +856,14 @@
       status.textContent = statusName(s.status);
       status.dataset.status = statusName(s.status);
       $("session-exit").textContent = s.exitReason ? `exit: ${s.exitReason}` : "";
-      $("session-counters").textContent = `${s.turnCount} turns \xB7 ${s.toolCalls} tool calls \xB7 ${s.inputTokens} in / ${s.outputTokens} out tokens \xB7 ` + money(s.costUsd, s.costComplete);
+      $("session-counters").textContent = `${s.turnCount} turns \xB7 ${s.toolCalls} tool calls \xB7 session tokens ${s.inputTokens} in / ${s.outputTokens} out \xB7 ` + money(s.costUsd, s.costComplete, s.inputTokens > 0 || s.outputTokens > 0);
       if (ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION) {
         show($("report"), false);
       }
       show($("confirm-button"), s.status === SessionStatus.AWAITING_CONFIRMATION);
       show(
         $("cancel-button"),
-        ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION
+        ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION || s.status === SessionStatus.IDLE
       );
       const plan = s.lastRecoveryPlan;
       const confirmWhy = $("confirm-why");
@@ -865,8 +882,10 @@
       $("report-summary").textContent = report.summary;
       $("report-exit").textContent = report.exitReason;
       $("report-burst").textContent = String(report.burst);
-      $("report-tokens").textContent = `${report.inputTokens} in / ${report.outputTokens} out`;
-      $("report-cost").textContent = money(report.costUsd, report.costComplete);
+      $("report-tokens").textContent = `session tokens ${report.inputTokens} in / ${report.outputTokens} out`;
+      const writing = report.authorInputTokens || report.authorOutputTokens ? ` (report writing ${report.authorInputTokens} in / ${report.authorOutputTokens} out)` : "";
+      $("report-burst-figures").textContent = `${report.burstModelCalls} model calls \xB7 ${report.burstToolCalls} tool calls \xB7 ${report.burstInputTokens} in / ${report.burstOutputTokens} out${writing}`;
+      $("report-cost").textContent = money(report.costUsd, report.costComplete, report.burstModelCalls > 0);
       $("report-active-time").textContent = duration(report.activeTimeMs);
       $("report-tool-calls").textContent = String(report.toolCalls);
       $("report").dataset.burst = String(report.burst);

@@ -65,7 +65,10 @@ function when(ms: number): string {
   return ms ? new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "";
 }
 
-function money(usd: number, complete: boolean): string {
+/** A cost; `pricedAny`: some model call was counted (without one, a
+ * complete $0 only means nothing was priced yet: unknown, never $0). */
+function money(usd: number, complete: boolean, pricedAny: boolean): string {
+  if (complete && !pricedAny) return "unknown (no model call priced yet)";
   if (!complete && usd === 0) return "unknown (no price configured)";
   const text = `$${usd.toFixed(usd < 0.01 && usd > 0 ? 6 : 4)}`;
   return complete ? text : `${text} (some calls unpriced)`;
@@ -89,9 +92,15 @@ let tokenWaiters: Array<() => void> = [];
 function askToken(why: string): Promise<void> {
   $("token-why").textContent = why;
   show($("token-panel"), true);
-  $("auth-state").dataset.state = "needs-token";
+  authState("needs-token");
   ($("token-input") as HTMLInputElement).focus();
   return new Promise((resolve) => tokenWaiters.push(resolve));
+}
+
+/** The auth indicator; "Forget token" only when there is one to forget. */
+function authState(state: "none" | "token" | "needs-token"): void {
+  $("auth-state").dataset.state = state;
+  show($("sign-out"), state === "token");
 }
 
 function setupToken(): void {
@@ -103,17 +112,17 @@ function setupToken(): void {
     sessionStorage.setItem(TOKEN_KEY, value);
     input.value = "";
     show($("token-panel"), false);
-    $("auth-state").dataset.state = "token";
+    authState("token");
     const waiters = tokenWaiters;
     tokenWaiters = [];
     for (const w of waiters) w();
   });
   $("sign-out").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
-    $("auth-state").dataset.state = "none";
+    authState("none");
     route();
   });
-  $("auth-state").dataset.state = token() ? "token" : "none";
+  authState(token() ? "token" : "none");
 }
 
 /** A unary call that asks for a token on UNAUTHENTICATED and retries. */
@@ -295,16 +304,20 @@ class SessionPage {
     status.dataset.status = statusName(s.status);
     $("session-exit").textContent = s.exitReason ? `exit: ${s.exitReason}` : "";
     $("session-counters").textContent =
-      `${s.turnCount} turns · ${s.toolCalls} tool calls · ${s.inputTokens} in / ${s.outputTokens} out tokens · ` +
-      money(s.costUsd, s.costComplete);
+      `${s.turnCount} turns · ${s.toolCalls} tool calls · session tokens ${s.inputTokens} in / ${s.outputTokens} out · ` +
+      money(s.costUsd, s.costComplete, s.inputTokens > 0 || s.outputTokens > 0);
     // A new burst (a follow-up, a confirmation) makes the last report stale.
     if (ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION) {
       show($("report"), false);
     }
     show($("confirm-button"), s.status === SessionStatus.AWAITING_CONFIRMATION);
+    // Cancel ends anything not settled for good (an idle session too);
+    // completed and failed sessions keep their outcome.
     show(
       $("cancel-button"),
-      ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION,
+      ACTIVE.includes(s.status) ||
+        s.status === SessionStatus.AWAITING_CONFIRMATION ||
+        s.status === SessionStatus.IDLE,
     );
     const plan = s.lastRecoveryPlan;
     const confirmWhy = $("confirm-why");
@@ -327,8 +340,15 @@ class SessionPage {
     $("report-summary").textContent = report.summary;
     $("report-exit").textContent = report.exitReason;
     $("report-burst").textContent = String(report.burst);
-    $("report-tokens").textContent = `${report.inputTokens} in / ${report.outputTokens} out`;
-    $("report-cost").textContent = money(report.costUsd, report.costComplete);
+    $("report-tokens").textContent = `session tokens ${report.inputTokens} in / ${report.outputTokens} out`;
+    const writing =
+      report.authorInputTokens || report.authorOutputTokens
+        ? ` (report writing ${report.authorInputTokens} in / ${report.authorOutputTokens} out)`
+        : "";
+    $("report-burst-figures").textContent =
+      `${report.burstModelCalls} model calls · ${report.burstToolCalls} tool calls · ` +
+      `${report.burstInputTokens} in / ${report.burstOutputTokens} out${writing}`;
+    $("report-cost").textContent = money(report.costUsd, report.costComplete, report.burstModelCalls > 0);
     $("report-active-time").textContent = duration(report.activeTimeMs);
     $("report-tool-calls").textContent = String(report.toolCalls);
     $("report").dataset.burst = String(report.burst);

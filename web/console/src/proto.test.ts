@@ -85,7 +85,24 @@ test("a report decodes with tokens, cost and active time", () => {
     costUsd: 0.25,
     costComplete: true,
     costUnknownCalls: 1,
+    burstModelCalls: 0,
+    burstInputTokens: 0,
+    burstOutputTokens: 0,
+    burstToolCalls: 0,
+    authorInputTokens: 0,
+    authorOutputTokens: 0,
   });
+});
+
+test("a report's burst figures decode (fields 16-18, 22-24)", () => {
+  // Encoded by hand: tag varints 0x80 0x01 (16) ... 0xc0 0x01 (24).
+  const r = decodeReport(bytes("800102" + "8801ac02" + "90011e" + "b00101" + "b80132" + "c00105"));
+  assert.equal(r.burstModelCalls, 2);
+  assert.equal(r.burstInputTokens, 300);
+  assert.equal(r.burstOutputTokens, 30);
+  assert.equal(r.burstToolCalls, 1);
+  assert.equal(r.authorInputTokens, 50);
+  assert.equal(r.authorOutputTokens, 5);
 });
 
 test("gRPC-Web frames split anywhere give the same messages and trailers", () => {

@@ -450,6 +450,14 @@ export interface Report {
   costUsd: number;
   costComplete: boolean;
   costUnknownCalls: number;
+  /** This burst's figures: its model calls (stored turns plus the
+   * report's writing, which `author*` shows apart) and tool calls. */
+  burstModelCalls: number;
+  burstInputTokens: number;
+  burstOutputTokens: number;
+  burstToolCalls: number;
+  authorInputTokens: number;
+  authorOutputTokens: number;
 }
 
 export function decodeReport(buf: Uint8Array): Report {
@@ -465,6 +473,12 @@ export function decodeReport(buf: Uint8Array): Report {
     costUsd: 0,
     costComplete: false,
     costUnknownCalls: 0,
+    burstModelCalls: 0,
+    burstInputTokens: 0,
+    burstOutputTokens: 0,
+    burstToolCalls: 0,
+    authorInputTokens: 0,
+    authorOutputTokens: 0,
   };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.sessionId = str(f);
@@ -478,6 +492,12 @@ export function decodeReport(buf: Uint8Array): Report {
     else if (n === 14) m.costUsd = double(f);
     else if (n === 15) m.costComplete = bool(f);
     else if (n === 21) m.costUnknownCalls = num(f);
+    else if (n === 16) m.burstModelCalls = num(f);
+    else if (n === 17) m.burstInputTokens = num(f);
+    else if (n === 18) m.burstOutputTokens = num(f);
+    else if (n === 22) m.burstToolCalls = num(f);
+    else if (n === 23) m.authorInputTokens = num(f);
+    else if (n === 24) m.authorOutputTokens = num(f);
   }
   return m;
 }
