@@ -703,3 +703,28 @@ async fn a_cancel_while_the_report_is_authored_ends_the_session_cancelled() {
     assert_eq!(fake.request_count(), 2);
     app.stop().await.unwrap();
 }
+
+/// A burst cancelled while its only model call was in flight stored no
+/// turn, yet it worked: its report's active time counts the call's time.
+#[tokio::test]
+async fn a_cancelled_model_call_counts_in_the_active_time() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("never answered")).hold_answers();
+    let app = app_with_fake(&fake, |_| {}).await;
+    let mut client = app.client().await;
+    let id = start(&mut client, ASK).await;
+    eventually("the model call", || fake.request_count() == 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    client
+        .cancel_session(pb::CancelSessionRequest {
+            session_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    let (report, _) = finished(&mut client, &id, 1).await;
+    assert_eq!(report.exit_reason, "cancelled");
+    assert_eq!(report.burst_model_calls, 0, "{report:?}");
+    assert!(report.active_time_ms >= 1200, "{report:?}");
+    fake.release_answers();
+    app.stop().await.unwrap();
+}
