@@ -526,3 +526,46 @@ async fn tokens_work_on_the_embedded_default_with_and_without_a_server() {
     server.stop().await;
     assert!(!pid_file.exists(), "serve stopped its cluster");
 }
+
+/// A model that takes its time (here: its answers held for 6 s): a piped
+/// `investigate` says once what it waits for, instead of nothing, and
+/// goes on when the answers come.
+#[tokio::test]
+async fn a_slow_model_is_said_once_in_a_pipe() {
+    use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("The pool is exhausted."))
+        .reply(FakeReply::text("REPORT: the pool."))
+        .hold_answers();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("inquest.toml");
+    std::fs::write(&config, support::fake_provider_toml(&fake.base_url())).unwrap();
+    let database = inquest_tests::fresh_database().await;
+    let server = Server::start(&[
+        "--database-url",
+        &database.url,
+        "--config",
+        config.to_str().unwrap(),
+    ])
+    .await;
+    let at = format!("http://127.0.0.1:{}", server.port);
+    let run = async { inquest(&["investigate", "slow model"], &[("INQUEST_SERVER", &at)]).await };
+    let release = async {
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        fake.release_answers();
+    };
+    let (run, ()) = tokio::join!(run, release);
+    let run = run.ok("investigate with a slow model");
+    assert_eq!(
+        run.stdout.matches("(waiting for the model…)").count(),
+        1,
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("=== report (burst 1) ==="),
+        "{}",
+        run.stdout
+    );
+    server.stop().await;
+}
