@@ -569,3 +569,78 @@ async fn a_slow_model_is_said_once_in_a_pipe() {
     );
     server.stop().await;
 }
+
+/// `investigate` whose session is cancelled while the model thinks: it
+/// ends 0 with the cancelled burst's report, whose cost is unknown (no
+/// call was priced, not $0) and whose active time counts the cut call.
+#[tokio::test]
+async fn a_cancelled_investigation_reports_unknown_cost_and_the_time_it_worked() {
+    use inquest_proto::v1 as pb;
+    use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("never answered")).hold_answers();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("inquest.toml");
+    std::fs::write(
+        &config,
+        support::fake_provider_toml(&fake.base_url())
+            + "price = { input_per_mtok = 3.0, output_per_mtok = 15.0 }\n",
+    )
+    .unwrap();
+    let database = inquest_tests::fresh_database().await;
+    let server = Server::start(&[
+        "--database-url",
+        &database.url,
+        "--config",
+        config.to_str().unwrap(),
+    ])
+    .await;
+    let at = format!("http://127.0.0.1:{}", server.port);
+    let mut c = server.client().await;
+    let cancel = async {
+        // Once the model call is in flight for a while, cancel.
+        while fake.request_count() == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let sessions = c
+            .list_sessions(pb::ListSessionsRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .sessions;
+        c.cancel_session(pb::CancelSessionRequest {
+            session_id: sessions[0].id.clone(),
+        })
+        .await
+        .unwrap();
+    };
+    let env = [("INQUEST_SERVER", at.as_str())];
+    let (run, ()) = tokio::join!(inquest(&["investigate", "cancelled"], &env), cancel);
+    let run = run.ok("investigate, cancelled");
+    assert!(
+        run.stdout.contains("-- session cancelled"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("exit reason: cancelled"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("cost unknown"), "{}", run.stdout);
+    assert!(!run.stdout.contains("$0.000000"), "{}", run.stdout);
+    let active = run
+        .stdout
+        .split("active time ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        active.ends_with(" s") && active != "0.0 s",
+        "active time {active:?}"
+    );
+    fake.release_answers();
+    server.stop().await;
+}
