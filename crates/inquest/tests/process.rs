@@ -23,9 +23,23 @@ async fn embedded_default_is_created_reused_and_stopped() {
         .tempdir_in("/tmp")
         .unwrap();
     let data_dir = dir.path().to_str().unwrap().to_owned();
+    // A provider, so that sessions may be started (a server without one
+    // refuses them).
+    let config = dir.path().join("inquest.toml");
+    std::fs::write(
+        dir.path().join("script.json"),
+        r#"[{"text": "Nothing is wrong."}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        &config,
+        "[[providers]]\nkind = \"script\"\nscript = \"script.json\"\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_owned();
     let mut incident_id = String::new();
     for round in 0..2 {
-        let server = Server::start(&["--data-dir", &data_dir]).await;
+        let server = Server::start(&["--data-dir", &data_dir, "--config", &config]).await;
         let mut c = server.client().await;
         if round == 0 {
             incident_id = create_incident(&mut c, "kept across restarts").await.id;
