@@ -566,8 +566,8 @@ async fn the_audit_trail_records_a_sessions_life_per_tenant() {
     .await
     .unwrap();
     eventually_settled(&mut c, &operator, &s.id).await;
-    // A refused mutation is recorded with its code.
-    let refused = call(&mut c, &operator, "CancelSession", &s.id).await;
+    // A refused mutation is recorded with its code (nothing is held).
+    let refused = call(&mut c, &operator, "ContinueSession", &s.id).await;
     assert_eq!(refused.code(), Code::FailedPrecondition);
     // Reads are not audited.
     call(&mut c, &viewer, "GetSession", &s.id).await;
@@ -599,7 +599,7 @@ async fn the_audit_trail_records_a_sessions_life_per_tenant() {
         [
             ("StartSession", "OK"),
             ("SendMessage", "OK"),
-            ("CancelSession", "FAILED_PRECONDITION")
+            ("ContinueSession", "FAILED_PRECONDITION")
         ]
     );
     for e in &page.events {
@@ -646,7 +646,7 @@ async fn the_audit_trail_records_a_sessions_life_per_tenant() {
             "CreateIncident",
             "StartSession",
             "SendMessage",
-            "CancelSession"
+            "ContinueSession"
         ]
     );
     let ids: Vec<i64> = all.iter().map(|e| e.id).collect();

@@ -72,7 +72,7 @@ pub async fn investigate(args: InvestigateArgs) -> anyhow::Result<()> {
         println!("incident {}\nsession  {}\n", incident.id, session.id);
     }
     let settled = follow(&mut client, &args.target, &session.id, 0, args.json).await?;
-    match fetch_report(&mut client, &session.id, 0).await? {
+    match settled_report(&mut client, &settled).await? {
         Some(r) => {
             print_report(&r, args.json);
             Ok(())
@@ -115,6 +115,28 @@ pub async fn report(args: ReportArgs) -> anyhow::Result<()> {
         ),
     }
 }
+
+/// The latest report of the settled session `s`. A cancel ends the
+/// watch at once, while the burst it stopped lands its report a moment
+/// later: a cancelled session whose burst was claimed (lease epoch > 0)
+/// is waited on for that report, up to [`CANCELLED_REPORT_WAIT`].
+async fn settled_report(
+    client: &mut Client,
+    s: &pb::Session,
+) -> anyhow::Result<Option<pb::Report>> {
+    let waits = s.status() == pb::SessionStatus::Cancelled && s.lease_epoch > 0;
+    let deadline = std::time::Instant::now() + CANCELLED_REPORT_WAIT;
+    loop {
+        let report = fetch_report(client, &s.id, 0).await?;
+        if report.is_some() || !waits || std::time::Instant::now() >= deadline {
+            return Ok(report);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// How long `investigate` waits for a cancelled burst's report.
+const CANCELLED_REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The report of `burst` (0: the latest), read through an outage; `None`
 /// when the session has no such report.
