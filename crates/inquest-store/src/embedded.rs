@@ -128,8 +128,10 @@ pub struct EmbeddedPostgres {
     /// `<data dir>/inquest.lock`, locked exclusively while this handle
     /// runs the cluster (released by [`EmbeddedPostgres::stop`], or by the
     /// OS when the process dies), so a second process cannot take the
-    /// cluster for a stale one and stop it.
-    lock: std::fs::File,
+    /// cluster for a stale one and stop it. `None` for a handle that only
+    /// attached to a cluster another process runs
+    /// ([`EmbeddedPostgres::running`]).
+    lock: Option<std::fs::File>,
     port: u16,
     database: String,
     as_postgres_user: bool,
@@ -332,7 +334,7 @@ impl EmbeddedPostgres {
             bin,
             pgdata,
             log: data_dir.join("postgres.log"),
-            lock,
+            lock: Some(lock),
             port,
             database: options.database.clone(),
             as_postgres_user,
@@ -463,7 +465,9 @@ impl EmbeddedPostgres {
         run("pg_ctl stop", self.pg_ctl_stop())?;
         // Unlocking cannot fail on a lock this handle holds; if it did, the
         // lock goes with the process.
-        let _ = self.lock.unlock();
+        if let Some(lock) = &self.lock {
+            let _ = lock.unlock();
+        }
         Ok(())
     }
 
@@ -700,6 +704,8 @@ impl EmbeddedPostgres {
             .map_err(io_err(format!("reading {}", password_file.display())))?;
         Ok(Some(Self {
             bin: find_binaries().unwrap_or_default(),
+            log: data_dir.join("postgres.log"),
+            lock: None,
             pgdata,
             port,
             database: options.database.clone(),
