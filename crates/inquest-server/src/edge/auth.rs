@@ -37,8 +37,6 @@ use std::{
 use inquest_auth::{PresentedToken, Principal, Role};
 use inquest_proto::{rpc::Rpc, v1::RequiredRole};
 use inquest_store::{ApiToken, Store};
-
-use crate::edge::tokens::{FailureGate, TokenTable, Unreadable};
 use serde::Deserialize;
 use tonic::{
     Code,
@@ -46,6 +44,7 @@ use tonic::{
     server::NamedService,
 };
 
+use crate::edge::tokens::{FailureGate, TokenTable, Unreadable};
 use crate::reason::{Reason, status};
 
 /// The least role that may call `rpc`: the `required_role` option its
