@@ -96,32 +96,7 @@ async fn past_the_connection_cap_new_connections_are_closed_and_open_ones_served
     app.stop().await.expect("stop");
 }
 
-/// One HTTP/2 frame: its 9-byte header and `payload`.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).expect("a small frame");
-    let mut f = len.to_be_bytes()[1..].to_vec();
-    f.extend([kind, flags]);
-    f.extend(stream.to_be_bytes());
-    f.extend(payload);
-    f
-}
-
-/// A health Watch request's headers, HPACK-encoded without touching the
-/// dynamic table (literals without indexing), so every copy is the same.
-fn watch_headers(authority: &str) -> Vec<u8> {
-    let literal = |prefix: &[u8], value: &str| {
-        let mut b = prefix.to_vec();
-        b.push(u8::try_from(value.len()).expect("a short value"));
-        b.extend(value.as_bytes());
-        b
-    };
-    let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
-    block.extend(literal(&[0x04], "/grpc.health.v1.Health/Watch")); // :path
-    block.extend(literal(&[0x01], authority)); // :authority
-    block.extend(literal(&[0x0f, 0x10], "application/grpc")); // content-type
-    block.extend(literal(&[0x00, 0x02, b't', b'e'], "trailers"));
-    block
-}
+use inquest_testkit::h2raw::{self, frame, watch_headers};
 
 /// A peer that opens streams past `limits.max_concurrent_streams` on one
 /// connection (each held open, its body never sent) makes the server
@@ -148,22 +123,20 @@ async fn a_stream_flood_on_one_connection_gets_a_goaway() {
             if read.read_exact(&mut payload).await.is_err() {
                 return None;
             }
-            if head[3] == 0x7 {
+            if head[3] == h2raw::GOAWAY {
                 return Some(u32::from_be_bytes([
                     payload[4], payload[5], payload[6], payload[7],
                 ]));
             }
         }
     });
-    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    out.extend(frame(0x4, 0, 0, &[])); // SETTINGS
-    write.write_all(&out).await.expect("preface");
+    write.write_all(&h2raw::opening()).await.expect("preface");
     let headers = watch_headers(&app.addr.to_string());
     let mut sent = 0u32;
     // Streams 1, 3, 5, ...: HEADERS with END_HEADERS and no END_STREAM.
     for id in (1..20_000u32).step_by(2) {
         if write
-            .write_all(&frame(0x1, 0x4, id, &headers))
+            .write_all(&frame(h2raw::HEADERS, h2raw::END_HEADERS, id, &headers))
             .await
             .is_err()
         {
@@ -192,15 +165,19 @@ async fn an_idle_connection_is_closed_and_one_with_an_open_stream_is_kept() {
     use tokio::io::AsyncWriteExt;
     let idle = Duration::from_secs(1);
     let app = inquest_tests::spawn_app_with(|c| c.limits.idle_connection_timeout = idle).await;
-    let mut preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    preface.extend(frame(0x4, 0, 0, &[]));
+    let preface = h2raw::opening();
     let mut quiet = TcpStream::connect(app.addr).await.expect("connect");
     quiet.write_all(&preface).await.expect("preface");
     let mut busy = TcpStream::connect(app.addr).await.expect("connect");
     let mut out = preface.clone();
-    out.extend(frame(0x1, 0x4, 1, &watch_headers(&app.addr.to_string())));
+    out.extend(frame(
+        h2raw::HEADERS,
+        h2raw::END_HEADERS,
+        1,
+        &watch_headers(&app.addr.to_string()),
+    ));
     // One empty HealthCheckRequest, and the end of the request.
-    out.extend(frame(0x0, 0x1, 1, &[0, 0, 0, 0, 0]));
+    out.extend(frame(h2raw::DATA, h2raw::END_STREAM, 1, &[0, 0, 0, 0, 0]));
     busy.write_all(&out).await.expect("a watch");
     let opened = tokio::time::Instant::now();
     // The busy connection gets frames (settings, the health status) and

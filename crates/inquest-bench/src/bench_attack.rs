@@ -34,6 +34,8 @@ use inquest_proto::v1::{self as pb, investigations_client::InvestigationsClient}
 use tokio::{io::AsyncWriteExt, net::TcpStream, task::JoinSet};
 use tonic::{Request, metadata::MetadataValue, transport::Channel};
 
+use inquest_testkit::h2raw;
+
 use crate::bench_replicas::{Replica, ms};
 
 pub struct AttackBench {
@@ -352,7 +354,7 @@ async fn guess_tokens(endpoint: &str, stop: &AtomicBool, calls: &AtomicU64) {
 /// Opens streams on one connection without ever sending their bodies,
 /// as fast as the socket takes them; reconnects when the server closes it.
 async fn flood_streams(addr: &str, stop: &AtomicBool) {
-    let block = watch_headers(addr);
+    let block = h2raw::watch_headers(addr);
     while !stop.load(Ordering::Relaxed) {
         let Ok(stream) = TcpStream::connect(addr).await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -368,13 +370,19 @@ async fn flood_streams(addr: &str, stop: &AtomicBool) {
                 }
             }
         });
-        let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-        out.extend(frame(0x4, 0, 0, &[]));
-        if write.write_all(&out).await.is_ok() {
+        if write.write_all(&h2raw::opening()).await.is_ok() {
             for id in (1..200_000u32).step_by(2) {
                 if stop.load(Ordering::Relaxed)
                     || drain.is_finished()
-                    || write.write_all(&frame(0x1, 0x4, id, &block)).await.is_err()
+                    || write
+                        .write_all(&h2raw::frame(
+                            h2raw::HEADERS,
+                            h2raw::END_HEADERS,
+                            id,
+                            &block,
+                        ))
+                        .await
+                        .is_err()
                 {
                     break;
                 }
@@ -382,31 +390,6 @@ async fn flood_streams(addr: &str, stop: &AtomicBool) {
         }
         drain.abort();
     }
-}
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).unwrap_or(0);
-    let mut f = len.to_be_bytes()[1..].to_vec();
-    f.extend([kind, flags]);
-    f.extend(stream.to_be_bytes());
-    f.extend(payload);
-    f
-}
-
-/// A health Watch request's headers as HPACK literals without indexing.
-fn watch_headers(authority: &str) -> Vec<u8> {
-    let literal = |prefix: &[u8], value: &str| {
-        let mut b = prefix.to_vec();
-        b.push(u8::try_from(value.len()).unwrap_or(0));
-        b.extend(value.as_bytes());
-        b
-    };
-    let mut block = vec![0x83, 0x86];
-    block.extend(literal(&[0x04], "/grpc.health.v1.Health/Watch"));
-    block.extend(literal(&[0x01], authority));
-    block.extend(literal(&[0x0f, 0x10], "application/grpc"));
-    block.extend(literal(&[0x00, 0x02, b't', b'e'], "trailers"));
-    block
 }
 
 impl Replica {

@@ -8,9 +8,11 @@
 //!   the real APIs do.
 //! - [`mcp`]: a real MCP server (the official Python SDK) for the tools tests.
 //! - [`fixture`]: the transcript fixture format (`tests/fixtures/transcripts`).
+//! - [`h2raw`]: raw HTTP/2 frames, for tests and benches that play a hostile peer.
 //!
 //! Must not depend on: the engine, the gRPC edge or the store.
 
 pub mod fake;
 pub mod fixture;
+pub mod h2raw;
 pub mod mcp;
