@@ -147,7 +147,7 @@ async fn a_held_session_is_confirmed_from_the_page() {
     assert!(
         browser
             .js(
-                "return [...document.querySelectorAll('#turns > li[data-role=\"assistant\"] pre')].some(p => p.textContent.includes('The restart did not finish'));",
+                "return [...document.querySelectorAll('#turns > li[data-role=\"assistant\"] .content')].some(p => p.textContent.includes('The restart did not finish'));",
                 json!([]),
             )
             .await

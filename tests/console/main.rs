@@ -13,6 +13,7 @@ mod auth;
 mod grpc_web;
 mod held;
 mod live;
+mod markdown;
 mod reconnect;
 mod streaming;
 mod support;

@@ -79,7 +79,7 @@ async fn streamed_text_grows_on_the_page_until_its_turn_commits() {
     assert!(
         browser
             .js(
-                "return document.querySelector('#turns > li[data-role=\"assistant\"] pre').textContent === arguments[0];",
+                "return document.querySelector('#turns > li[data-role=\"assistant\"] .content').textContent === arguments[0];",
                 json!([answer]),
             )
             .await

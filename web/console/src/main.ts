@@ -22,6 +22,7 @@ import {
   statusName,
 } from "./proto";
 import { type CallView, Timeline } from "./view";
+import { renderMarkdown } from "./markdown";
 
 const TOKEN_KEY = "inquest.token";
 
@@ -337,7 +338,7 @@ class SessionPage {
       if (e instanceof GrpcError && e.code === Code.NOT_FOUND) return;
       throw e;
     }
-    $("report-summary").textContent = report.summary;
+    $("report-summary").replaceChildren(renderMarkdown(report.summary));
     $("report-exit").textContent = report.exitReason;
     $("report-burst").textContent = String(report.burst);
     $("report-tokens").textContent = `session tokens ${report.inputTokens} in / ${report.outputTokens} out`;
@@ -474,7 +475,17 @@ class SessionPage {
       li.setAttribute("role", "note");
       if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
     }
-    if (turn.content) li.append(h("pre", { class: "content" }, turn.content));
+    if (turn.content) {
+      // Model text is Markdown, rendered sanitized; everything else (the
+      // user's words, tool results, notices) stays preformatted text.
+      if (turn.role === TurnRole.ASSISTANT) {
+        const md = h("div", { class: "content markdown" });
+        md.append(renderMarkdown(turn.content));
+        li.append(md);
+      } else {
+        li.append(h("pre", { class: "content" }, turn.content));
+      }
+    }
     if (turn.toolCalls.length > 0) {
       const calls = h("ul", { class: "tool-calls" });
       for (const c of turn.toolCalls) {
