@@ -22,6 +22,32 @@ pub fn incident(i: Incident) -> pb::Incident {
         title: i.title,
         description: i.description,
         created_at: Some(timestamp(i.created_at)),
+        alert_origin: None,
+    }
+}
+
+/// The alert group behind an incident, for GetIncident.
+pub fn alert_origin(o: inquest_store::AlertOrigin) -> pb::AlertOrigin {
+    pb::AlertOrigin {
+        source: o.source,
+        receiver: o.receiver,
+        external_url: o.external_url,
+        group_key: o.group_key,
+        events_total: o.events_total,
+        events: o
+            .events
+            .into_iter()
+            .map(|e| pb::AlertEvent {
+                fingerprint: e.fingerprint,
+                firing: e.firing,
+                starts_at: Some(timestamp(e.starts_at)),
+                ends_at: e.ends_at.map(timestamp),
+                // Written by the server from a map of strings; anything
+                // else would be a corrupt row, shown as no labels.
+                labels: serde_json::from_str(&e.labels_json).unwrap_or_default(),
+                received_at: Some(timestamp(e.received_at)),
+            })
+            .collect(),
     }
 }
 

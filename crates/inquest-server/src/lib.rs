@@ -16,6 +16,7 @@
 //! [`service`].
 
 pub mod agent;
+pub mod alerts;
 pub mod config;
 pub mod console;
 pub mod convert;

@@ -86,6 +86,8 @@ pub struct Application {
     tenants: crate::config::tenants::TenantsSection,
     /// Where bursts run (`[runtime] agent_threads`).
     runtime: AgentRuntime,
+    /// `[alerts]`: the webhook's bounds and triggers.
+    alerts: crate::alerts::config::AlertsSection,
 }
 
 impl Application {
@@ -208,6 +210,7 @@ impl Application {
             agent,
             tenants: config.tenants.clone(),
             runtime,
+            alerts: config.alerts.clone(),
         })
     }
 
@@ -437,6 +440,19 @@ impl Application {
             channel_capacity: self.watch.channel_capacity,
             limits: self.api,
         };
+        // The Alertmanager webhook (`alerts/`): plain HTTP beside the
+        // console, with its own credential check on the same verifier.
+        let alerts = Arc::new(crate::alerts::Alerts {
+            store: self.store.clone(),
+            log: self.log.clone(),
+            runner: runner.clone(),
+            verifier: self.auth.clone(),
+            hosts: self.hosts.clone().map(Arc::new),
+            section: self.alerts,
+            limits: self.limits,
+            tenants: self.tenants.clone(),
+            refuse_bursts: self.refuse_bursts,
+        });
         let investigations = InvestigationsService::new(
             self.store.clone(),
             watches,
@@ -473,6 +489,12 @@ impl Application {
                 )),
             ))
             .into_axum_router()
+            .route(
+                crate::alerts::PATH,
+                axum::routing::post(move |request: axum::extract::Request| {
+                    Arc::clone(&alerts).handle(request)
+                }),
+            )
             .fallback(crate::console::fallback);
         // A peer must keep up its side: streams per connection are capped,
         // a peer that makes the server reset streams gets a GOAWAY (hyper's

@@ -39,32 +39,18 @@ impl Store {
         tenant: &Tenant,
         input: &IncidentText,
     ) -> Result<Incident, StoreError> {
-        let id = IncidentId::new();
-        // Title and description may hold U+0000: stored escaped (crate::text).
-        let escaped = text::has_nul(input.title()) || text::has_nul(input.description());
-        let title = text::field(input.title(), escaped);
-        let description = text::field(input.description(), escaped);
-        let row = self
+        let (id, created_at) = self
             .run("create_incident", async |c| {
-                Ok(c.query_one(
-                    "INSERT INTO incidents (id, title, description, escaped, tenant) \
-                     VALUES ($1, $2, $3, $4, $5) RETURNING created_at",
-                    &[
-                        id.as_uuid(),
-                        &&*title,
-                        &&*description,
-                        &escaped,
-                        &tenant.as_str(),
-                    ],
-                )
-                .await?)
+                let id = IncidentId::new();
+                let row = insert_row(&***c, id, tenant, input).await?;
+                Ok((id, get(&row, 0)?))
             })
             .await?;
         Ok(Incident {
             id,
             title: input.title().to_owned(),
             description: input.description().to_owned(),
-            created_at: get(&row, 0)?,
+            created_at,
         })
     }
 
@@ -131,4 +117,41 @@ impl Store {
         };
         Ok(IncidentPage { incidents, next })
     }
+}
+
+/// Inserts an incident of `tenant` in `tx` (an alert group's first
+/// notification creates one in its own transaction).
+pub(crate) async fn insert_incident(
+    tx: &deadpool_postgres::Transaction<'_>,
+    tenant: &Tenant,
+    input: &IncidentText,
+) -> Result<IncidentId, StoreError> {
+    let id = IncidentId::new();
+    insert_row(&**tx, id, tenant, input).await?;
+    Ok(id)
+}
+
+/// The one INSERT of an incident; returns its `created_at`.
+async fn insert_row(
+    c: &impl tokio_postgres::GenericClient,
+    id: IncidentId,
+    tenant: &Tenant,
+    input: &IncidentText,
+) -> Result<Row, StoreError> {
+    // Title and description may hold U+0000: stored escaped (crate::text).
+    let escaped = text::has_nul(input.title()) || text::has_nul(input.description());
+    let title = text::field(input.title(), escaped);
+    let description = text::field(input.description(), escaped);
+    Ok(c.query_one(
+        "INSERT INTO incidents (id, title, description, escaped, tenant) \
+         VALUES ($1, $2, $3, $4, $5) RETURNING created_at",
+        &[
+            id.as_uuid(),
+            &&*title,
+            &&*description,
+            &escaped,
+            &tenant.as_str(),
+        ],
+    )
+    .await?)
 }

@@ -17,6 +17,7 @@
 //! Must not depend on: the engine, the agent, the gRPC edge or the wire
 //! types. Start reading at [`Store::run`], then `turns.rs` and `lease.rs`.
 
+mod alerts;
 mod audit;
 #[cfg(feature = "bench")]
 mod bench;
@@ -45,6 +46,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+pub use alerts::{AlertEvent, AlertNotification, AlertOrigin, AlertSeen, AlertsRecorded};
 pub use audit::{AuditEntry, AuditEvent, AuditPage};
 pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;

@@ -53,6 +53,9 @@ pub struct Config {
     pub tenants: crate::config::tenants::TenantsSection,
     /// `[tls]`: serve gRPC over TLS (absent: plaintext).
     pub tls: Option<crate::edge::tls::TlsSection>,
+    /// `[alerts]`: the Alertmanager webhook's bounds and triggers
+    /// (`crate::alerts::config`).
+    pub alerts: crate::alerts::config::AlertsSection,
     /// `[http]`: the names a loopback server without authentication
     /// answers to (`crate::edge::hosts`).
     pub http: crate::edge::hosts::HttpSection,
@@ -91,6 +94,7 @@ impl Default for Config {
             admin: AdminSection::default(),
             tls: None,
             http: Default::default(),
+            alerts: Default::default(),
             auth: Default::default(),
             tenants: Default::default(),
             providers: Vec::new(),
@@ -208,6 +212,7 @@ impl Config {
         self.tenants.validate().map_err(ConfigError::Invalid)?;
         self.limits.validate()?;
         self.auth.validate().map_err(ConfigError::Invalid)?;
+        self.alerts.validate().map_err(ConfigError::Invalid)?;
         for (name, n) in [
             ("store.max_connections", self.store.max_connections),
             ("store.burst_connections", self.store.burst_connections),

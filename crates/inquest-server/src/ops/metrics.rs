@@ -100,6 +100,24 @@ const ZEROED: &[Zeroed] = &[
         label: None,
     },
     Zeroed {
+        name: "inquest_alert_notifications_total",
+        label: Some((
+            "outcome",
+            &[
+                "created",
+                "updated",
+                "unchanged",
+                "refused",
+                "unavailable",
+                "failed",
+            ],
+        )),
+    },
+    Zeroed {
+        name: "inquest_alert_sessions_started_total",
+        label: None,
+    },
+    Zeroed {
         name: "inquest_watch_lagged_total",
         label: None,
     },
@@ -138,6 +156,14 @@ pub fn describe() {
 }
 
 fn describe_counters() {
+    describe_counter!(
+        "inquest_alert_notifications_total",
+        "Alert notifications (POST /v1/alerts/alertmanager) by outcome: created an incident, updated one (alerts fired or resolved), unchanged (a repeat, nothing written), refused (400/401/403/413), unavailable (503), failed (500)."
+    );
+    describe_counter!(
+        "inquest_alert_sessions_started_total",
+        "Sessions started by an [[alerts.triggers]] match."
+    );
     describe_counter!(
         "inquest_rpc_requests_total",
         "gRPC calls by method and final grpc-status code."

@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// The newest alert events GetIncident shows: each event's labels are
+/// stored within `alerts::render::MAX_STORED_LABELS_BYTES` (8 KiB), so the
+/// answer stays far below the response cap.
+const ALERT_EVENTS_SHOWN: i64 = 100;
+
 impl InvestigationsService {
     pub(super) async fn do_create_incident(
         &self,
@@ -30,7 +35,14 @@ impl InvestigationsService {
             .get_incident(&caller.tenant, id)
             .await
             .map_err(ApiError::from)?;
-        Ok(Response::new(convert::incident(incident)))
+        let origin = self
+            .store
+            .alert_origin(&caller.tenant, id, ALERT_EVENTS_SHOWN)
+            .await
+            .map_err(ApiError::from)?;
+        let mut incident = convert::incident(incident);
+        incident.alert_origin = origin.map(convert::alert_origin);
+        Ok(Response::new(incident))
     }
 
     pub(super) async fn do_list_incidents(

@@ -1,0 +1,187 @@
+//! `[alerts]`: the Alertmanager webhook's bounds and its triggers.
+//!
+//! ```toml
+//! [alerts]
+//! max_body_bytes = 1048576   # a larger notification is refused 413
+//! max_alerts = 1000          # alerts in one notification; more is 413
+//!
+//! [[alerts.triggers]]        # the first that matches starts a session
+//! match = { severity = "critical" }   # every label equal, on a firing alert
+//! prompt = "Investigate {{label.alertname}} on {{label.instance}}: {{annotation.summary}}\n{{alerts}}"
+//! ```
+//!
+//! A prompt is a plain template, not a template language: each
+//! `{{label.NAME}}` and `{{annotation.NAME}}` is the group's common label or
+//! annotation (else the first firing alert's, else empty), `{{external_url}}`
+//! is the sender's link, and `{{alerts}}` is every alert's status, labels,
+//! annotations and link, between `<alerts>` and `</alerts>`. Alert text is
+//! the sender's, untrusted: every value is cut at a bound with the usual
+//! marker. Anything else between `{{` and `}}` is refused at startup.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AlertsSection {
+    /// Largest accepted notification body, in bytes (413 above it).
+    pub max_body_bytes: usize,
+    /// Most alerts accepted in one notification (413 above it).
+    pub max_alerts: usize,
+    /// Tried in order; the first that matches a group starts its session.
+    pub triggers: Vec<Trigger>,
+}
+
+impl Default for AlertsSection {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 1024 * 1024,
+            max_alerts: 1000,
+            triggers: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Trigger {
+    /// Label name → value; a firing alert with every one of them equal
+    /// matches.
+    #[serde(rename = "match")]
+    pub matches: BTreeMap<String, String>,
+    /// The session's opening message (see the module docs).
+    pub prompt: String,
+}
+
+/// A part of a prompt template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part<'a> {
+    Text(&'a str),
+    Label(&'a str),
+    Annotation(&'a str),
+    ExternalUrl,
+    Alerts,
+}
+
+/// The parts of `template`, or what is wrong with it.
+pub fn parse_template(template: &str) -> Result<Vec<Part<'_>>, String> {
+    let mut parts = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        if open > 0 {
+            parts.push(Part::Text(&rest[..open]));
+        }
+        let after = &rest[open + 2..];
+        let close = after.find("}}").ok_or_else(|| {
+            format!(
+                "an unclosed {{{{ at byte {}",
+                template.len() - rest.len() + open
+            )
+        })?;
+        let name = after[..close].trim();
+        parts.push(match name {
+            "alerts" => Part::Alerts,
+            "external_url" => Part::ExternalUrl,
+            _ => match name.split_once('.') {
+                Some(("label", n)) if !n.is_empty() => Part::Label(n),
+                Some(("annotation", n)) if !n.is_empty() => Part::Annotation(n),
+                _ => {
+                    return Err(format!(
+                        "unknown placeholder {{{{{name}}}}}: use label.NAME, annotation.NAME, \
+                         external_url or alerts"
+                    ));
+                }
+            },
+        });
+        rest = &after[close + 2..];
+    }
+    if !rest.is_empty() {
+        parts.push(Part::Text(rest));
+    }
+    Ok(parts)
+}
+
+impl AlertsSection {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=64 * 1024 * 1024).contains(&self.max_body_bytes) {
+            return Err("alerts.max_body_bytes must be between 1 and 67108864".into());
+        }
+        if !(1..=100_000).contains(&self.max_alerts) {
+            return Err("alerts.max_alerts must be between 1 and 100000".into());
+        }
+        for (i, t) in self.triggers.iter().enumerate() {
+            if t.matches.is_empty() {
+                return Err(format!(
+                    "alerts.triggers[{i}].match must name at least one label (a trigger for \
+                     every alert: match = {{ alertname = \"...\" }} per alert, or a label all share)"
+                ));
+            }
+            if t.prompt.trim().is_empty() {
+                return Err(format!("alerts.triggers[{i}].prompt must not be empty"));
+            }
+            parse_template(&t.prompt).map_err(|e| format!("alerts.triggers[{i}].prompt: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_section_is_read_and_validated_by_name() {
+        let s: AlertsSection = toml::from_str(
+            "max_alerts = 5\n[[triggers]]\nmatch = { severity = \"critical\" }\nprompt = \"look at {{label.alertname}}\"\n",
+        )
+        .unwrap();
+        s.validate().unwrap();
+        assert_eq!(s.max_alerts, 5);
+        assert_eq!(s.max_body_bytes, 1024 * 1024);
+        assert_eq!(s.triggers[0].matches["severity"], "critical");
+        for (bad, name) in [
+            ("max_body_bytes = 0", "alerts.max_body_bytes"),
+            ("max_alerts = 0", "alerts.max_alerts"),
+            (
+                "[[triggers]]\nmatch = {}\nprompt = \"p\"",
+                "alerts.triggers[0].match",
+            ),
+            (
+                "[[triggers]]\nmatch = { a = \"b\" }\nprompt = \" \"",
+                "alerts.triggers[0].prompt",
+            ),
+            (
+                "[[triggers]]\nmatch = { a = \"b\" }\nprompt = \"{{labels.a}}\"",
+                "alerts.triggers[0].prompt",
+            ),
+            (
+                "[[triggers]]\nmatch = { a = \"b\" }\nprompt = \"{{alerts\"",
+                "alerts.triggers[0].prompt",
+            ),
+        ] {
+            let s: AlertsSection = toml::from_str(bad).unwrap();
+            let err = s.validate().unwrap_err();
+            assert!(err.contains(name), "{bad}: {err}");
+        }
+        assert!(toml::from_str::<AlertsSection>("bogus = 1").is_err());
+        assert!(
+            toml::from_str::<AlertsSection>("[[triggers]]\nprompt = \"p\"\nregex = {}").is_err()
+        );
+    }
+
+    #[test]
+    fn a_template_is_text_and_known_placeholders() {
+        assert_eq!(
+            parse_template("a {{ label.x }}b{{annotation.s}}{{alerts}}{{external_url}}").unwrap(),
+            vec![
+                Part::Text("a "),
+                Part::Label("x"),
+                Part::Text("b"),
+                Part::Annotation("s"),
+                Part::Alerts,
+                Part::ExternalUrl
+            ]
+        );
+    }
+}

@@ -1,0 +1,367 @@
+//! Alerts in: `POST /v1/alerts/alertmanager`, the Alertmanager webhook
+//! (Grafana and vmalert send the same payload), on the gRPC port beside
+//! the console.
+//!
+//! A request passes, in order: the host check (a loopback server without
+//! authentication), the credential (`Authorization: Bearer <API token>`,
+//! operator or higher, through the same [`Verifier`] as gRPC; without
+//! authentication, loopback peers only), the size bound, the payload
+//! checks, then one transaction (`Store::record_alerts`): nothing is
+//! half-written. A group is one incident per tenant; an unchanged repeat
+//! writes nothing. When the group matches a trigger, its session starts
+//! through the very path `StartSession` takes, under an idempotency key
+//! of the group's incident, so a retried notification never starts two.
+//!
+//! Answers: 200 with the incident; 400 with `{"error", "field"}`; 401;
+//! 403; 413 over `alerts.max_body_bytes` or `alerts.max_alerts`; 503 while
+//! the database (or the token table) cannot be reached, which Alertmanager
+//! retries.
+
+pub mod config;
+pub mod payload;
+pub mod render;
+
+use std::{net::IpAddr, sync::Arc};
+
+use axum::{
+    body::Body,
+    http::{HeaderValue, Request, Response, StatusCode, header},
+};
+use http_body_util::BodyExt as _;
+use inquest_auth::{Principal, Role};
+use inquest_core::{IdempotencyKey, IncidentText, Limits, Tenant, UserMessage};
+use inquest_engine::{runner::Runner, turn_log::TurnLog};
+use inquest_store::{AlertNotification, AlertSeen, Store, StoreError};
+
+use crate::config::tenants::TenantsSection;
+use crate::edge::auth::{Refusal, Verifier};
+use crate::edge::hosts::AllowedHosts;
+use config::AlertsSection;
+use payload::Notification;
+
+/// Where the webhook answers.
+pub const PATH: &str = "/v1/alerts/alertmanager";
+
+/// The idempotency key of a group's trigger session. Keys are scoped by
+/// incident (`start_session:<incident>`) and a group is one incident, so
+/// one fixed key is one session per group.
+const SESSION_KEY: &str = "alertmanager-trigger";
+
+/// What the webhook needs, shared by every request.
+pub struct Alerts {
+    pub store: Store,
+    pub log: TurnLog,
+    pub runner: Runner,
+    /// `None`: `[auth] mode = "none"`, loopback peers only.
+    pub verifier: Option<Verifier>,
+    /// A loopback server without authentication: the names it answers.
+    pub hosts: Option<Arc<AllowedHosts>>,
+    pub section: AlertsSection,
+    pub limits: Limits,
+    pub tenants: TenantsSection,
+    /// No model provider (`serve` without `[[providers]]`): a trigger
+    /// starts no session, which would stay pending for ever.
+    pub refuse_bursts: bool,
+}
+
+/// Why a notification was not stored: the status and the JSON answer.
+struct Answer {
+    status: StatusCode,
+    error: String,
+    field: Option<String>,
+}
+
+impl Answer {
+    fn new(status: StatusCode, error: impl Into<String>) -> Self {
+        Self {
+            status,
+            error: error.into(),
+            field: None,
+        }
+    }
+
+    /// The label of `inquest_alert_notifications_total` it counts under.
+    fn outcome(&self) -> &'static str {
+        match self.status {
+            StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+            StatusCode::INTERNAL_SERVER_ERROR => "failed",
+            _ => "refused",
+        }
+    }
+}
+
+fn json(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if status == StatusCode::UNAUTHORIZED {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    response
+}
+
+fn store_answer(e: &StoreError) -> Answer {
+    if e.is_transient() {
+        tracing::warn!(error = %inquest_core::error_chain(e), "cannot store an alert notification now; the sender retries");
+        Answer::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the database cannot be reached; retry",
+        )
+    } else {
+        tracing::error!(error = %inquest_core::error_chain(e), "storing an alert notification failed");
+        Answer::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    }
+}
+
+impl Alerts {
+    /// The route's handler.
+    pub async fn handle(self: Arc<Self>, request: Request<Body>) -> Response<Body> {
+        match self.receive(request).await {
+            Ok(body) => json(StatusCode::OK, &body),
+            Err(answer) => {
+                metrics::counter!("inquest_alert_notifications_total", "outcome" => answer.outcome())
+                    .increment(1);
+                let mut body = serde_json::json!({ "error": answer.error });
+                if let Some(field) = answer.field {
+                    body["field"] = field.into();
+                }
+                json(answer.status, &body)
+            }
+        }
+    }
+
+    async fn receive(&self, request: Request<Body>) -> Result<serde_json::Value, Answer> {
+        // The head alone crosses the awaits below (a body is not Sync).
+        let (parts, body) = request.into_parts();
+        let head = Request::from_parts(parts, ());
+        let principal = self.caller(&head).await?;
+        let tenant = Tenant::parse(&principal.tenant).map_err(|e| {
+            Answer::new(
+                StatusCode::UNAUTHORIZED,
+                format!("the credential's tenant is invalid: {e}"),
+            )
+        })?;
+        let body = self.body(&head, body).await?;
+        let n = Notification::parse(&body, self.section.max_alerts).map_err(|e| Answer {
+            status: if e.too_large {
+                StatusCode::PAYLOAD_TOO_LARGE
+            } else {
+                StatusCode::BAD_REQUEST
+            },
+            error: if e.field.is_empty() {
+                e.message
+            } else {
+                format!("{}: {}", e.field, e.message)
+            },
+            field: Some(e.field).filter(|f| !f.is_empty()),
+        })?;
+        let record = self.notification(&n)?;
+        let recorded = self
+            .store
+            .record_alerts(&tenant, &record)
+            .await
+            .map_err(|e| store_answer(&e))?;
+        let outcome = match (recorded.created, recorded.changed) {
+            (true, _) => "created",
+            (false, 0) => "unchanged",
+            (false, _) => "updated",
+        };
+        metrics::counter!("inquest_alert_notifications_total", "outcome" => outcome).increment(1);
+        if recorded.created {
+            tracing::info!(incident_id = %recorded.incident, alerts = n.alerts.len(), "incident created by an alert group");
+        }
+        let session = match recorded.to_start {
+            Some(prompt) if !self.refuse_bursts => {
+                self.start(&tenant, &n.group_key, recorded.incident, prompt)
+                    .await?
+            }
+            Some(_) => {
+                tracing::warn!(incident_id = %recorded.incident, "a trigger matched but no model provider is configured: no session started");
+                None
+            }
+            None => None,
+        };
+        Ok(serde_json::json!({
+            "incident_id": recorded.incident.to_string(),
+            "created": recorded.created,
+            "changed": recorded.changed,
+            "session_id": session.map(|s| s.to_string()),
+        }))
+    }
+
+    /// The caller, or the refusal: host, credential, role.
+    async fn caller(&self, request: &Request<()>) -> Result<Principal, Answer> {
+        if let Some(why) = self.hosts.as_ref().and_then(|h| h.refuse(request)) {
+            metrics::counter!("inquest_requests_refused_total", "why" => "host").increment(1);
+            return Err(Answer::new(StatusCode::FORBIDDEN, why));
+        }
+        // Put there by the server's connection layer.
+        let peer: Option<IpAddr> = request
+            .extensions()
+            .get::<tonic::transport::server::TcpConnectInfo>()
+            .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
+            .map(|a| a.ip());
+        let Some(verifier) = &self.verifier else {
+            // Without authentication a loopback listener serves only its
+            // own machine; `--insecure-no-auth` opens gRPC, not this: a
+            // webhook is reached by other machines by design, so one
+            // without a credential is refused rather than trusted.
+            if !peer.is_some_and(|ip| ip.is_loopback()) {
+                return Err(Answer::new(
+                    StatusCode::FORBIDDEN,
+                    "alerts without authentication are taken from loopback only: set [auth] mode = \"required\" and send Authorization: Bearer <token>",
+                ));
+            }
+            return Ok(Principal::anonymous());
+        };
+        let mut headers = request.headers().get_all(header::AUTHORIZATION).iter();
+        let header = headers.next().map(HeaderValue::as_bytes);
+        if headers.next().is_some() {
+            return Err(Answer::new(
+                StatusCode::UNAUTHORIZED,
+                "more than one authorization header",
+            ));
+        }
+        let principal = verifier
+            .principal(header, peer)
+            .await
+            .map_err(|r| match r {
+                Refusal::Unauthenticated(why) => Answer::new(
+                    StatusCode::UNAUTHORIZED,
+                    format!("authentication required: {why}"),
+                ),
+                Refusal::Denied { role, required } => Answer::new(
+                    StatusCode::FORBIDDEN,
+                    format!("a {role} token may not send alerts; it needs {required}"),
+                ),
+                Refusal::Unavailable => Answer::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "cannot verify the token now; retry",
+                ),
+            })?;
+        if principal.role < Role::Operator {
+            return Err(Answer::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "a {} token may not send alerts; it needs {}",
+                    principal.role,
+                    Role::Operator
+                ),
+            ));
+        }
+        Ok(principal)
+    }
+
+    /// The body, at most `alerts.max_body_bytes` of it.
+    async fn body(&self, head: &Request<()>, body: Body) -> Result<bytes::Bytes, Answer> {
+        let max = self.section.max_body_bytes;
+        let too_large = || Answer {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            error: format!("the body is over alerts.max_body_bytes = {max}"),
+            field: None,
+        };
+        let declared = head
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > max as u64) {
+            return Err(too_large());
+        }
+        match http_body_util::Limited::new(body, max).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+            Err(e) => Err(Answer::new(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the body: {e}"),
+            )),
+        }
+    }
+
+    /// What the store records for `n`.
+    fn notification(&self, n: &Notification) -> Result<AlertNotification, Answer> {
+        let title = render::title(n, Limits::MAX_TITLE_BYTES);
+        let description = render::description(n, self.limits.max_message_bytes);
+        let incident = IncidentText::parse(title, description, &self.limits).map_err(|e| {
+            Answer::new(StatusCode::BAD_REQUEST, format!("the incident's text: {e}"))
+        })?;
+        let prompt = render::matching(&self.section.triggers, n)
+            .map(|t| render::prompt(t, n, self.limits.max_message_bytes));
+        Ok(AlertNotification {
+            group_key: n.group_key.clone(),
+            source: "alertmanager",
+            receiver: render::fit(&n.receiver, render::MAX_VALUE_BYTES, "receiver"),
+            external_url: render::fit(&n.external_url, render::MAX_VALUE_BYTES, "external URL"),
+            incident,
+            prompt,
+            alerts: n
+                .alerts
+                .iter()
+                .map(|a| AlertSeen {
+                    fingerprint: a.fingerprint.clone(),
+                    firing: a.firing,
+                    starts_at: a.starts_at,
+                    ends_at: a.ends_at,
+                    labels_json: render::stored_labels(&a.labels),
+                })
+                .collect(),
+        })
+    }
+
+    /// Starts the group's trigger session exactly as `StartSession` does
+    /// (commit, publish and start as one unit), replayed by its key when a
+    /// retry finds it started, and notes it on the group.
+    async fn start(
+        &self,
+        tenant: &Tenant,
+        group_key: &str,
+        incident: inquest_core::IncidentId,
+        prompt: String,
+    ) -> Result<Option<inquest_core::SessionId>, Answer> {
+        let message = UserMessage::parse(prompt, &self.limits).map_err(|e| {
+            Answer::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the trigger's prompt: {e}"),
+            )
+        })?;
+        let key = IdempotencyKey::parse_optional(SESSION_KEY.to_owned())
+            .map_err(|e| Answer::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let (log, runner) = (self.log.clone(), self.runner.clone());
+        let (owner, quota) = (tenant.clone(), self.tenants.quota(tenant));
+        let started = self
+            .runner
+            .unit::<_, StoreError, _>(async move {
+                let started = log
+                    .start_session(&owner, quota, incident, message, key)
+                    .await?;
+                runner.start(started.session.id);
+                Ok(started)
+            })
+            .await;
+        let started = match started {
+            Ok(s) => s,
+            // The incident stands without a session; a later notification
+            // of the group tries again.
+            Err(e @ StoreError::QuotaExceeded(_)) => {
+                tracing::warn!(incident_id = %incident, error = %e, "a trigger matched but the tenant is over its limits: no session started");
+                return Ok(None);
+            }
+            Err(e) => return Err(store_answer(&e)),
+        };
+        let id = started.session.id;
+        if started.created {
+            metrics::counter!("inquest_alert_sessions_started_total").increment(1);
+            tracing::info!(incident_id = %incident, session_id = %id, "session started by an alert trigger");
+        }
+        self.store
+            .alert_session_started(tenant, group_key, id)
+            .await
+            .map_err(|e| store_answer(&e))?;
+        Ok(Some(id))
+    }
+}

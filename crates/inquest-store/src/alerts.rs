@@ -1,0 +1,323 @@
+//! Alert notifications (migration V21): a notification group is one
+//! incident, and only what changed in it is written.
+//!
+//! [`Store::record_alerts`] runs in one transaction under a lock on its
+//! group: the first notification of a group creates the incident and the
+//! group's row; each later one compares its alerts with what the group
+//! last saw (`alert_states`) and appends an `alert_events` row per alert
+//! that fired or resolved since. A repeat of an unchanged group (a retry,
+//! a `repeat_interval` resend) reads and writes nothing new.
+
+use std::collections::{HashMap, HashSet};
+
+use inquest_core::{IncidentId, IncidentText, SessionId, Tenant};
+use time::OffsetDateTime;
+
+use crate::{Store, StoreError, rows::get, text};
+
+/// One alert of a notification, as the edge parsed it.
+#[derive(Debug, Clone)]
+pub struct AlertSeen {
+    pub fingerprint: String,
+    pub firing: bool,
+    pub starts_at: OffsetDateTime,
+    /// `None` while firing (Alertmanager sends the zero time then).
+    pub ends_at: Option<OffsetDateTime>,
+    /// The labels as JSON text (no NUL byte: JSON escapes it).
+    pub labels_json: String,
+}
+
+/// A notification to record for `tenant`'s group `group_key`.
+#[derive(Debug, Clone)]
+pub struct AlertNotification {
+    pub group_key: String,
+    /// The endpoint it came through (`alertmanager`).
+    pub source: &'static str,
+    pub receiver: String,
+    pub external_url: String,
+    /// Title and description of the incident, used only if this
+    /// notification creates it.
+    pub incident: IncidentText,
+    /// The matching trigger's rendered prompt, if one matched.
+    pub prompt: Option<String>,
+    /// Distinct fingerprints (the edge drops repeats).
+    pub alerts: Vec<AlertSeen>,
+}
+
+/// What [`Store::record_alerts`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertsRecorded {
+    pub incident: IncidentId,
+    /// This notification created the incident.
+    pub created: bool,
+    /// Alerts that fired or resolved since the group's last notification.
+    pub changed: usize,
+    /// The trigger prompt of a group whose session is not started yet
+    /// (started by the caller; kept until it is, so a retry starts it).
+    pub to_start: Option<String>,
+}
+
+/// One recorded change of an alert of an incident.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertEvent {
+    pub fingerprint: String,
+    pub firing: bool,
+    pub starts_at: OffsetDateTime,
+    pub ends_at: Option<OffsetDateTime>,
+    pub labels_json: String,
+    pub received_at: OffsetDateTime,
+}
+
+/// Where an incident came from, when an alert group made it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlertOrigin {
+    pub source: String,
+    pub receiver: String,
+    pub external_url: String,
+    pub group_key: String,
+    /// How many alert events the incident has (all, not only those read).
+    pub events_total: i64,
+    /// The newest events, newest first.
+    pub events: Vec<AlertEvent>,
+}
+
+fn status_text(firing: bool) -> &'static str {
+    if firing { "firing" } else { "resolved" }
+}
+
+impl Store {
+    /// Records a notification of `tenant`'s group in one transaction; see
+    /// the module docs.
+    pub async fn record_alerts(
+        &self,
+        tenant: &Tenant,
+        n: &AlertNotification,
+    ) -> Result<AlertsRecorded, StoreError> {
+        let store = self.clone();
+        let limit = self.turn_write_timeout;
+        let tenant = tenant.clone();
+        let n = n.clone();
+        // Detached: a sender that hangs up does not cut the transaction
+        // short half way through its round trips (it would roll back, but
+        // a retry would then wait on the lock for nothing).
+        self.detached(async move {
+            store
+                .run_with_timeout("record_alerts", limit, async |c| {
+                    record_alerts_tx(c, &tenant, &n).await
+                })
+                .await
+        })
+        .await
+    }
+
+    /// Notes that the trigger's session of `tenant`'s group started.
+    pub async fn alert_session_started(
+        &self,
+        tenant: &Tenant,
+        group_key: &str,
+        session: SessionId,
+    ) -> Result<(), StoreError> {
+        self.run("alert_session_started", async |c| {
+            c.execute(
+                "UPDATE alert_groups SET session_id = $3 \
+                 WHERE tenant = $1 AND group_key = $2 AND session_id IS NULL",
+                &[&tenant.as_str(), &group_key, session.as_uuid()],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The alert group behind `tenant`'s incident and its newest `limit`
+    /// events; `None` for an incident no alert made.
+    pub async fn alert_origin(
+        &self,
+        tenant: &Tenant,
+        incident: IncidentId,
+        limit: i64,
+    ) -> Result<Option<AlertOrigin>, StoreError> {
+        self.run("alert_origin", async |c| {
+            let Some(group) = c
+                .query_opt(
+                    "SELECT source, receiver, external_url, group_key, \
+                     (SELECT count(*) FROM alert_events e WHERE e.incident_id = g.incident_id) \
+                     FROM alert_groups g WHERE tenant = $1 AND incident_id = $2",
+                    &[&tenant.as_str(), incident.as_uuid()],
+                )
+                .await?
+            else {
+                return Ok(None);
+            };
+            let rows = c
+                .query(
+                    "SELECT fingerprint, status, starts_at, ends_at, labels, received_at \
+                     FROM alert_events WHERE incident_id = $1 ORDER BY id DESC LIMIT $2",
+                    &[incident.as_uuid(), &limit],
+                )
+                .await?;
+            let events = rows
+                .iter()
+                .map(|r| {
+                    Ok(AlertEvent {
+                        fingerprint: get(r, 0)?,
+                        firing: get::<String>(r, 1)? == "firing",
+                        starts_at: get(r, 2)?,
+                        ends_at: get(r, 3)?,
+                        labels_json: get(r, 4)?,
+                        received_at: get(r, 5)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            Ok(Some(AlertOrigin {
+                source: get(&group, 0)?,
+                receiver: get(&group, 1)?,
+                external_url: get(&group, 2)?,
+                group_key: get(&group, 3)?,
+                events_total: get(&group, 4)?,
+                events,
+            }))
+        })
+        .await
+    }
+}
+
+async fn record_alerts_tx(
+    client: &mut deadpool_postgres::Client,
+    tenant: &Tenant,
+    n: &AlertNotification,
+) -> Result<AlertsRecorded, StoreError> {
+    let tx = client.transaction().await?;
+    // One notification of a group at a time: two first notifications
+    // racing would otherwise both create an incident. Keyed by hashes, so
+    // an unrelated group may share a lock by chance (it waits a moment).
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
+        &[&tenant.as_str(), &n.group_key],
+    )
+    .await?;
+    let group = tx
+        .query_opt(
+            "SELECT incident_id, prompt, prompt_escaped, session_id FROM alert_groups \
+             WHERE tenant = $1 AND group_key = $2",
+            &[&tenant.as_str(), &n.group_key],
+        )
+        .await?;
+    let (incident, created, mut prompt, started) = match group {
+        Some(row) => {
+            let escaped: bool = get(&row, 2)?;
+            let prompt = get::<Option<String>>(&row, 1)?
+                .map(|p| text::read(p, escaped, "alert trigger prompt"))
+                .transpose()?;
+            let started = get::<Option<uuid::Uuid>>(&row, 3)?.is_some();
+            (IncidentId::from_uuid(get(&row, 0)?), false, prompt, started)
+        }
+        None => {
+            let incident = crate::incidents::insert_incident(&tx, tenant, &n.incident).await?;
+            tx.execute(
+                "INSERT INTO alert_groups (tenant, group_key, incident_id, source, receiver, \
+                 external_url) VALUES ($1, $2, $3, $4, $5, $6)",
+                &[
+                    &tenant.as_str(),
+                    &n.group_key,
+                    incident.as_uuid(),
+                    &n.source,
+                    &n.receiver,
+                    &n.external_url,
+                ],
+            )
+            .await?;
+            (incident, true, None, false)
+        }
+    };
+    let changed = record_changes(&tx, incident, &n.alerts).await?;
+    // The first notification that matches a trigger decides the prompt; a
+    // later one changes nothing about it.
+    if prompt.is_none()
+        && (created || changed > 0)
+        && let Some(p) = &n.prompt
+    {
+        let escaped = text::has_nul(p);
+        tx.execute(
+            "UPDATE alert_groups SET prompt = $3, prompt_escaped = $4 \
+             WHERE tenant = $1 AND group_key = $2",
+            &[
+                &tenant.as_str(),
+                &n.group_key,
+                &&*text::field(p, escaped),
+                &escaped,
+            ],
+        )
+        .await?;
+        prompt = Some(p.clone());
+    }
+    tx.commit().await?;
+    Ok(AlertsRecorded {
+        incident,
+        created,
+        changed,
+        to_start: prompt.filter(|_| !started),
+    })
+}
+
+/// Writes the alerts whose status or start differs from what the group
+/// last saw; returns how many.
+async fn record_changes(
+    tx: &deadpool_postgres::Transaction<'_>,
+    incident: IncidentId,
+    alerts: &[AlertSeen],
+) -> Result<usize, StoreError> {
+    let mut seen = HashSet::new();
+    let alerts: Vec<&AlertSeen> = alerts
+        .iter()
+        .filter(|a| seen.insert(a.fingerprint.as_str()))
+        .collect();
+    let fingerprints: Vec<&str> = alerts.iter().map(|a| a.fingerprint.as_str()).collect();
+    let rows = tx
+        .query(
+            "SELECT fingerprint, status, starts_at FROM alert_states \
+             WHERE incident_id = $1 AND fingerprint = ANY($2)",
+            &[incident.as_uuid(), &fingerprints],
+        )
+        .await?;
+    let mut last: HashMap<String, (bool, OffsetDateTime)> = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let status: String = get(row, 1)?;
+        last.insert(get(row, 0)?, (status == "firing", get(row, 2)?));
+    }
+    let changed: Vec<&AlertSeen> = alerts
+        .into_iter()
+        .filter(|a| last.get(&a.fingerprint) != Some(&(a.firing, a.starts_at)))
+        .collect();
+    if changed.is_empty() {
+        return Ok(0);
+    }
+    let fingerprints: Vec<&str> = changed.iter().map(|a| a.fingerprint.as_str()).collect();
+    let statuses: Vec<&str> = changed.iter().map(|a| status_text(a.firing)).collect();
+    let starts: Vec<OffsetDateTime> = changed.iter().map(|a| a.starts_at).collect();
+    let ends: Vec<Option<OffsetDateTime>> = changed.iter().map(|a| a.ends_at).collect();
+    let labels: Vec<&str> = changed.iter().map(|a| a.labels_json.as_str()).collect();
+    tx.execute(
+        "INSERT INTO alert_states (incident_id, fingerprint, status, starts_at) \
+         SELECT $1, f, s, t FROM unnest($2::text[], $3::text[], $4::timestamptz[]) AS u(f, s, t) \
+         ON CONFLICT (incident_id, fingerprint) \
+         DO UPDATE SET status = excluded.status, starts_at = excluded.starts_at",
+        &[incident.as_uuid(), &fingerprints, &statuses, &starts],
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO alert_events (incident_id, fingerprint, status, starts_at, ends_at, labels) \
+         SELECT $1, f, s, t, e, l FROM unnest($2::text[], $3::text[], $4::timestamptz[], \
+         $5::timestamptz[], $6::text[]) WITH ORDINALITY AS u(f, s, t, e, l, n) ORDER BY n",
+        &[
+            incident.as_uuid(),
+            &fingerprints,
+            &statuses,
+            &starts,
+            &ends,
+            &labels,
+        ],
+    )
+    .await?;
+    Ok(changed.len())
+}
