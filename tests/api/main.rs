@@ -6,6 +6,7 @@ mod agent_mcp;
 mod agent_providers;
 mod agent_support;
 mod agent_watch;
+mod alerts;
 mod auth;
 mod backpressure;
 mod burst_lane;

@@ -52,6 +52,8 @@ pub struct AlertsRecorded {
     pub created: bool,
     /// Alerts that fired or resolved since the group's last notification.
     pub changed: usize,
+    /// The session the group's trigger started, if it did.
+    pub session: Option<SessionId>,
     /// The trigger prompt of a group whose session is not started yet
     /// (started by the caller; kept until it is, so a retry starts it).
     pub to_start: Option<String>,
@@ -79,6 +81,14 @@ pub struct AlertOrigin {
     pub events_total: i64,
     /// The newest events, newest first.
     pub events: Vec<AlertEvent>,
+}
+
+/// `t` as PostgreSQL keeps it (microseconds): Alertmanager sends
+/// nanoseconds, and a stored time compared with the sent one would
+/// otherwise differ on every repeat.
+fn micros(t: OffsetDateTime) -> OffsetDateTime {
+    t.replace_nanosecond(t.nanosecond() / 1000 * 1000)
+        .unwrap_or(t)
 }
 
 fn status_text(firing: bool) -> &'static str {
@@ -209,7 +219,7 @@ async fn record_alerts_tx(
             let prompt = get::<Option<String>>(&row, 1)?
                 .map(|p| text::read(p, escaped, "alert trigger prompt"))
                 .transpose()?;
-            let started = get::<Option<uuid::Uuid>>(&row, 3)?.is_some();
+            let started = get::<Option<uuid::Uuid>>(&row, 3)?.map(SessionId::from_uuid);
             (IncidentId::from_uuid(get(&row, 0)?), false, prompt, started)
         }
         None => {
@@ -227,7 +237,7 @@ async fn record_alerts_tx(
                 ],
             )
             .await?;
-            (incident, true, None, false)
+            (incident, true, None, None)
         }
     };
     let changed = record_changes(&tx, incident, &n.alerts).await?;
@@ -256,7 +266,8 @@ async fn record_alerts_tx(
         incident,
         created,
         changed,
-        to_start: prompt.filter(|_| !started),
+        to_start: prompt.filter(|_| started.is_none()),
+        session: started,
     })
 }
 
@@ -287,15 +298,15 @@ async fn record_changes(
     }
     let changed: Vec<&AlertSeen> = alerts
         .into_iter()
-        .filter(|a| last.get(&a.fingerprint) != Some(&(a.firing, a.starts_at)))
+        .filter(|a| last.get(&a.fingerprint) != Some(&(a.firing, micros(a.starts_at))))
         .collect();
     if changed.is_empty() {
         return Ok(0);
     }
     let fingerprints: Vec<&str> = changed.iter().map(|a| a.fingerprint.as_str()).collect();
     let statuses: Vec<&str> = changed.iter().map(|a| status_text(a.firing)).collect();
-    let starts: Vec<OffsetDateTime> = changed.iter().map(|a| a.starts_at).collect();
-    let ends: Vec<Option<OffsetDateTime>> = changed.iter().map(|a| a.ends_at).collect();
+    let starts: Vec<OffsetDateTime> = changed.iter().map(|a| micros(a.starts_at)).collect();
+    let ends: Vec<Option<OffsetDateTime>> = changed.iter().map(|a| a.ends_at.map(micros)).collect();
     let labels: Vec<&str> = changed.iter().map(|a| a.labels_json.as_str()).collect();
     tx.execute(
         "INSERT INTO alert_states (incident_id, fingerprint, status, starts_at) \

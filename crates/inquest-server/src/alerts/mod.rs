@@ -184,7 +184,7 @@ impl Alerts {
                 tracing::warn!(incident_id = %recorded.incident, "a trigger matched but no model provider is configured: no session started");
                 None
             }
-            None => None,
+            None => recorded.session,
         };
         Ok(serde_json::json!({
             "incident_id": recorded.incident.to_string(),

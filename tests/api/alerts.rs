@@ -1,0 +1,685 @@
+//! Alerts in: Debian's `prometheus-alertmanager` (a real process) sends its
+//! webhook to the real server; the alerts are posted to Alertmanager's own
+//! API, never to Inquest by hand. Then the hostile payloads, sent directly:
+//! each gets its status and writes nothing.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use inquest_auth::Role;
+use inquest_core::Tenant;
+use inquest_proto::v1 as pb;
+use inquest_server::{alerts::config::Trigger, edge::auth::AuthMode};
+use inquest_tests::{TestApp, spawn_app_with};
+use serde_json::{Value, json};
+use tonic::{Request, metadata::MetadataValue};
+
+const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
+const WAIT: Duration = Duration::from_secs(40);
+
+fn trigger() -> Trigger {
+    Trigger {
+        matches: [("severity".to_owned(), "critical".to_owned())].into(),
+        prompt: "Investigate {{label.alertname}}: {{annotation.summary}}\n{{alerts}}".into(),
+    }
+}
+
+async fn spawn_with_auth(tweak: impl FnOnce(&mut inquest_server::config::Config)) -> TestApp {
+    spawn_app_with(|c| {
+        c.auth.mode = AuthMode::Required;
+        c.alerts.triggers = vec![trigger()];
+        tweak(c);
+    })
+    .await
+}
+
+async fn token(app: &TestApp, tenant: &str, role: Role) -> String {
+    app.store
+        .create_token(
+            &format!("{tenant}-{role}"),
+            &Tenant::parse(tenant).unwrap(),
+            role,
+            None,
+        )
+        .await
+        .unwrap()
+        .secret
+}
+
+fn with<T>(message: T, token: &str) -> Request<T> {
+    let mut request = Request::new(message);
+    let value: MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
+    request.metadata_mut().insert("authorization", value);
+    request
+}
+
+/// A plain-HTTP client (loopback only; rustls needs a provider chosen).
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+/// A free loopback port (bound and released; Alertmanager takes it next).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Alertmanager as a child process, killed when dropped.
+struct Alertmanager {
+    url: String,
+    _child: tokio::process::Child,
+    dir: PathBuf,
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Alertmanager {
+    /// Starts it with one webhook receiver pointed at `app` with `token`;
+    /// groups by `alertname`, waits 1 s, repeats an unchanged group every
+    /// 2 s. Fails (does not skip) when the binary is missing.
+    async fn start(app: &TestApp, token: &str) -> Self {
+        assert!(
+            Path::new(ALERTMANAGER).exists(),
+            "{ALERTMANAGER} is missing: apt-get install -y prometheus-alertmanager (cargo xtask test installs it)"
+        );
+        let dir = std::env::temp_dir().join(format!(
+            "inquest-alertmanager-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let config = format!(
+            "route:\n  receiver: inquest\n  group_by: [alertname]\n  group_wait: 1s\n  \
+             group_interval: 1s\n  repeat_interval: 2s\nreceivers:\n- name: inquest\n  \
+             webhook_configs:\n  - url: http://{}/v1/alerts/alertmanager\n    send_resolved: true\n    \
+             http_config:\n      authorization:\n        type: Bearer\n        credentials: {token}\n",
+            app.addr
+        );
+        std::fs::write(dir.join("alertmanager.yml"), config).unwrap();
+        let port = free_port();
+        let child = tokio::process::Command::new(ALERTMANAGER)
+            .arg(format!(
+                "--config.file={}",
+                dir.join("alertmanager.yml").display()
+            ))
+            .arg(format!("--storage.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--cluster.listen-address=")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting prometheus-alertmanager");
+        let am = Self {
+            url: format!("http://127.0.0.1:{port}"),
+            _child: child,
+            dir,
+        };
+        let http = http();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let ready = http.get(format!("{}/-/ready", am.url)).send().await;
+            if ready.is_ok_and(|r| r.status().is_success()) {
+                return am;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "alertmanager did not get ready"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `POST /api/v2/alerts`.
+    async fn post(&self, alerts: Value) {
+        let status = http()
+            .post(format!("{}/api/v2/alerts", self.url))
+            .json(&alerts)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert!(
+            status.is_success(),
+            "alertmanager refused the alerts: {status}"
+        );
+    }
+
+    /// Webhook notifications it has tried to send (its own metric).
+    async fn notifications(&self) -> (u64, u64) {
+        let text = http()
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let read = |name: &str| {
+            text.lines()
+                .filter(|l| l.starts_with(name) && l.contains("integration=\"webhook\""))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>() as u64
+        };
+        (
+            read("alertmanager_notifications_total"),
+            read("alertmanager_notifications_failed_total"),
+        )
+    }
+}
+
+fn alert(name: &str, instance: &str, severity: &str, resolved: bool) -> Value {
+    let now = time::OffsetDateTime::now_utc();
+    let fmt = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    let mut a = json!({
+        "labels": {"alertname": name, "instance": instance, "severity": severity},
+        "annotations": {"summary": format!("{name} is bad")},
+        "generatorURL": "http://prometheus.test/graph",
+        "startsAt": fmt(now - Duration::from_secs(60)),
+    });
+    if resolved {
+        a["endsAt"] = fmt(now - Duration::from_secs(1)).into();
+    }
+    a
+}
+
+/// Polls `check` until it holds, for at most [`WAIT`].
+async fn until<F: AsyncFnMut() -> bool>(what: &str, mut check: F) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn incidents(app: &TestApp, token: &str) -> Vec<pb::Incident> {
+    app.client()
+        .await
+        .list_incidents(with(pb::ListIncidentsRequest::default(), token))
+        .await
+        .unwrap()
+        .into_inner()
+        .incidents
+}
+
+async fn sessions_of(app: &TestApp, token: &str, incident: &str) -> Vec<pb::Session> {
+    app.client()
+        .await
+        .list_sessions(with(
+            pb::ListSessionsRequest {
+                incident_id: incident.to_owned(),
+                ..Default::default()
+            },
+            token,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions
+}
+
+async fn origin(app: &TestApp, token: &str, incident: &str) -> pb::AlertOrigin {
+    app.client()
+        .await
+        .get_incident(with(
+            pb::GetIncidentRequest {
+                incident_id: incident.to_owned(),
+            },
+            token,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .alert_origin
+        .expect("an incident an alert group made has its origin")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alertmanager_groups_become_incidents_and_a_trigger_starts_one_session() {
+    let app = spawn_with_auth(|_| {}).await;
+    let operator = token(&app, "acme", Role::Operator).await;
+    let am = Alertmanager::start(&app, &operator).await;
+    am.post(json!([
+        alert("HighLatency", "a:1", "critical", false),
+        alert("HighLatency", "b:1", "critical", false),
+        alert("DiskFull", "c:1", "warning", false),
+    ]))
+    .await;
+
+    // One incident per group.
+    until("two incidents", async || app.count("incidents").await == 2).await;
+    let all = incidents(&app, &operator).await;
+    let latency = all
+        .iter()
+        .find(|i| i.title == "HighLatency is bad")
+        .expect("the group's common summary is its title");
+    let disk = all
+        .iter()
+        .find(|i| i.title == "DiskFull is bad")
+        .expect("the other group");
+    assert!(
+        latency.description.contains("<alerts>"),
+        "{}",
+        latency.description
+    );
+    until("both latency alerts recorded", async || {
+        origin(&app, &operator, &latency.id).await.events.len() == 2
+    })
+    .await;
+    let o = origin(&app, &operator, &latency.id).await;
+    assert_eq!(o.source, "alertmanager");
+    assert_eq!(o.receiver, "inquest");
+    assert!(o.external_url.starts_with("http"), "{}", o.external_url);
+    assert!(
+        o.events
+            .iter()
+            .all(|e| e.firing && e.labels["alertname"] == "HighLatency")
+    );
+
+    // The critical group matched the trigger: one session, opened with the
+    // prompt; the warning group matched none.
+    let sessions = sessions_of(&app, &operator, &latency.id).await;
+    assert_eq!(sessions.len(), 1);
+    let turns = app
+        .client()
+        .await
+        .list_turns(with(
+            pb::ListTurnsRequest {
+                session_id: sessions[0].id.clone(),
+                ..Default::default()
+            },
+            &operator,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .turns;
+    assert!(
+        turns[0]
+            .content
+            .starts_with("Investigate HighLatency: HighLatency is bad\n<alerts>"),
+        "{}",
+        turns[0].content
+    );
+    assert!(sessions_of(&app, &operator, &disk.id).await.is_empty());
+
+    // Alertmanager repeats the unchanged groups (repeat_interval 2 s):
+    // delivered, and nothing new written.
+    let written = (
+        app.count("incidents").await,
+        app.count("alert_events").await,
+        app.count("sessions").await,
+        app.count("turns").await,
+    );
+    let (sent, _) = am.notifications().await;
+    until("two repeats per group delivered", async || {
+        am.notifications().await.0 >= sent + 4
+    })
+    .await;
+    assert_eq!(am.notifications().await.1, 0, "no notification failed");
+    assert_eq!(
+        written,
+        (
+            app.count("incidents").await,
+            app.count("alert_events").await,
+            app.count("sessions").await,
+            app.count("turns").await,
+        ),
+        "a repeat writes nothing"
+    );
+
+    // A change is recorded: one alert resolves, another fires; still one
+    // incident and one session.
+    am.post(json!([
+        alert("HighLatency", "b:1", "critical", true),
+        alert("HighLatency", "d:1", "critical", false),
+    ]))
+    .await;
+    until("the resolution and the new alert recorded", async || {
+        origin(&app, &operator, &latency.id).await.events_total == 4
+    })
+    .await;
+    let o = origin(&app, &operator, &latency.id).await;
+    let instance = |e: &pb::AlertEvent| e.labels["instance"].clone();
+    let resolved: Vec<_> = o
+        .events
+        .iter()
+        .filter(|e| !e.firing)
+        .map(instance)
+        .collect();
+    assert_eq!(resolved, ["b:1"]);
+    assert!(o.events.iter().any(|e| e.firing && instance(e) == "d:1"));
+    assert!(o.events.iter().all(|e| e.received_at.is_some()));
+    assert!(
+        o.events
+            .iter()
+            .filter(|e| !e.firing)
+            .all(|e| e.ends_at.is_some())
+    );
+    assert_eq!(app.count("incidents").await, 2);
+    assert_eq!(sessions_of(&app, &operator, &latency.id).await.len(), 1);
+    drop(am);
+    app.stop().await.unwrap();
+}
+
+/// A notification sent directly, as a hostile sender would.
+async fn send(app: &TestApp, token: Option<&str>, body: impl Into<reqwest::Body>) -> (u16, Value) {
+    send_to(app.addr, token, body).await
+}
+
+async fn send_to(
+    addr: std::net::SocketAddr,
+    token: Option<&str>,
+    body: impl Into<reqwest::Body>,
+) -> (u16, Value) {
+    let mut request = http()
+        .post(format!("http://{addr}/v1/alerts/alertmanager"))
+        .header("content-type", "application/json")
+        .body(body);
+    if let Some(t) = token {
+        request = request.header("authorization", format!("Bearer {t}"));
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// Announces a body of `length` bytes, sends 1 KiB of it, and returns
+/// what the server answered.
+async fn announce_oversized(app: &TestApp, token: &str, length: usize) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    let head = format!(
+        "POST /v1/alerts/alertmanager HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {token}\r\n\
+         content-type: application/json\r\ncontent-length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&[b' '; 1024]).await.unwrap();
+    let mut answer = vec![0; 4096];
+    let n = tokio::time::timeout(WAIT, stream.read(&mut answer))
+        .await
+        .expect("an answer before the body")
+        .unwrap();
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
+fn payload(group_key: &str, alerts: Vec<Value>) -> String {
+    json!({
+        "version": "4", "groupKey": group_key, "status": "firing", "receiver": "inquest",
+        "externalURL": "http://am.test", "groupLabels": {}, "commonLabels": {},
+        "commonAnnotations": {}, "alerts": alerts,
+    })
+    .to_string()
+}
+
+fn raw_alert(fingerprint: &str, severity: &str) -> Value {
+    json!({
+        "status": "firing", "fingerprint": fingerprint,
+        "labels": {"alertname": "Raw", "severity": severity},
+        "annotations": {}, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+    })
+}
+
+async fn written(app: &TestApp) -> [i64; 5] {
+    [
+        app.count("incidents").await,
+        app.count("alert_groups").await,
+        app.count("alert_states").await,
+        app.count("alert_events").await,
+        app.count("sessions").await,
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_notifications_get_their_status_and_write_nothing() {
+    let app = spawn_with_auth(|c| {
+        c.alerts.max_body_bytes = 4 * 1024 * 1024;
+        c.alerts.max_alerts = 100;
+    })
+    .await;
+    let acme = token(&app, "acme", Role::Operator).await;
+    let viewer = token(&app, "acme", Role::Viewer).await;
+    let ok = payload("{}:{alertname=\"Raw\"}", vec![raw_alert("f1", "warning")]);
+    let many: Vec<Value> = (0..10_000)
+        .map(|i| raw_alert(&format!("f{i}"), "x"))
+        .collect();
+    let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    // (what, token, body, status, the field the error names)
+    type Case<'a> = (&'a str, Option<&'a str>, Vec<u8>, u16, Option<&'a str>);
+    let cases: Vec<Case> = vec![
+        ("no token", None, ok.clone().into(), 401, None),
+        (
+            "a bogus token",
+            Some("inq_nope"),
+            ok.clone().into(),
+            401,
+            None,
+        ),
+        ("a viewer", Some(&viewer), ok.clone().into(), 403, None),
+        (
+            "10,000 alerts",
+            Some(&acme),
+            payload("k", many).into(),
+            413,
+            Some("alerts"),
+        ),
+        (
+            "malformed JSON",
+            Some(&acme),
+            b"{\"groupKey\": ".to_vec(),
+            400,
+            None,
+        ),
+        ("deep JSON", Some(&acme), deep.into(), 400, None),
+        (
+            "invalid UTF-8",
+            Some(&acme),
+            b"{\"groupKey\":\"\xff\"}".to_vec(),
+            400,
+            None,
+        ),
+        (
+            "NUL in the groupKey",
+            Some(&acme),
+            payload("a\u{0}b", vec![raw_alert("f1", "x")]).into(),
+            400,
+            Some("groupKey"),
+        ),
+        (
+            "a bad time",
+            Some(&acme),
+            payload(
+                "k",
+                vec![json!({"status": "firing", "fingerprint": "f", "startsAt": "soon"})],
+            )
+            .into(),
+            400,
+            Some("alerts[0].startsAt"),
+        ),
+    ];
+    for (what, token, body, want, field) in cases {
+        let (status, answer) = send(&app, token, body).await;
+        assert_eq!(status, want, "{what}: {answer}");
+        assert!(
+            answer["error"].is_string(),
+            "{what}: a JSON error: {answer}"
+        );
+        if let Some(field) = field {
+            assert_eq!(answer["field"], field, "{what}: {answer}");
+        }
+        assert_eq!(written(&app).await, [0; 5], "{what}: nothing written");
+    }
+
+    // Oversized: refused on its declared length, before the body is read
+    // (a client that insists on writing it all finds the connection shut).
+    let head = announce_oversized(&app, &acme, 4 * 1024 * 1024 + 1).await;
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    assert!(head.contains("max_body_bytes"), "{head}");
+    assert_eq!(written(&app).await, [0; 5], "oversized: nothing written");
+
+    // NUL inside label and annotation values is text like any other:
+    // stored and given back exactly.
+    let mut nul = raw_alert("f1", "critical");
+    nul["annotations"]["summary"] = "disk\u{0}full".into();
+    let body = json!({
+        "groupKey": "g-nul", "status": "firing", "commonAnnotations": {"summary": "disk\u{0}full"},
+        "alerts": [nul],
+    })
+    .to_string();
+    let (status, answer) = send(&app, Some(&acme), body).await;
+    assert_eq!(status, 200, "{answer}");
+    let id = answer["incident_id"].as_str().unwrap().to_owned();
+    let got = app
+        .client()
+        .await
+        .get_incident(with(
+            pb::GetIncidentRequest {
+                incident_id: id.clone(),
+            },
+            &acme,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.title, "disk\u{0}full");
+
+    // A foreign tenant's notification with the same groupKey makes its
+    // own incident; acme's is untouched, and hidden from globex.
+    let globex = token(&app, "globex", Role::Operator).await;
+    let before = origin(&app, &acme, &id).await;
+    let foreign = json!({
+        "groupKey": "g-nul", "status": "firing",
+        "alerts": [raw_alert("f1", "warning"), raw_alert("f2", "warning")],
+    })
+    .to_string();
+    let (status, answer) = send(&app, Some(&globex), foreign).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_ne!(answer["incident_id"].as_str(), Some(id.as_str()));
+    assert_eq!(answer["created"], true);
+    assert_eq!(
+        origin(&app, &acme, &id).await,
+        before,
+        "acme's incident untouched"
+    );
+    let hidden = app
+        .client()
+        .await
+        .get_incident(with(
+            pb::GetIncidentRequest {
+                incident_id: id.clone(),
+            },
+            &globex,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(hidden.code(), tonic::Code::NotFound);
+    app.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_retries_make_one_incident_and_one_session() {
+    let app = spawn_with_auth(|_| {}).await;
+    let acme = token(&app, "acme", Role::Operator).await;
+    let body = payload(
+        "k-race",
+        vec![raw_alert("f1", "critical"), raw_alert("f2", "critical")],
+    );
+    let mut sends = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (addr, token, body) = (app.addr, acme.clone(), body.clone());
+        sends.spawn(async move { send_to(addr, Some(&token), body).await });
+    }
+    let answers = sends.join_all().await;
+    for (status, answer) in &answers {
+        assert_eq!(*status, 200, "{answer}");
+    }
+    let ids: std::collections::BTreeSet<_> = answers
+        .iter()
+        .map(|(_, a)| a["incident_id"].to_string())
+        .collect();
+    let sessions: std::collections::BTreeSet<_> = answers
+        .iter()
+        .map(|(_, a)| a["session_id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(ids.len(), 1, "{answers:?}");
+    assert_eq!(sessions.len(), 1, "{answers:?}");
+    assert!(
+        sessions.iter().all(Option::is_some),
+        "a session started: {answers:?}"
+    );
+    assert_eq!(
+        answers.iter().filter(|(_, a)| a["created"] == true).count(),
+        1
+    );
+    assert_eq!(written(&app).await, [1, 1, 2, 2, 1]);
+    app.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_answers_503_and_the_retry_stores_it() {
+    let app = spawn_with_auth(|c| c.store.op_timeout = Duration::from_secs(2)).await;
+    let acme = token(&app, "acme", Role::Operator).await;
+    let body = payload("k-down", vec![raw_alert("f1", "warning")]);
+    // The token is verified once while the database is up (then cached).
+    assert_eq!(
+        send(
+            &app,
+            Some(&acme),
+            payload("warm", vec![raw_alert("w", "x")])
+        )
+        .await
+        .0,
+        200
+    );
+    app.take_database_down().await;
+    let (status, answer) = send(&app, Some(&acme), body.clone()).await;
+    assert_eq!(status, 503, "{answer}");
+    app.bring_database_up().await;
+    let mut stored = None;
+    for _ in 0..100 {
+        let (status, answer) = send(&app, Some(&acme), body.clone()).await;
+        if status == 200 {
+            stored = Some(answer);
+            break;
+        }
+        assert_eq!(status, 503, "{answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stored = stored.expect("stored once the database is back");
+    assert_eq!(stored["created"], true);
+    assert_eq!(app.count("incidents").await, 2);
+    app.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_authentication_loopback_senders_are_the_default_tenant() {
+    let app = spawn_app_with(|_| {}).await;
+    let (status, answer) = send(&app, None, payload("k", vec![raw_alert("f1", "x")])).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["session_id"], Value::Null, "no trigger configured");
+    let (status, _) = send(&app, None, payload("k", vec![raw_alert("f1", "x")])).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        written(&app).await,
+        [1, 1, 1, 1, 0],
+        "the repeat wrote nothing"
+    );
+    app.stop().await.unwrap();
+}
