@@ -127,18 +127,43 @@ fn ensure_chromium() -> anyhow::Result<()> {
     step(
         "installing headless Chromium for the console tests (apt-get install chromium chromium-driver)",
     );
+    apt_get_install(&["chromium", "chromium-driver"])?;
+    if !(on_path("chromium") && on_path("chromedriver")) {
+        bail!(
+            "installed `chromium` and `chromium-driver` but chromium or chromedriver is still not on PATH"
+        );
+    }
+    Ok(())
+}
+
+/// Where the alert tests (`tests/api/alerts.rs`) find Alertmanager.
+const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
+
+/// Installs Debian's `prometheus-alertmanager` when it is missing: the
+/// alert tests run it as a real process and fail without it. Only the
+/// binary is used; the package's service is not started (the tests start
+/// their own, unprivileged, on a loopback port).
+fn ensure_alertmanager() -> anyhow::Result<()> {
+    if std::path::Path::new(ALERTMANAGER).is_file() {
+        return Ok(());
+    }
+    step("installing Alertmanager for the alert tests (apt-get install prometheus-alertmanager)");
+    apt_get_install(&["prometheus-alertmanager"])?;
+    if !std::path::Path::new(ALERTMANAGER).is_file() {
+        bail!("installed `prometheus-alertmanager` but {ALERTMANAGER} is still missing");
+    }
+    Ok(())
+}
+
+/// `apt-get update` then `apt-get install -y packages` (through sudo
+/// unless root).
+fn apt_get_install(packages: &[&str]) -> anyhow::Result<()> {
     let sudo: &[&str] = if is_root() { &[] } else { &["sudo"] };
-    for args in [
-        &["apt-get", "update", "-q"][..],
-        &[
-            "apt-get",
-            "install",
-            "-y",
-            "-q",
-            "chromium",
-            "chromium-driver",
-        ][..],
-    ] {
+    let install: Vec<&str> = ["apt-get", "install", "-y", "-q"]
+        .into_iter()
+        .chain(packages.iter().copied())
+        .collect();
+    for args in [&["apt-get", "update", "-q"][..], &install[..]] {
         let all: Vec<&str> = sudo.iter().chain(args).copied().collect();
         let status = Command::new(all[0])
             .args(&all[1..])
@@ -148,11 +173,6 @@ fn ensure_chromium() -> anyhow::Result<()> {
         if !status.success() {
             bail!("`{}` failed ({status})", all.join(" "));
         }
-    }
-    if !(on_path("chromium") && on_path("chromedriver")) {
-        bail!(
-            "installed `chromium` and `chromium-driver` but chromium or chromedriver is still not on PATH"
-        );
     }
     Ok(())
 }
@@ -262,6 +282,7 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     let started = Instant::now();
     ensure_postgres()?;
     ensure_chromium()?;
+    ensure_alertmanager()?;
     let mcp_python = ensure_mcp_python()?;
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
