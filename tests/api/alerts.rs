@@ -23,6 +23,7 @@ const WAIT: Duration = Duration::from_secs(40);
 fn trigger() -> Trigger {
     Trigger {
         matches: [("severity".to_owned(), "critical".to_owned())].into(),
+        match_re: Default::default(),
         prompt: "Investigate {{label.alertname}}: {{annotation.summary}}\n{{alerts}}".into(),
     }
 }

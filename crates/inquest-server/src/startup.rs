@@ -448,6 +448,7 @@ impl Application {
             runner: runner.clone(),
             verifier: self.auth.clone(),
             hosts: self.hosts.clone().map(Arc::new),
+            triggers: self.alerts.matchers(),
             section: self.alerts,
             limits: self.limits,
             tenants: self.tenants.clone(),

@@ -7,6 +7,7 @@
 //!
 //! [[alerts.triggers]]        # the first that matches starts a session
 //! match = { severity = "critical" }   # every label equal, on a firing alert
+//! match_re = { instance = "db-.*" }   # and every regex matching the whole value
 //! prompt = "Investigate {{label.alertname}} on {{label.instance}}: {{annotation.summary}}\n{{alerts}}"
 //! ```
 //!
@@ -47,9 +48,13 @@ impl Default for AlertsSection {
 #[serde(deny_unknown_fields)]
 pub struct Trigger {
     /// Label name → value; a firing alert with every one of them equal
-    /// matches.
-    #[serde(rename = "match")]
+    /// (and every `match_re` matching) matches.
+    #[serde(rename = "match", default)]
     pub matches: BTreeMap<String, String>,
+    /// Label name → regular expression, anchored at both ends (as
+    /// Alertmanager's own `match_re`); an absent label is the empty value.
+    #[serde(default)]
+    pub match_re: BTreeMap<String, String>,
     /// The session's opening message (see the module docs).
     pub prompt: String,
 }
@@ -111,11 +116,14 @@ impl AlertsSection {
             return Err("alerts.max_alerts must be between 1 and 100000".into());
         }
         for (i, t) in self.triggers.iter().enumerate() {
-            if t.matches.is_empty() {
+            if t.matches.is_empty() && t.match_re.is_empty() {
                 return Err(format!(
-                    "alerts.triggers[{i}].match must name at least one label (a trigger for \
-                     every alert: match = {{ alertname = \"...\" }} per alert, or a label all share)"
+                    "alerts.triggers[{i}].match must name at least one label (or match_re one \
+                     regex): a trigger for every alert would start a session for each group"
                 ));
+            }
+            for (label, re) in &t.match_re {
+                anchored(re).map_err(|e| format!("alerts.triggers[{i}].match_re.{label}: {e}"))?;
             }
             if t.prompt.trim().is_empty() {
                 return Err(format!("alerts.triggers[{i}].prompt must not be empty"));
@@ -123,6 +131,65 @@ impl AlertsSection {
             parse_template(&t.prompt).map_err(|e| format!("alerts.triggers[{i}].prompt: {e}"))?;
         }
         Ok(())
+    }
+}
+
+/// `re` matching a whole value, as Alertmanager's `match_re` does.
+fn anchored(re: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(&format!("^(?:{re})$"))
+        // A trigger's regex is the operator's; the bound only keeps a
+        // mistyped one from taking a large part of memory at startup.
+        .size_limit(1 << 20)
+        .build()
+}
+
+/// A trigger with its regexes compiled, made from a validated section.
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    pub trigger: Trigger,
+    regexes: Vec<(String, regex::Regex)>,
+}
+
+impl Matcher {
+    /// Whether `labels` (a firing alert's) satisfy every `match` and
+    /// `match_re` of the trigger.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.trigger
+            .matches
+            .iter()
+            .all(|(k, want)| labels.get(k).is_some_and(|v| v == want))
+            && self
+                .regexes
+                .iter()
+                .all(|(k, re)| re.is_match(labels.get(k).map_or("", String::as_str)))
+    }
+}
+
+impl AlertsSection {
+    /// The triggers, compiled, in order. A regex that does not compile
+    /// (never, once `validate` passed) leaves its trigger out, said in
+    /// the log.
+    pub fn matchers(&self) -> Vec<Matcher> {
+        self.triggers
+            .iter()
+            .filter_map(|t| {
+                let regexes = t
+                    .match_re
+                    .iter()
+                    .map(|(k, re)| anchored(re).map(|re| (k.clone(), re)))
+                    .collect::<Result<Vec<_>, _>>();
+                match regexes {
+                    Ok(regexes) => Some(Matcher {
+                        trigger: t.clone(),
+                        regexes,
+                    }),
+                    Err(e) => {
+                        tracing::error!(error = %e, "an alert trigger's match_re does not compile; trigger left out");
+                        None
+                    }
+                }
+            })
+            .collect()
     }
 }
 
@@ -164,10 +231,45 @@ mod tests {
             let err = s.validate().unwrap_err();
             assert!(err.contains(name), "{bad}: {err}");
         }
+        let s: AlertsSection =
+            toml::from_str("[[triggers]]\nmatch_re = { instance = \"db-(\" }\nprompt = \"p\"")
+                .unwrap();
+        let err = s.validate().unwrap_err();
+        assert!(
+            err.contains("alerts.triggers[0].match_re.instance"),
+            "{err}"
+        );
         assert!(toml::from_str::<AlertsSection>("bogus = 1").is_err());
         assert!(
             toml::from_str::<AlertsSection>("[[triggers]]\nprompt = \"p\"\nregex = {}").is_err()
         );
+    }
+
+    #[test]
+    fn match_re_matches_whole_values_and_match_equal_ones() {
+        let s: AlertsSection = toml::from_str(
+            "[[triggers]]\nmatch = { severity = \"critical\" }\nmatch_re = { instance = \"db-[0-9]+\" }\nprompt = \"p\"\n\
+             [[triggers]]\nmatch_re = { team = \"|ops\" }\nprompt = \"q\"",
+        )
+        .unwrap();
+        s.validate().unwrap();
+        let m = s.matchers();
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert!(m[0].matches(&labels(&[("severity", "critical"), ("instance", "db-12")])));
+        assert!(!m[0].matches(&labels(&[("severity", "critical"), ("instance", "xdb-12")])));
+        assert!(!m[0].matches(&labels(&[("severity", "critical"), ("instance", "db-12x")])));
+        assert!(!m[0].matches(&labels(&[("severity", "warning"), ("instance", "db-1")])));
+        assert!(
+            m[1].matches(&labels(&[])),
+            "an absent label is the empty value"
+        );
+        assert!(m[1].matches(&labels(&[("team", "ops")])));
+        assert!(!m[1].matches(&labels(&[("team", "dev")])));
     }
 
     #[test]

@@ -57,6 +57,8 @@ pub struct Alerts {
     /// A loopback server without authentication: the names it answers.
     pub hosts: Option<Arc<AllowedHosts>>,
     pub section: AlertsSection,
+    /// `section.triggers`, compiled once.
+    pub triggers: Vec<config::Matcher>,
     pub limits: Limits,
     pub tenants: TenantsSection,
     /// No model provider (`serve` without `[[providers]]`): a trigger
@@ -290,7 +292,7 @@ impl Alerts {
         let incident = IncidentText::parse(title, description, &self.limits).map_err(|e| {
             Answer::new(StatusCode::BAD_REQUEST, format!("the incident's text: {e}"))
         })?;
-        let prompt = render::matching(&self.section.triggers, n)
+        let prompt = render::matching(&self.triggers, n)
             .map(|t| render::prompt(t, n, self.limits.max_message_bytes));
         Ok(AlertNotification {
             group_key: n.group_key.clone(),

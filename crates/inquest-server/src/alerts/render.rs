@@ -8,7 +8,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 
 use inquest_core::cap::{cut_text, marker_len};
 
-use super::config::{Part, Trigger, parse_template};
+use super::config::{Matcher, Part, Trigger, parse_template};
 use super::payload::Notification;
 
 /// Bound on one label or annotation value in a title, description or
@@ -157,16 +157,17 @@ pub fn stored_labels(labels: &BTreeMap<String, String>) -> String {
     .to_string()
 }
 
-/// The first trigger a firing alert of `n` matches: every one of its
-/// labels equal.
-pub fn matching<'t>(triggers: &'t [Trigger], n: &Notification) -> Option<&'t Trigger> {
-    triggers.iter().find(|t| {
-        n.alerts.iter().filter(|a| a.firing).any(|a| {
-            t.matches
+/// The first trigger a firing alert of `n` matches.
+pub fn matching<'t>(triggers: &'t [Matcher], n: &Notification) -> Option<&'t Trigger> {
+    triggers
+        .iter()
+        .find(|m| {
+            n.alerts
                 .iter()
-                .all(|(k, want)| a.labels.get(k).is_some_and(|v| v == want))
+                .filter(|a| a.firing)
+                .any(|a| m.matches(&a.labels))
         })
-    })
+        .map(|m| &m.trigger)
 }
 
 /// `trigger`'s prompt for `n`, at most `limit` bytes.
@@ -219,9 +220,14 @@ mod tests {
         let n = notification();
         let t = Trigger {
             matches: [("severity".into(), "critical".into())].into(),
+            match_re: Default::default(),
             prompt: "Look at {{label.alertname}} on {{label.instance}} ({{annotation.summary}}) {{external_url}}\n{{alerts}}{{label.none}}".into(),
         };
-        assert!(matching(std::slice::from_ref(&t), &n).is_some());
+        let section = |t: &Trigger| super::super::config::AlertsSection {
+            triggers: vec![t.clone()],
+            ..Default::default()
+        };
+        assert!(matching(&section(&t).matchers(), &n).is_some());
         let p = prompt(&t, &n, 10_000);
         assert!(
             p.starts_with(
@@ -239,7 +245,7 @@ mod tests {
             matches: [("severity".into(), "page".into())].into(),
             ..t
         };
-        assert!(matching(&[other], &n).is_none());
+        assert!(matching(&section(&other).matchers(), &n).is_none());
     }
 
     #[test]
