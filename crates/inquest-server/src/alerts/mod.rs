@@ -120,6 +120,13 @@ fn store_answer(e: &StoreError) -> Answer {
     }
 }
 
+/// Whether `peer` is this machine: a server without authentication takes
+/// alerts from it alone. An IPv4 peer of a dual-stack listener (`[::]`)
+/// arrives as `::ffff:127.0.0.1`; an unknown peer is not loopback.
+fn loopback_peer(peer: Option<IpAddr>) -> bool {
+    peer.is_some_and(|ip| ip.to_canonical().is_loopback())
+}
+
 impl Alerts {
     /// The route's handler.
     pub async fn handle(self: Arc<Self>, request: Request<Body>) -> Response<Body> {
@@ -213,7 +220,7 @@ impl Alerts {
             // own machine; `--insecure-no-auth` opens gRPC, not this: a
             // webhook is reached by other machines by design, so one
             // without a credential is refused rather than trusted.
-            if !peer.is_some_and(|ip| ip.is_loopback()) {
+            if !loopback_peer(peer) {
                 return Err(Answer::new(
                     StatusCode::FORBIDDEN,
                     "alerts without authentication are taken from loopback only: set [auth] mode = \"required\" and send Authorization: Bearer <token>",
@@ -365,5 +372,27 @@ impl Alerts {
             .await
             .map_err(|e| store_answer(&e))?;
         Ok(Some(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_authentication_only_loopback_peers_are_taken() {
+        for ok in ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"] {
+            assert!(loopback_peer(Some(ok.parse().unwrap())), "{ok}");
+        }
+        for refused in [
+            "10.0.0.1",
+            "192.168.1.5",
+            "::ffff:10.0.0.1",
+            "fe80::1",
+            "0.0.0.0",
+        ] {
+            assert!(!loopback_peer(Some(refused.parse().unwrap())), "{refused}");
+        }
+        assert!(!loopback_peer(None), "an unknown peer");
     }
 }
