@@ -630,6 +630,19 @@ async fn concurrent_retries_make_one_incident_and_one_session() {
         1
     );
     assert_eq!(written(&app).await, [1, 1, 2, 2, 1]);
+    // The audit trail has what the token made, once each.
+    let client = inquest_tests::connect(&app.db_url).await;
+    let methods: Vec<String> = client
+        .query("SELECT method FROM audit_events ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        methods,
+        ["Alertmanager/CreateIncident", "Alertmanager/StartSession"]
+    );
     app.stop().await.unwrap();
 }
 

@@ -183,11 +183,19 @@ impl Alerts {
         metrics::counter!("inquest_alert_notifications_total", "outcome" => outcome).increment(1);
         if recorded.created {
             tracing::info!(incident_id = %recorded.incident, alerts = n.alerts.len(), "incident created by an alert group");
+            self.audit(&principal, &tenant, recorded.incident, None)
+                .await;
         }
         let session = match recorded.to_start {
             Some(prompt) if !self.refuse_bursts => {
-                self.start(&tenant, &n.group_key, recorded.incident, prompt)
-                    .await?
+                let started = self
+                    .start(&tenant, &n.group_key, recorded.incident, prompt)
+                    .await?;
+                if let Some((session, true)) = started {
+                    self.audit(&principal, &tenant, recorded.incident, Some(session))
+                        .await;
+                }
+                started.map(|(session, _)| session)
             }
             Some(_) => {
                 tracing::warn!(incident_id = %recorded.incident, "a trigger matched but no model provider is configured: no session started");
@@ -331,7 +339,7 @@ impl Alerts {
         group_key: &str,
         incident: inquest_core::IncidentId,
         prompt: String,
-    ) -> Result<Option<inquest_core::SessionId>, Answer> {
+    ) -> Result<Option<(inquest_core::SessionId, bool)>, Answer> {
         let message = UserMessage::parse(prompt, &self.limits).map_err(|e| {
             Answer::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -371,7 +379,53 @@ impl Alerts {
             .alert_session_started(tenant, group_key, id)
             .await
             .map_err(|e| store_answer(&e))?;
-        Ok(Some(id))
+        Ok(Some((id, started.created)))
+    }
+
+    /// Records in the audit trail what the sender's token made: the
+    /// incident (`session` none) or the trigger's session, as CreateIncident
+    /// and StartSession are recorded. Repeats and refusals write nothing,
+    /// here as everywhere on this path. A failed write is logged: the
+    /// notification is stored and its answer stands.
+    async fn audit(
+        &self,
+        principal: &Principal,
+        tenant: &Tenant,
+        incident: inquest_core::IncidentId,
+        session: Option<inquest_core::SessionId>,
+    ) {
+        let method = if session.is_some() {
+            "Alertmanager/StartSession"
+        } else {
+            "Alertmanager/CreateIncident"
+        };
+        tracing::info!(
+            target: "inquest::audit",
+            method,
+            tenant = %tenant,
+            subject = %principal.subject,
+            actor = %principal.name,
+            role = %principal.role,
+            incident_id = %incident,
+            session_id = session.map(|s| s.to_string()),
+            code = "OK",
+            "audit"
+        );
+        let entry = inquest_store::AuditEntry {
+            tenant: tenant.clone(),
+            subject: principal.subject.clone(),
+            actor_name: principal.name.clone(),
+            role: principal.role.to_string(),
+            method: method.to_owned(),
+            incident_id: Some(incident),
+            session_id: session,
+            token_id: None,
+            code: "OK".to_owned(),
+            message: String::new(),
+        };
+        if let Err(e) = self.store.record_audit(entry).await {
+            tracing::error!(method, error = %inquest_core::error_chain(&e), "cannot record an audit event");
+        }
     }
 }
 
