@@ -376,6 +376,46 @@ async fn alertmanager_groups_become_incidents_and_a_trigger_starts_one_session()
     app.stop().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alertmanager_retries_while_inquest_is_down_make_one_incident() {
+    let mut app = spawn_with_auth(|_| {}).await;
+    let operator = token(&app, "acme", Role::Operator).await;
+    let am = Alertmanager::start(&app, &operator).await;
+    let (addr, db) = (
+        app.addr,
+        app.take_database().expect("the app's own database"),
+    );
+    app.stop().await.unwrap();
+
+    // Inquest is down: Alertmanager's webhook fails, and it keeps trying.
+    am.post(json!([alert("Outage", "a:1", "critical", false)]))
+        .await;
+    until("a failed delivery", async || {
+        am.notifications().await.1 >= 1
+    })
+    .await;
+
+    // Back on the same address and database: the retries land once.
+    let app = inquest_tests::spawn_app_on(db.name.clone(), db.url.clone(), |c| {
+        c.listen = addr;
+        c.auth.mode = AuthMode::Required;
+        c.alerts.triggers = vec![trigger()];
+    })
+    .await;
+    until("the incident", async || app.count("incidents").await == 1).await;
+    let (sent, _) = am.notifications().await;
+    until("more deliveries", async || {
+        am.notifications().await.0 >= sent + 2
+    })
+    .await;
+    assert_eq!(app.count("incidents").await, 1, "no duplicate incident");
+    assert_eq!(app.count("sessions").await, 1, "one trigger session");
+    assert_eq!(app.count("alert_events").await, 1);
+    drop(am);
+    app.stop().await.unwrap();
+    drop(db);
+}
+
 /// A notification sent directly, as a hostile sender would.
 async fn send(app: &TestApp, token: Option<&str>, body: impl Into<reqwest::Body>) -> (u16, Value) {
     send_to(app.addr, token, body).await
