@@ -186,6 +186,11 @@ pub fn prompt(trigger: &Trigger, n: &Notification, limit: usize) -> String {
             Part::Alerts => out.push_str(&alerts_block(n)),
         }
     }
+    // A template of placeholders the alerts left empty would open the
+    // session with nothing (a message must not be blank): the alerts then.
+    if out.trim().is_empty() {
+        out = alerts_block(n);
+    }
     fit(&out, limit, "alert prompt")
 }
 
@@ -246,6 +251,17 @@ mod tests {
             ..t
         };
         assert!(matching(&section(&other).matchers(), &n).is_none());
+    }
+
+    #[test]
+    fn a_prompt_the_alerts_leave_blank_is_the_alerts() {
+        let n = notification();
+        let t = Trigger {
+            matches: [("severity".into(), "critical".into())].into(),
+            match_re: Default::default(),
+            prompt: " {{label.absent}} ".into(),
+        };
+        assert!(prompt(&t, &n, 10_000).starts_with("<alerts>\n- [firing]"));
     }
 
     #[test]
