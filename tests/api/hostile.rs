@@ -519,7 +519,9 @@ async fn every_store_path_keeps_nul_and_other_replicas_get_it_exactly() {
 
     // A recovery plan and a report holding NUL.
     let plan = json!({"notice_text": "n\0", "repaired_call_ids": ["c\0"], "\0": "\u{E000}"});
-    a.save_recovery_plan(&lease, plan.clone()).await.unwrap();
+    a.save_recovery_plan(&lease, plan.clone(), false)
+        .await
+        .unwrap();
     assert_eq!(
         b.get_session(session).await.unwrap().last_recovery_plan,
         Some(plan)

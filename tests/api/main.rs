@@ -19,6 +19,7 @@ mod cost;
 mod db_tls;
 mod error_details;
 mod errors;
+mod events;
 mod faults;
 mod faults_support;
 mod group_commit;

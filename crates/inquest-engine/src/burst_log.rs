@@ -263,11 +263,18 @@ impl BurstLog {
         Ok(self.live.publish_committed(stored))
     }
 
-    /// Stores the recovery plan, fenced by the lease.
-    pub async fn save_recovery_plan(&self, plan: serde_json::Value) -> Result<(), TurnLogError> {
+    /// Stores the recovery plan, fenced by the lease; `recovered` (an
+    /// orphan this replica claimed) also records `session.recovered`. A
+    /// retry after a lost acknowledgement may record that event twice:
+    /// events are delivered at least once anyway.
+    pub async fn save_recovery_plan(
+        &self,
+        plan: serde_json::Value,
+        recovered: bool,
+    ) -> Result<(), TurnLogError> {
         let store = &self.store;
         self.with_retries("save_recovery_plan", || {
-            store.save_recovery_plan(&self.lease, plan.clone())
+            store.save_recovery_plan(&self.lease, plan.clone(), recovered)
         })
         .await
         .into_result(TurnLogError::NotPersisted)

@@ -150,7 +150,7 @@ pub(crate) async fn prepare(
         ?mode,
         "recovery plan"
     );
-    if let Err(e) = save(burst, &plan).await {
+    if let Err(e) = save(burst, &plan, mode).await {
         return Prepared::Failed(e);
     }
     if mode == Mode::Confirmed {
@@ -181,14 +181,17 @@ pub(crate) async fn prepare(
 }
 
 /// Stores `plan` (its serde form, transcript left out) as the session's
-/// last plan, fenced by the burst's lease.
-async fn save(burst: &BurstLog, plan: &RecoveryPlan) -> Result<(), TurnLogError> {
+/// last plan, fenced by the burst's lease, with the `session.recovered`
+/// event when `mode` is a recovery.
+async fn save(burst: &BurstLog, plan: &RecoveryPlan, mode: Mode) -> Result<(), TurnLogError> {
     let value = serde_json::to_value(plan).map_err(|e| {
         TurnLogError::NotPersisted(StoreError::Internal(format!(
             "recovery plan does not serialize: {e}"
         )))
     })?;
-    burst.save_recovery_plan(value).await
+    burst
+        .save_recovery_plan(value, mode == Mode::Recovered)
+        .await
 }
 
 /// Writes a notice, then ends the claimed burst with `reason`.

@@ -24,6 +24,7 @@ mod bench;
 mod bursts;
 pub mod embedded;
 mod error;
+mod events;
 mod group;
 mod idempotency;
 mod incidents;
@@ -50,6 +51,7 @@ pub use alerts::{AlertEvent, AlertNotification, AlertOrigin, AlertSeen, AlertsRe
 pub use audit::{AuditEntry, AuditEvent, AuditPage};
 pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;
+pub use events::EventRow;
 pub use group::{DEFAULT_APPEND_STATEMENTS, MAX_GROUP};
 pub use idempotency::EXPIRE_BATCH;
 pub use incidents::{Incident, IncidentPage};

@@ -160,12 +160,20 @@ impl Store {
 
     /// Stores `plan` as the session's last recovery plan, fenced by the
     /// burst's lease: a worker that lost its lease cannot overwrite the
-    /// plan its successor stored.
+    /// plan its successor stored. `recovered`: the burst is an orphan this
+    /// replica claimed, and the same statement records the
+    /// `session.recovered` event with the plan's kind (the claim itself
+    /// cannot: the plan is made after it).
     pub async fn save_recovery_plan(
         &self,
         lease: &crate::Lease,
         plan: serde_json::Value,
+        recovered: bool,
     ) -> Result<(), StoreError> {
+        let kind = plan
+            .get("kind")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
         let store = self.clone();
         let limit = self.turn_write_timeout;
         let id = lease.session();
@@ -181,13 +189,20 @@ impl Store {
             store
                 .run_with_timeout("save_recovery_plan", limit, async |c| {
                     let changed = c
-                        .execute(
-                            "UPDATE sessions SET last_recovery_plan = $2, \
-                             recovery_plan_escaped = $4, updated_at = now() \
-                             WHERE id = $1 AND lease_epoch = $3",
-                            &[id.as_uuid(), &plan, &epoch, &escaped],
+                        .query(
+                            "WITH saved AS ( \
+                               UPDATE sessions SET last_recovery_plan = $2, \
+                               recovery_plan_escaped = $4, updated_at = now() \
+                               WHERE id = $1 AND lease_epoch = $3 \
+                               RETURNING id, tenant, incident_id, lease_epoch) \
+                             SELECT CASE WHEN $5 THEN record_event('session.recovered', \
+                                 tenant, id, incident_id, jsonb_build_object( \
+                                     'plan_kind', $6::text, 'lease_epoch', lease_epoch)) END \
+                             FROM saved",
+                            &[id.as_uuid(), &plan, &epoch, &escaped, &recovered, &kind],
                         )
-                        .await?;
+                        .await?
+                        .len();
                     if changed == 0 {
                         return Err(crate::turns::no_row(&*c, id, Some(epoch)).await);
                     }

@@ -1,0 +1,170 @@
+//! The event log (migration V22) and the delivery cursors of webhooks.
+//!
+//! Events are written by the database itself, in the statement that makes
+//! the change (triggers on `sessions.status`, `reports` and `incidents`),
+//! or by the statement that stores a recovered burst's plan
+//! ([`Store::save_recovery_plan`]); nothing here writes one. Ids are
+//! committed in order (`record_event` takes a lock held to commit), so a
+//! reader that pages by id never skips an event that committed late.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::{Store, StoreError, rows::get};
+
+/// One stored event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRow {
+    /// Monotonic, in commit order.
+    pub id: i64,
+    /// `session.completed`, `report.ready`, ...
+    pub kind: String,
+    pub tenant: String,
+    /// `None` for `incident.created`.
+    pub session_id: Option<Uuid>,
+    pub incident_id: Uuid,
+    pub payload: Value,
+    pub created_at: OffsetDateTime,
+}
+
+const EVENT_COLUMNS: &str = "id, type, tenant, session_id, incident_id, payload, created_at";
+
+fn event_from_row(row: &Row) -> Result<EventRow, StoreError> {
+    Ok(EventRow {
+        id: get(row, 0)?,
+        kind: get(row, 1)?,
+        tenant: get(row, 2)?,
+        session_id: get(row, 3)?,
+        incident_id: get(row, 4)?,
+        payload: get(row, 5)?,
+        created_at: get(row, 6)?,
+    })
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Up to `limit` events after `after`, oldest first.
+    pub async fn events_after(&self, after: i64, limit: u32) -> Result<Vec<EventRow>, StoreError> {
+        let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE id > $1 ORDER BY id LIMIT $2");
+        let rows = self
+            .run("events_after", async |c| {
+                Ok(c.query(&sql, &[&after, &i64::from(limit)]).await?)
+            })
+            .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    /// Creates the cursor of webhook `name` if it has none, at the newest
+    /// event: a webhook added to the config receives what happens from
+    /// then on, not the whole history. An existing cursor is kept, so a
+    /// restart resumes where delivery stopped.
+    pub async fn open_webhook_cursor(&self, name: &str) -> Result<(), StoreError> {
+        self.run("open_webhook_cursor", async |c| {
+            c.execute(
+                "INSERT INTO webhook_cursors (name, delivered_id) \
+                 SELECT $1, coalesce(max(id), 0) FROM events ON CONFLICT (name) DO NOTHING",
+                &[&name],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Takes (or keeps) the delivery lease of webhook `name` for `ttl`;
+    /// the id delivered so far, or `None` while another replica holds a
+    /// live lease.
+    pub async fn claim_webhook(
+        &self,
+        name: &str,
+        ttl: Duration,
+    ) -> Result<Option<i64>, StoreError> {
+        let holder = self.replica_id().as_str().to_owned();
+        let row = self
+            .run("claim_webhook", async |c| {
+                Ok(c.query_opt(
+                    "UPDATE webhook_cursors SET holder = $2, \
+                     lease_expires_at = now() + $3::bigint * interval '1 millisecond' \
+                     WHERE name = $1 AND (holder = $2 OR lease_expires_at IS NULL \
+                                          OR lease_expires_at <= now()) \
+                     RETURNING delivered_id",
+                    &[&name, &holder, &millis(ttl)],
+                )
+                .await?)
+            })
+            .await?;
+        row.map(|r| get(&r, 0)).transpose()
+    }
+
+    /// Records that every event up to `id` reached webhook `name` (or is
+    /// not for it), and renews the lease. `false` when this replica no
+    /// longer holds the lease: another one delivers now, and this one
+    /// must stop.
+    pub async fn advance_webhook(
+        &self,
+        name: &str,
+        id: i64,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let holder = self.replica_id().as_str().to_owned();
+        self.run("advance_webhook", async |c| {
+            Ok(c.execute(
+                "UPDATE webhook_cursors SET delivered_id = greatest(delivered_id, $3), \
+                 failed_attempts = 0, last_error = NULL, updated_at = now(), \
+                 lease_expires_at = now() + $4::bigint * interval '1 millisecond' \
+                 WHERE name = $1 AND holder = $2",
+                &[&name, &holder, &id, &millis(ttl)],
+            )
+            .await?
+                == 1)
+        })
+        .await
+    }
+
+    /// Records a failed attempt (its error, already free of secrets) and
+    /// renews the lease; `false` when the lease is no longer this
+    /// replica's.
+    pub async fn webhook_failed(
+        &self,
+        name: &str,
+        error: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let holder = self.replica_id().as_str().to_owned();
+        self.run("webhook_failed", async |c| {
+            Ok(c.execute(
+                "UPDATE webhook_cursors SET failed_attempts = failed_attempts + 1, \
+                 last_error = $3, updated_at = now(), \
+                 lease_expires_at = now() + $4::bigint * interval '1 millisecond' \
+                 WHERE name = $1 AND holder = $2",
+                &[&name, &holder, &error, &millis(ttl)],
+            )
+            .await?
+                == 1)
+        })
+        .await
+    }
+
+    /// Gives the lease of webhook `name` up (at shutdown), so another
+    /// replica takes the stream over at once.
+    pub async fn release_webhook(&self, name: &str) -> Result<(), StoreError> {
+        let holder = self.replica_id().as_str().to_owned();
+        self.run("release_webhook", async |c| {
+            c.execute(
+                "UPDATE webhook_cursors SET holder = NULL, lease_expires_at = NULL \
+                 WHERE name = $1 AND holder = $2",
+                &[&name, &holder],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+}
