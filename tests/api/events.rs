@@ -342,3 +342,338 @@ async fn the_turn_append_stays_a_hot_update_and_writes_no_event() {
     assert_eq!(app.count("events").await, events_before);
     app.stop().await.unwrap();
 }
+
+/// A receiver that checks every delivery's signature with the PyPI
+/// `standardwebhooks` verifier (not ours) and answers 401 when it fails,
+/// 500 to the first `fail` requests on `fail_path`, else 204. One JSON line
+/// per request on stdout.
+const RECEIVER: &str = r#"
+import http.server, json, sys, threading
+from standardwebhooks.webhooks import Webhook
+secret, fail_path, fail = sys.argv[1], sys.argv[2], int(sys.argv[3])
+hook = Webhook(secret)
+seen, lock = {}, threading.Lock()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            hook.verify(body, headers)
+            verified = True
+        except Exception:
+            verified = False
+        with lock:
+            n = seen.get(self.path, 0)
+            seen[self.path] = n + 1
+        if not verified:
+            status = 401
+        elif self.path == fail_path and n < fail:
+            status = 500
+        else:
+            status = 204
+        message = json.loads(body) if verified else {}
+        print(json.dumps({"path": self.path, "id": headers.get("webhook-id"),
+                          "verified": verified, "status": status,
+                          "type": message.get("type"),
+                          "session": message.get("data", {}).get("session_id")}), flush=True)
+        self.send_response(status)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(json.dumps({"port": server.server_address[1]}), flush=True)
+server.serve_forever()
+"#;
+
+/// One request the receiver saw.
+#[derive(Debug, Clone, serde::Deserialize)]
+struct Received {
+    path: String,
+    id: Option<String>,
+    verified: bool,
+    status: u16,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+struct Receiver {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
+    _child: tokio::process::Child,
+}
+
+impl Receiver {
+    async fn start(secret: &str, fail_path: &str, fail: u32) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let python = std::env::var("INQUEST_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+        let mut child = tokio::process::Command::new(&python)
+            .args(["-c", RECEIVER, secret, fail_path, &fail.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("the receiver did not start in 20 s");
+        let Ok(Some(first)) = first else {
+            let out = child.wait_with_output().await.unwrap();
+            panic!(
+                "the webhook receiver did not start: {}\nIt needs the PyPI package \
+                 standardwebhooks==1.1.0: set INQUEST_TEST_PYTHON to the venv \
+                 `cargo xtask test` makes (target/test-python/bin/python).",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let port: serde_json::Value = serde_json::from_str(&first).unwrap();
+        let port = u16::try_from(port["port"].as_u64().unwrap()).unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let received: Received = serde_json::from_str(&line).unwrap();
+                sink.lock().unwrap().push(received);
+            }
+        });
+        Self {
+            port,
+            seen,
+            _child: child,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn seen(&self) -> Vec<Received> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Waits until `done` holds for what was received (30 s at most).
+    async fn wait_for(&self, what: &str, done: impl Fn(&[Received]) -> bool) -> Vec<Received> {
+        for _ in 0..300 {
+            let seen = self.seen();
+            if done(&seen) {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{what}: the receiver saw {:#?}", self.seen());
+    }
+}
+
+/// Ids (`evt_<n>`) answered 2xx on `path`, in arrival order.
+fn delivered(seen: &[Received], path: &str) -> Vec<i64> {
+    seen.iter()
+        .filter(|r| r.path == path && (200..300).contains(&r.status))
+        .map(|r| {
+            r.id.as_deref()
+                .and_then(|id| id.strip_prefix("evt_"))
+                .and_then(|n| n.parse().ok())
+                .unwrap()
+        })
+        .collect()
+}
+
+fn new_secret() -> String {
+    use base64::Engine as _;
+    let key: [u8; 24] = std::array::from_fn(|_| rand_byte());
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(key)
+    )
+}
+
+fn rand_byte() -> u8 {
+    let mut b = [0u8; 1];
+    getrandom::fill(&mut b).unwrap();
+    b[0]
+}
+
+fn webhook(
+    name: &str,
+    url: String,
+    secret_file: &std::path::Path,
+    types: &[&str],
+) -> inquest_engine::webhooks::WebhookSection {
+    inquest_engine::webhooks::WebhookSection {
+        name: name.into(),
+        url,
+        secret_file: Some(secret_file.to_owned()),
+        secret_env: None,
+        event_types: types.iter().map(|t| (*t).to_owned()).collect(),
+        tenant: None,
+    }
+}
+
+async fn all_event_ids(db: &tokio_postgres::Client, kind: Option<&str>) -> Vec<i64> {
+    db.query(
+        "SELECT id FROM events WHERE $1::text IS NULL OR type = $1 ORDER BY id",
+        &[&kind],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// Drives a session through a burst that completes with a report.
+async fn one_burst(store: &Store, session: SessionId, summary: &str) {
+    let lease = store.claim_pending(session).await.unwrap().unwrap();
+    store
+        .save_report(
+            &lease,
+            NewReport {
+                burst: 1,
+                exit_reason: ExitReason::Completed,
+                summary: summary.into(),
+                counters: serde_json::json!({}),
+                active_ms: 10,
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .close_burst(&lease, ExitReason::Completed)
+        .await
+        .unwrap();
+}
+
+/// Every event reaches the receiver, signed (checked by the third-party
+/// verifier), in id order, at least once: through a receiver that fails
+/// its first attempts and a server that stops while events keep coming.
+/// A filtered webhook gets only its type.
+#[tokio::test]
+async fn events_reach_a_webhook_in_order_at_least_once_across_failures_and_a_restart() {
+    let dir = std::env::temp_dir().join(format!("inquest-events-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = new_secret();
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, format!("{secret}\n")).unwrap();
+    let receiver = Receiver::start(&secret, "/all", 3).await;
+    let hooks = vec![
+        webhook("all", receiver.url("/all"), &secret_file, &[]),
+        webhook(
+            "reports",
+            receiver.url("/reports"),
+            &secret_file,
+            &["report.ready"],
+        ),
+    ];
+    let configure =
+        |hooks: Vec<_>| move |c: &mut inquest_server::config::Config| c.events.webhooks = hooks;
+    let mut app = inquest_tests::spawn_app_with(configure(hooks.clone())).await;
+    let db_handle = app.take_database().unwrap();
+    let db = inquest_tests::connect(&app.db_url).await;
+    let store = store_as(&app.db_url, "events-a");
+
+    let first = new_session(&store, "first").await;
+    one_burst(&store, first, "first summary").await;
+    let before_restart = all_event_ids(&db, None).await;
+    assert_eq!(
+        before_restart.len(),
+        4,
+        "incident, running, report, completed"
+    );
+    let seen = receiver
+        .wait_for("the first session's events", |seen| {
+            delivered(seen, "/all") == before_restart
+        })
+        .await;
+    // The first three attempts were refused, and sent again under the
+    // same id.
+    let failed: Vec<&Received> = seen
+        .iter()
+        .filter(|r| r.path == "/all" && r.status == 500)
+        .collect();
+    assert_eq!(failed.len(), 3);
+    assert!(failed.iter().all(|r| r.id == failed[0].id));
+    assert_eq!(
+        failed[0].id.as_deref(),
+        Some(format!("evt_{}", before_restart[0]).as_str())
+    );
+    let cursor: i64 = db
+        .query_one(
+            "SELECT delivered_id FROM webhook_cursors WHERE name = 'all'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(cursor, *before_restart.last().unwrap());
+
+    // Down: events keep being written by another replica.
+    let app_url = app.db_url.clone();
+    app.stop().await.unwrap();
+    let second = new_session(&store, "second").await;
+    one_burst(&store, second, "second summary").await;
+    store.transition(first, CallerEvent::Cancel).await.unwrap();
+    let app =
+        inquest_tests::spawn_app_on(db_handle.name.clone(), app_url, configure(hooks.clone()))
+            .await;
+    let all = all_event_ids(&db, None).await;
+    let seen = receiver
+        .wait_for("every event after the restart", |seen| {
+            let got = delivered(seen, "/all");
+            all.iter().all(|id| got.contains(id))
+        })
+        .await;
+    let got = delivered(&seen, "/all");
+    assert!(
+        got.windows(2).all(|w| w[0] < w[1]),
+        "out of order or repeated: {got:?}"
+    );
+    assert_eq!(got, all);
+    assert!(seen.iter().all(|r| r.verified), "{seen:#?}");
+    let reports = all_event_ids(&db, Some("report.ready")).await;
+    assert_eq!(reports.len(), 2);
+    let seen = receiver
+        .wait_for("the reports", |seen| delivered(seen, "/reports") == reports)
+        .await;
+    assert!(
+        seen.iter()
+            .filter(|r| r.path == "/reports")
+            .all(|r| r.kind.as_deref() == Some("report.ready"))
+    );
+    app.stop().await.unwrap();
+    drop(db_handle);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The verifier can fail: a receiver that knows another secret refuses
+/// every delivery, and the cursor does not move past the event.
+#[tokio::test]
+async fn a_receiver_with_another_secret_refuses_and_the_event_stays_undelivered() {
+    let dir = std::env::temp_dir().join(format!("inquest-events-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, new_secret()).unwrap();
+    let receiver = Receiver::start(&new_secret(), "/none", 0).await;
+    let hooks = vec![webhook("wrong", receiver.url("/x"), &secret_file, &[])];
+    let app = inquest_tests::spawn_app_with(move |c| c.events.webhooks = hooks).await;
+    let store = store_as(&app.db_url, "events-a");
+    new_session(&store, "refused").await;
+    let seen = receiver
+        .wait_for("two refused attempts", |seen| seen.len() >= 2)
+        .await;
+    assert!(seen.iter().all(|r| !r.verified && r.status == 401));
+    let db = inquest_tests::connect(&app.db_url).await;
+    let row = db
+        .query_one(
+            "SELECT delivered_id, failed_attempts, last_error FROM webhook_cursors \
+             WHERE name = 'wrong'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 0);
+    assert!(row.get::<_, i32>(1) >= 1);
+    let error: String = row.get(2);
+    assert!(error.contains("401"), "{error}");
+    app.stop().await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -17,6 +17,7 @@
 
 pub mod agent_runtime;
 pub mod burst_log;
+pub mod delivery;
 pub mod feed;
 mod keeper;
 pub mod lease;
@@ -26,6 +27,7 @@ pub mod resume;
 pub mod runner;
 pub mod trace;
 pub mod turn_log;
+pub mod webhooks;
 
 pub use lease::LeaseSection;
 pub use live::LiveView;

@@ -76,6 +76,9 @@ pub struct Application {
     /// Idempotency keys older than this are deleted, every
     /// `key_cleanup_interval`.
     key_retention: Duration,
+    /// `[[events.webhooks]]`, secrets read: delivered by
+    /// `inquest_engine::delivery` once the replica serves.
+    deliveries: Option<inquest_engine::delivery::Deliveries>,
     key_cleanup_interval: Duration,
     /// The agent (none without providers) and its MCP connections.
     agent: BuiltAgent,
@@ -100,6 +103,16 @@ impl Application {
             .as_ref()
             .map(crate::edge::tls::Certificates::load)
             .transpose()?;
+        // Unreadable webhook secrets too: a webhook configured is one
+        // delivered to.
+        let deliveries = config
+            .events
+            .webhooks
+            .iter()
+            .map(inquest_engine::webhooks::WebhookSection::load)
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(inquest_engine::delivery::Deliveries::new)
+            .map_err(anyhow::Error::msg)?;
         let runtime = AgentRuntime::new(config.runtime.agent_threads)?;
         // After the agent runtime's threads exist (they keep the process's
         // priority; a thread inherits its creator's) and after an embedded
@@ -205,6 +218,7 @@ impl Application {
             api: ApiLimits::from_config(&config.limits),
             grace: config.shutdown.grace,
             key_retention: config.limits.idempotency_key_retention,
+            deliveries,
             key_cleanup_interval: config.limits.idempotency_cleanup_interval(),
             refuse_bursts: config.require_agent && agent.agent.is_none(),
             agent,
@@ -394,6 +408,9 @@ impl Application {
             .and_then(crate::edge::auth::Verifier::oidc)
         {
             oidc.spawn_refresher(tasks, shutdown.clone());
+        }
+        if let Some(deliveries) = &self.deliveries {
+            deliveries.spawn(&self.store, tasks, shutdown);
         }
         spawn_idempotency_cleanup(
             &self.store,

@@ -199,14 +199,22 @@ const MCP_SDK: &str = "mcp==2.3.0";
 /// keep the two in step) needs; its test runs it with the same venv.
 const GRPC_PACKAGES: [&str; 3] = ["grpcio==1.71.0", "grpcio-tools==1.71.0", "protobuf==5.29.4"];
 
-/// A virtualenv under target/ with the MCP SDK and the Python client's gRPC
-/// packages, created once and reused (recreated when the pins change).
+/// The third-party Standard Webhooks verifier the webhook tests check every
+/// delivery's signature with (`tests/api/events.rs`).
+const WEBHOOK_PACKAGES: [&str; 1] = ["standardwebhooks==1.1.0"];
+
+/// A virtualenv under target/ with the MCP SDK, the Python client's gRPC
+/// packages and the webhook verifier, created once and reused (recreated
+/// when the pins change).
 /// Returns its interpreter.
 fn ensure_mcp_python() -> anyhow::Result<PathBuf> {
     let venv = target_dir().join("test-python");
     let python = venv.join("bin/python");
     let ready = venv.join(".mcp-sdk");
-    let packages: Vec<&str> = std::iter::once(MCP_SDK).chain(GRPC_PACKAGES).collect();
+    let packages: Vec<&str> = std::iter::once(MCP_SDK)
+        .chain(GRPC_PACKAGES)
+        .chain(WEBHOOK_PACKAGES)
+        .collect();
     let marker = packages.join(" ");
     if python.is_file() && std::fs::read_to_string(&ready).is_ok_and(|v| v == marker) {
         return Ok(python);

@@ -46,6 +46,9 @@ pub struct Config {
     pub runtime: inquest_engine::agent_runtime::RuntimeSection,
     /// `[lease]`: leases of running bursts and the reaper (the engine's).
     pub lease: inquest_engine::LeaseSection,
+    /// `[events]`: webhooks that receive the event log (the engine's
+    /// `webhooks`).
+    pub events: inquest_engine::webhooks::EventsSection,
     pub admin: AdminSection,
     /// `[auth]`: bearer tokens (`mode = "none"` by default, loopback only).
     pub auth: crate::edge::auth::AuthSection,
@@ -91,6 +94,7 @@ impl Default for Config {
             watch: WatchSection::default(),
             runtime: Default::default(),
             lease: inquest_engine::LeaseSection::default(),
+            events: Default::default(),
             admin: AdminSection::default(),
             tls: None,
             http: Default::default(),
@@ -209,6 +213,7 @@ impl Config {
         self.validate_agent()?;
         self.runtime.validate().map_err(ConfigError::Invalid)?;
         self.lease.validate().map_err(ConfigError::Invalid)?;
+        self.events.validate().map_err(ConfigError::Invalid)?;
         self.tenants.validate().map_err(ConfigError::Invalid)?;
         self.limits.validate()?;
         self.auth.validate().map_err(ConfigError::Invalid)?;

@@ -1,0 +1,295 @@
+//! `[events]`: webhooks that receive the event log (migration V22),
+//! signed as Standard Webhooks (standardwebhooks.com) specify. This module
+//! is the configuration, the secret and the signature; the worker that
+//! delivers is [`crate::delivery`].
+//!
+//! ```toml
+//! [[events.webhooks]]
+//! name = "oncall"                       # the delivery cursor's key: keep it stable
+//! url = "https://hooks.example.com/inquest"
+//! secret_file = "/run/secrets/inquest-webhook"   # or secret_env = "VAR"; "whsec_<base64>"
+//! event_types = ["session.completed", "report.ready"]   # empty or absent: all
+//! tenant = "acme"                       # absent: every tenant's events
+//! ```
+
+use std::{collections::BTreeSet, path::PathBuf};
+
+use base64::Engine as _;
+use hmac::{KeyInit, Mac};
+use serde::Deserialize;
+
+/// Every event type the log records (the CHECK of `events.type`).
+pub const EVENT_TYPES: [&str; 9] = [
+    "session.running",
+    "session.idle",
+    "session.completed",
+    "session.failed",
+    "session.cancelled",
+    "session.awaiting_confirmation",
+    "session.recovered",
+    "report.ready",
+    "incident.created",
+];
+
+/// `[events]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EventsSection {
+    pub webhooks: Vec<WebhookSection>,
+}
+
+/// One `[[events.webhooks]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSection {
+    /// Names the delivery cursor in the database: renaming a webhook
+    /// starts a new stream at the newest event.
+    pub name: String,
+    /// Where events are POSTed; the only place they go.
+    pub url: String,
+    /// A file holding the secret (`whsec_` + base64), or...
+    pub secret_file: Option<PathBuf>,
+    /// ...an environment variable holding it. Exactly one of the two.
+    pub secret_env: Option<String>,
+    /// The event types sent; empty: all.
+    #[serde(default)]
+    pub event_types: Vec<String>,
+    /// Only this tenant's events; absent: every tenant's.
+    pub tenant: Option<String>,
+}
+
+impl EventsSection {
+    /// The checks the server's config runs on `[events]` (the secrets are
+    /// read later, by [`WebhookSection::load`]).
+    pub fn validate(&self) -> Result<(), String> {
+        let mut names = BTreeSet::new();
+        for hook in &self.webhooks {
+            if hook.name.trim().is_empty() {
+                return Err("events.webhooks: `name` must not be blank".into());
+            }
+            if !names.insert(hook.name.as_str()) {
+                return Err(format!(
+                    "events.webhooks: the name {:?} is used twice",
+                    hook.name
+                ));
+            }
+            let url = reqwest::Url::parse(&hook.url)
+                .map_err(|e| format!("events.webhooks {:?}: `url` is not a URL: {e}", hook.name))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+                return Err(format!(
+                    "events.webhooks {:?}: `url` must be http(s) with a host",
+                    hook.name
+                ));
+            }
+            if hook.secret_file.is_some() == hook.secret_env.is_some() {
+                return Err(format!(
+                    "events.webhooks {:?}: give exactly one of `secret_file` and `secret_env`",
+                    hook.name
+                ));
+            }
+            if let Some(unknown) = hook
+                .event_types
+                .iter()
+                .find(|t| !EVENT_TYPES.contains(&t.as_str()))
+            {
+                return Err(format!(
+                    "events.webhooks {:?}: unknown event type {unknown:?} (known: {})",
+                    hook.name,
+                    EVENT_TYPES.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A webhook ready to deliver to: its secret read and decoded.
+#[derive(Clone)]
+pub struct Webhook {
+    pub name: String,
+    pub url: reqwest::Url,
+    key: Vec<u8>,
+    types: BTreeSet<String>,
+    tenant: Option<String>,
+}
+
+impl std::fmt::Debug for Webhook {
+    // The key never reaches a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook")
+            .field("name", &self.name)
+            .field("url", &self.url.as_str())
+            .field("types", &self.types)
+            .field("tenant", &self.tenant)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WebhookSection {
+    /// Reads the secret (registered with the redaction registry, so it
+    /// never appears in a log line or a status) and checks its form.
+    /// Errors name the webhook and where the secret was looked for, never
+    /// the secret.
+    pub fn load(&self) -> Result<Webhook, String> {
+        let name = &self.name;
+        let text = match (&self.secret_file, &self.secret_env) {
+            (Some(path), _) => std::fs::read_to_string(path).map_err(|e| {
+                format!(
+                    "events.webhooks {name:?}: cannot read secret_file {}: {e}",
+                    path.display()
+                )
+            })?,
+            (None, Some(var)) => std::env::var(var).map_err(|_| {
+                format!("events.webhooks {name:?}: secret_env {var} is not set (or not UTF-8)")
+            })?,
+            (None, None) => {
+                return Err(format!("events.webhooks {name:?}: no secret configured"));
+            }
+        };
+        let secret = text.trim();
+        if !secret.is_empty() {
+            inquest_redact::register(secret);
+        }
+        let key = parse_secret(secret)
+            .ok_or_else(|| format!("events.webhooks {name:?}: the secret is not whsec_<base64>"))?;
+        let url = reqwest::Url::parse(&self.url)
+            .map_err(|e| format!("events.webhooks {name:?}: `url` is not a URL: {e}"))?;
+        Ok(Webhook {
+            name: name.clone(),
+            url,
+            key,
+            types: self.event_types.iter().cloned().collect(),
+            tenant: self.tenant.clone(),
+        })
+    }
+}
+
+/// The key bytes of a `whsec_<base64>` secret; `None` for anything else
+/// (an empty key included).
+pub fn parse_secret(secret: &str) -> Option<Vec<u8>> {
+    let encoded = secret.strip_prefix("whsec_")?;
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    (!key.is_empty()).then_some(key)
+}
+
+impl Webhook {
+    /// Whether this webhook receives an event of `kind` in `tenant`.
+    pub fn wants(&self, kind: &str, tenant: &str) -> bool {
+        (self.types.is_empty() || self.types.contains(kind))
+            && self.tenant.as_deref().is_none_or(|t| t == tenant)
+    }
+
+    /// The `webhook-signature` header's value for a message: `v1,` and the
+    /// base64 HMAC-SHA256 of `id.timestamp.body` under the key.
+    pub fn signature(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+        sign(&self.key, id, timestamp, body)
+    }
+}
+
+fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
+    // HMAC takes a key of any length; new_from_slice cannot fail for it.
+    let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    mac.update(id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    let tag = mac.finalize().into_bytes();
+    format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(tag)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example of the Standard Webhooks reference libraries' tests.
+    #[test]
+    fn signs_as_the_reference_libraries_do() {
+        let key = parse_secret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let body = br#"{"test": 2432232314}"#;
+        assert_eq!(
+            sign(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
+    }
+
+    #[test]
+    fn secrets_must_be_whsec_base64() {
+        assert!(parse_secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").is_none());
+        assert!(parse_secret("whsec_not base64!").is_none());
+        assert!(parse_secret("whsec_").is_none());
+    }
+
+    #[test]
+    fn filters_by_type_and_tenant() {
+        let hook = WebhookSection {
+            name: "n".into(),
+            url: "http://127.0.0.1:1/".into(),
+            secret_file: None,
+            secret_env: Some("INQUEST_TEST_UNSET".into()),
+            event_types: vec!["report.ready".into()],
+            tenant: Some("acme".into()),
+        };
+        let hook = Webhook {
+            name: hook.name,
+            url: reqwest::Url::parse(&hook.url).unwrap(),
+            key: vec![1],
+            types: hook.event_types.into_iter().collect(),
+            tenant: hook.tenant,
+        };
+        assert!(hook.wants("report.ready", "acme"));
+        assert!(!hook.wants("report.ready", "other"));
+        assert!(!hook.wants("session.running", "acme"));
+    }
+
+    #[test]
+    fn validation_refuses_what_delivery_cannot_honour() {
+        let good = WebhookSection {
+            name: "n".into(),
+            url: "http://127.0.0.1:1/".into(),
+            secret_file: None,
+            secret_env: Some("V".into()),
+            event_types: Vec::new(),
+            tenant: None,
+        };
+        let check = |hook: WebhookSection| {
+            EventsSection {
+                webhooks: vec![hook],
+            }
+            .validate()
+        };
+        assert!(check(good.clone()).is_ok());
+        assert!(
+            check(WebhookSection {
+                url: "ftp://x/".into(),
+                ..good.clone()
+            })
+            .is_err()
+        );
+        assert!(
+            check(WebhookSection {
+                secret_file: Some("f".into()),
+                ..good.clone()
+            })
+            .is_err()
+        );
+        assert!(
+            check(WebhookSection {
+                event_types: vec!["turn.appended".into()],
+                ..good.clone()
+            })
+            .is_err()
+        );
+        let twice = EventsSection {
+            webhooks: vec![good.clone(), good],
+        };
+        assert!(twice.validate().is_err());
+    }
+}
