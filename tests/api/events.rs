@@ -509,6 +509,23 @@ fn webhook(
     }
 }
 
+/// Waits until the server opened webhook `name`'s cursor: events
+/// committed before that are not its to deliver.
+async fn wait_for_cursor(db: &tokio_postgres::Client, name: &str) {
+    for _ in 0..200 {
+        let open = db
+            .query_opt("SELECT 1 FROM webhook_cursors WHERE name = $1", &[&name])
+            .await
+            .unwrap()
+            .is_some();
+        if open {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the cursor of webhook {name} was never opened");
+}
+
 async fn all_event_ids(db: &tokio_postgres::Client, kind: Option<&str>) -> Vec<i64> {
     db.query(
         "SELECT id FROM events WHERE $1::text IS NULL OR type = $1 ORDER BY id",
@@ -570,6 +587,8 @@ async fn events_reach_a_webhook_in_order_at_least_once_across_failures_and_a_res
     let db_handle = app.take_database().unwrap();
     let db = inquest_tests::connect(&app.db_url).await;
     let store = store_as(&app.db_url, "events-a");
+    wait_for_cursor(&db, "all").await;
+    wait_for_cursor(&db, "reports").await;
 
     let first = new_session(&store, "first").await;
     one_burst(&store, first, "first summary").await;
@@ -656,12 +675,13 @@ async fn a_receiver_with_another_secret_refuses_and_the_event_stays_undelivered(
     let hooks = vec![webhook("wrong", receiver.url("/x"), &secret_file, &[])];
     let app = inquest_tests::spawn_app_with(move |c| c.events.webhooks = hooks).await;
     let store = store_as(&app.db_url, "events-a");
+    let db = inquest_tests::connect(&app.db_url).await;
+    wait_for_cursor(&db, "wrong").await;
     new_session(&store, "refused").await;
     let seen = receiver
         .wait_for("two refused attempts", |seen| seen.len() >= 2)
         .await;
     assert!(seen.iter().all(|r| !r.verified && r.status == 401));
-    let db = inquest_tests::connect(&app.db_url).await;
     let row = db
         .query_one(
             "SELECT delivered_id, failed_attempts, last_error FROM webhook_cursors \

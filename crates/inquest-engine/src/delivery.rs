@@ -66,9 +66,17 @@ impl Deliveries {
         Ok(Some(Self { client, webhooks }))
     }
 
-    /// Starts one delivery task per webhook, owned by `tasks`, until
-    /// `shutdown`.
-    pub fn spawn(&self, store: &Store, tasks: &TaskTracker, shutdown: &CancellationToken) {
+    /// Opens each webhook's cursor, then starts one delivery task per
+    /// webhook, owned by `tasks`, until `shutdown`. Called before the
+    /// replica serves: a new webhook receives every event of the requests
+    /// it serves (a cursor that cannot be opened now is opened by its
+    /// task, later).
+    pub async fn spawn(&self, store: &Store, tasks: &TaskTracker, shutdown: &CancellationToken) {
+        for hook in &self.webhooks {
+            if let Err(e) = store.open_webhook_cursor(&hook.name).await {
+                tracing::warn!(webhook = %hook.name, error = %error_chain(&e), "cannot open the webhook's cursor yet");
+            }
+        }
         for hook in &self.webhooks {
             let stream = Stream {
                 store: store.clone(),
@@ -195,10 +203,14 @@ impl Stream {
             let error = tokio::select! {
                 () = self.shutdown.cancelled() => return Err(Stop::Shutdown),
                 outcome = self.attempt(&id, &body) => match outcome {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => {
+                        metrics::counter!("inquest_webhook_attempts_total", "outcome" => "delivered").increment(1);
+                        return Ok(());
+                    }
                     Err(error) => error,
                 },
             };
+            metrics::counter!("inquest_webhook_attempts_total", "outcome" => "failed").increment(1);
             tracing::warn!(webhook = %self.hook.name, event = event.id, %error, "webhook delivery failed; retrying");
             match self
                 .store
@@ -211,7 +223,30 @@ impl Stream {
                     tracing::warn!(webhook = %self.hook.name, error = %error_chain(&e), "cannot record a failed delivery");
                 }
             }
-            self.pause(backoff.next_delay()).await?;
+            self.pause_holding(backoff.next_delay()).await?;
+        }
+    }
+
+    /// Sleeps `delay` between attempts, renewing the lease as it goes: a
+    /// backoff longer than the lease does not hand the stream to another
+    /// replica, which would start its own backoff from the beginning.
+    async fn pause_holding(&self, delay: Duration) -> Result<(), Stop> {
+        let until = tokio::time::Instant::now() + delay;
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            self.pause(left.min(LEASE_TTL / 3)).await?;
+            match self.store.claim_webhook(&self.hook.name, LEASE_TTL).await {
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(Stop::LeaseLost),
+                // The database is away: the next attempt's record says
+                // whether the lease survived.
+                Err(e) => {
+                    tracing::warn!(webhook = %self.hook.name, error = %error_chain(&e), "cannot renew the webhook's lease");
+                }
+            }
         }
     }
 

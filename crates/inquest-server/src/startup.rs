@@ -410,7 +410,7 @@ impl Application {
             oidc.spawn_refresher(tasks, shutdown.clone());
         }
         if let Some(deliveries) = &self.deliveries {
-            deliveries.spawn(&self.store, tasks, shutdown);
+            deliveries.spawn(&self.store, tasks, shutdown).await;
         }
         spawn_idempotency_cleanup(
             &self.store,

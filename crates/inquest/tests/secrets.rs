@@ -68,11 +68,26 @@ async fn planted_secrets_never_reach_logs_turns_or_answers() {
         ),
     )
     .unwrap();
+    // The second run also delivers events to a dead webhook whose URL
+    // quotes its own secret, so every failed attempt's logged error does.
+    let webhook_secret = format!(
+        "whsec_{}",
+        uuid::Uuid::new_v4().simple().to_string().to_uppercase()
+    );
     let provider_only = dir.path().join("provider.toml");
-    std::fs::write(&provider_only, &provider).unwrap();
+    std::fs::write(
+        &provider_only,
+        format!(
+            "{provider}\n[[events.webhooks]]\nname = \"dead\"\n\
+             url = \"http://127.0.0.1:{dead}/hook?s={webhook_secret}\"\n\
+             secret_env = \"INQ_TEST_WEBHOOK\"\n"
+        ),
+    )
+    .unwrap();
     let env = [
         ("INQ_TEST_KEY", key.as_str()),
         ("MCP_TOKEN", token.as_str()),
+        ("INQ_TEST_WEBHOOK", webhook_secret.as_str()),
         ("RUST_LOG", "debug"),
     ];
     let server = Server::start_with(
@@ -144,7 +159,13 @@ async fn planted_secrets_never_reach_logs_turns_or_answers() {
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
     let refused = refused.message().to_owned();
     assert!(refused.contains("[redacted]"), "{refused}");
+    // Events of the second run were attempted (and failed) at least once.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     logs.extend(server.stop_and_read_logs().await);
+    assert!(
+        logs.iter().any(|l| l.contains("webhook delivery failed")),
+        "the dead webhook was attempted"
+    );
     let logs = logs.join("\n");
     assert!(
         logs.contains("[redacted]"),
@@ -161,6 +182,7 @@ async fn planted_secrets_never_reach_logs_turns_or_answers() {
             ("key", &key),
             ("token", &token),
             ("db password", &db_password),
+            ("webhook secret", &webhook_secret),
         ] {
             assert!(
                 !text.contains(secret.as_str()),

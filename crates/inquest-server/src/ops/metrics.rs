@@ -69,6 +69,10 @@ const ZEROED: &[Zeroed] = &[
         label: None,
     },
     Zeroed {
+        name: "inquest_webhook_attempts_total",
+        label: Some(("outcome", &["delivered", "failed"])),
+    },
+    Zeroed {
         name: "inquest_feed_resyncs_total",
         label: Some(("cause", &["queue_full", "lost", "listening"])),
     },
@@ -199,6 +203,10 @@ fn describe_counters() {
     describe_counter!(
         "inquest_orphan_recoveries_total",
         "Recovery plans made for orphans, by kind."
+    );
+    describe_counter!(
+        "inquest_webhook_attempts_total",
+        "Webhook delivery attempts: delivered (the receiver answered 2xx) or failed (retried)."
     );
     describe_counter!(
         "inquest_store_calls_total",
