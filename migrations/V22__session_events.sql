@@ -24,6 +24,10 @@ CREATE TABLE events (
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 
+-- ListEvents pages a tenant's events, or one session's, by id.
+CREATE INDEX events_by_tenant ON events (tenant, id);
+CREATE INDEX events_by_session ON events (session_id, id) WHERE session_id IS NOT NULL;
+
 -- Arbitrary but fixed: the two-key form keeps it apart from the migration
 -- lock (crates/inquest-store/src/migrate.rs).
 CREATE FUNCTION record_event(kind text, tenant text, session uuid, incident uuid, payload jsonb)

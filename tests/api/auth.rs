@@ -174,6 +174,10 @@ async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, S
             .list_audit_events(with(pb::ListAuditEventsRequest::default(), token))
             .await
             .map(drop),
+        "ListEvents" => c
+            .list_events(with(pb::ListEventsRequest::default(), token))
+            .await
+            .map(drop),
         other => panic!("no call for {other}"),
     };
     match result {

@@ -697,3 +697,121 @@ async fn a_receiver_with_another_secret_refuses_and_the_event_stays_undelivered(
     app.stop().await.unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// ListEvents pages the caller's tenant's log by id, filters by type and
+/// session, and never shows another tenant's events.
+#[tokio::test]
+async fn list_events_pages_the_tenants_log_by_id() {
+    use inquest_proto::v1 as pb;
+    let app = spawn_app().await;
+    let store = store_as(&app.db_url, "events-a");
+    let first = new_session(&store, "first").await;
+    one_burst(&store, first, "done").await;
+    let second = new_session(&store, "second").await;
+    // Another tenant's incident: not in the default tenant's log.
+    let limits = Limits::default();
+    store
+        .create_incident(
+            &inquest_core::Tenant::parse("acme").unwrap(),
+            &IncidentText::parse("acme's".into(), String::new(), &limits).unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut c = app.client().await;
+    let list = async |c: &mut inquest_proto::v1::investigations_client::InvestigationsClient<
+        tonic::transport::Channel,
+    >,
+                      req: pb::ListEventsRequest| {
+        c.list_events(req).await.map(|r| r.into_inner())
+    };
+    let mut after_id = 0;
+    let mut all = Vec::new();
+    loop {
+        let page = list(
+            &mut c,
+            pb::ListEventsRequest {
+                after_id,
+                page_size: 2,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        if page.events.is_empty() {
+            assert_eq!(page.next_after_id, after_id);
+            break;
+        }
+        assert!(page.events.len() <= 2);
+        after_id = page.next_after_id;
+        all.extend(page.events);
+    }
+    let types: Vec<&str> = all.iter().map(|e| e.r#type.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            "incident.created",
+            "session.running",
+            "report.ready",
+            "session.completed",
+            "incident.created"
+        ]
+    );
+    assert!(all.windows(2).all(|w| w[0].id < w[1].id));
+    assert!(all.iter().all(|e| e.tenant == "default"));
+    let report: serde_json::Value = serde_json::from_str(&all[2].data_json).unwrap();
+    assert_eq!(report["summary"], "done");
+    assert_eq!(all[2].session_id, first.to_string());
+
+    let reports = list(
+        &mut c,
+        pb::ListEventsRequest {
+            types: vec!["report.ready".into()],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(reports.events.len(), 1);
+    let of_second = list(
+        &mut c,
+        pb::ListEventsRequest {
+            session_id: second.to_string(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        of_second.events.is_empty(),
+        "a pending session has no events"
+    );
+
+    for bad in [
+        pb::ListEventsRequest {
+            after_id: -1,
+            ..Default::default()
+        },
+        pb::ListEventsRequest {
+            types: vec!["turn.appended".into()],
+            ..Default::default()
+        },
+        pb::ListEventsRequest {
+            session_id: "not-a-uuid".into(),
+            ..Default::default()
+        },
+    ] {
+        let refused = list(&mut c, bad.clone()).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{bad:?}");
+    }
+    let unknown = list(
+        &mut c,
+        pb::ListEventsRequest {
+            session_id: uuid::Uuid::new_v4().to_string(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+    app.stop().await.unwrap();
+}

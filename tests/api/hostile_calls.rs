@@ -1037,6 +1037,37 @@ async fn hostile_sweep(tenants: bool) {
                     sweep.tokens.push(token.id);
                 }
             }
+            "ListEvents" => {
+                let session_id = if sweep.rng.chance(40) {
+                    String::new()
+                } else {
+                    sweep.id(Pool::Session)
+                };
+                let after_id = match sweep.rng.below(4) {
+                    0 => -1,
+                    1 => i64::MAX,
+                    _ => i64::from(sweep.count()),
+                };
+                let types = if sweep.rng.chance(50) {
+                    Vec::new()
+                } else {
+                    let junk = sweep.text();
+                    vec![sweep.rng.pick(&["report.ready".to_owned(), junk])]
+                };
+                let page_size = sweep.count();
+                let req = format!(
+                    "session_id={} after_id={after_id} types={:?} page_size={page_size}",
+                    show(&session_id),
+                    types.iter().map(|t| show(t)).collect::<Vec<_>>()
+                );
+                let call = client.list_events(pb::ListEventsRequest {
+                    after_id,
+                    types,
+                    session_id,
+                    page_size,
+                });
+                sweep.check(n, rpc, &req, unary(call).await);
+            }
             "ListTokens" => {
                 let limit = sweep.count();
                 let req = format!("limit={limit}");

@@ -174,6 +174,16 @@ async fn call(c: &mut Client, token: &str, method: &str, id: &str) -> Status {
             ))
             .await
             .map(drop),
+        "ListEvents" => c
+            .list_events(req(
+                pb::ListEventsRequest {
+                    session_id: id,
+                    ..Default::default()
+                },
+                token,
+            ))
+            .await
+            .map(drop),
         other => panic!("no call for {other}"),
     };
     match result {
@@ -281,6 +291,7 @@ async fn another_tenants_ids_answer_exactly_as_unknown_ones_and_write_nothing() 
         "GetReport",
         "ContinueSession",
         "GetRecoveryPlan",
+        "ListEvents",
     ];
     let cases = by_incident
         .iter()

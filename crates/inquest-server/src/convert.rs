@@ -434,6 +434,18 @@ pub fn api_token(t: &inquest_store::ApiToken) -> pb::ApiToken {
     }
 }
 
+pub fn event(e: &inquest_store::EventRow) -> pb::Event {
+    pb::Event {
+        id: e.id,
+        r#type: e.kind.clone(),
+        tenant: e.tenant.clone(),
+        incident_id: e.incident_id.to_string(),
+        session_id: e.session_id.map(|s| s.to_string()).unwrap_or_default(),
+        data_json: e.payload.to_string(),
+        created_at: Some(timestamp(e.created_at)),
+    }
+}
+
 pub fn audit_event(e: &inquest_store::AuditEvent) -> pb::AuditEvent {
     let id = |v: Option<String>| v.unwrap_or_default();
     pb::AuditEvent {

@@ -61,6 +61,40 @@ impl Store {
         rows.iter().map(event_from_row).collect()
     }
 
+    /// Up to `limit` of `tenant`'s events after `after`, oldest first,
+    /// only of `types` (empty: all) and of `session` (when given).
+    pub async fn list_events(
+        &self,
+        tenant: &inquest_core::Tenant,
+        after: i64,
+        types: &[String],
+        session: Option<inquest_core::SessionId>,
+        limit: u32,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE tenant = $1 AND id > $2 \
+             AND (cardinality($3::text[]) = 0 OR type = ANY($3)) \
+             AND ($4::uuid IS NULL OR session_id = $4) ORDER BY id LIMIT $5"
+        );
+        let session = session.map(|s| *s.as_uuid());
+        let rows = self
+            .run("list_events", async |c| {
+                Ok(c.query(
+                    &sql,
+                    &[
+                        &tenant.as_str(),
+                        &after,
+                        &types,
+                        &session,
+                        &i64::from(limit),
+                    ],
+                )
+                .await?)
+            })
+            .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
     /// Creates the cursor of webhook `name` if it has none, at the newest
     /// event: a webhook added to the config receives what happens from
     /// then on, not the whole history. An existing cursor is kept, so a

@@ -23,6 +23,7 @@ use tonic::{Request, Response, Status};
 
 mod admin;
 pub mod audit;
+mod events;
 mod incidents;
 mod messages;
 pub mod pages;
@@ -370,5 +371,13 @@ impl Investigations for InvestigationsService {
         request: Request<pb::ListAuditEventsRequest>,
     ) -> Result<Response<pb::ListAuditEventsResponse>, Status> {
         self.admin_list_audit_events(request).await
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn list_events(
+        &self,
+        request: Request<pb::ListEventsRequest>,
+    ) -> Result<Response<pb::ListEventsResponse>, Status> {
+        self.do_list_events(request).await
     }
 }
