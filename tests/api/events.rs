@@ -815,3 +815,96 @@ async fn list_events_pages_the_tenants_log_by_id() {
     assert_eq!(unknown.code(), tonic::Code::NotFound);
     app.stop().await.unwrap();
 }
+
+/// Two replicas configured with the same webhook: one at a time delivers
+/// it, so each event arrives once and in order; a holder that stops
+/// renewing (as a killed replica does) passes the stream on when its lease
+/// expires, not before.
+#[tokio::test]
+async fn one_replica_at_a_time_delivers_and_a_dead_holders_stream_passes_on() {
+    let dir = std::env::temp_dir().join(format!("inquest-events-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = new_secret();
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, &secret).unwrap();
+    let receiver = Receiver::start(&secret, "/none", 0).await;
+    let hooks = vec![webhook("shared", receiver.url("/hook"), &secret_file, &[])];
+    let configure = |name: &'static str, hooks: Vec<_>| {
+        move |c: &mut inquest_server::config::Config| {
+            c.replica_id = Some(name.into());
+            c.events.webhooks = hooks;
+        }
+    };
+    let mut a = inquest_tests::spawn_app_with(configure("replica-a", hooks.clone())).await;
+    let db_handle = a.take_database().unwrap();
+    let b = inquest_tests::spawn_app_on(
+        db_handle.name.clone(),
+        a.db_url.clone(),
+        configure("replica-b", hooks),
+    )
+    .await;
+    let db = inquest_tests::connect(&a.db_url).await;
+    wait_for_cursor(&db, "shared").await;
+    let store = store_as(&a.db_url, "events-writer");
+    for n in 0..3 {
+        let session = new_session(&store, &format!("session {n}")).await;
+        one_burst(&store, session, "done").await;
+    }
+    let all = all_event_ids(&db, None).await;
+    let seen = receiver
+        .wait_for("every event", |seen| {
+            delivered(seen, "/hook").len() >= all.len()
+        })
+        .await;
+    // Give a second deliverer, if there were one, time to repeat them.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(delivered(&receiver.seen(), "/hook"), all, "{seen:#?}");
+    let holder: String = db
+        .query_one(
+            "SELECT holder FROM webhook_cursors WHERE name = 'shared'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(holder == "replica-a" || holder == "replica-b", "{holder}");
+
+    // A holder that died: its lease runs 3 s more, and nobody sends until
+    // then.
+    db.execute(
+        "UPDATE webhook_cursors SET holder = 'replica-dead', \
+         lease_expires_at = now() + interval '3 seconds' WHERE name = 'shared'",
+        &[],
+    )
+    .await
+    .unwrap();
+    let taken_at = std::time::Instant::now();
+    // A pass that claimed just before the overwrite finishes first (a
+    // real takeover comes only after a lease expired: never mid-pass).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    new_session(&store, "after the death").await;
+    let all = all_event_ids(&db, None).await;
+    receiver
+        .wait_for("the event after the takeover", |seen| {
+            delivered(seen, "/hook") == all
+        })
+        .await;
+    assert!(
+        taken_at.elapsed() >= Duration::from_millis(2500),
+        "delivered while the dead holder's lease ran: {:?}",
+        taken_at.elapsed()
+    );
+    let holder: String = db
+        .query_one(
+            "SELECT holder FROM webhook_cursors WHERE name = 'shared'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_ne!(holder, "replica-dead");
+    b.stop().await.unwrap();
+    a.stop().await.unwrap();
+    drop(db_handle);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
