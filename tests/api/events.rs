@@ -580,6 +580,10 @@ async fn events_reach_a_webhook_in_order_at_least_once_across_failures_and_a_res
             &secret_file,
             &["report.ready"],
         ),
+        inquest_engine::webhooks::WebhookSection {
+            tenant: Some("acme".into()),
+            ..webhook("acme", receiver.url("/acme"), &secret_file, &[])
+        },
     ];
     let configure =
         |hooks: Vec<_>| move |c: &mut inquest_server::config::Config| c.events.webhooks = hooks;
@@ -589,6 +593,7 @@ async fn events_reach_a_webhook_in_order_at_least_once_across_failures_and_a_res
     let store = store_as(&app.db_url, "events-a");
     wait_for_cursor(&db, "all").await;
     wait_for_cursor(&db, "reports").await;
+    wait_for_cursor(&db, "acme").await;
 
     let first = new_session(&store, "first").await;
     one_burst(&store, first, "first summary").await;
@@ -598,6 +603,23 @@ async fn events_reach_a_webhook_in_order_at_least_once_across_failures_and_a_res
         4,
         "incident, running, report, completed"
     );
+    let limits = Limits::default();
+    store
+        .create_incident(
+            &inquest_core::Tenant::parse("acme").unwrap(),
+            &IncidentText::parse("acme's".into(), String::new(), &limits).unwrap(),
+        )
+        .await
+        .unwrap();
+    let acme: Vec<i64> = db
+        .query("SELECT id FROM events WHERE tenant = 'acme'", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(acme.len(), 1);
+    let before_restart = all_event_ids(&db, None).await;
     let seen = receiver
         .wait_for("the first session's events", |seen| {
             delivered(seen, "/all") == before_restart
@@ -648,6 +670,8 @@ async fn events_reach_a_webhook_in_order_at_least_once_across_failures_and_a_res
     );
     assert_eq!(got, all);
     assert!(seen.iter().all(|r| r.verified), "{seen:#?}");
+    // The tenant's webhook got its tenant's event only.
+    assert_eq!(delivered(&seen, "/acme"), acme);
     let reports = all_event_ids(&db, Some("report.ready")).await;
     assert_eq!(reports.len(), 2);
     let seen = receiver
