@@ -932,3 +932,60 @@ async fn one_replica_at_a_time_delivers_and_a_dead_holders_stream_passes_on() {
     drop(db_handle);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A receiver that accepts the connection and never answers holds the
+/// stream for one attempt's timeout (10 s), not for ever: the attempt is
+/// recorded as failed and retried.
+#[tokio::test]
+async fn a_receiver_that_never_answers_fails_the_attempt_after_its_timeout() {
+    let dir = std::env::temp_dir().join(format!("inquest-events-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, new_secret()).unwrap();
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    let hooks = vec![webhook(
+        "silent",
+        format!("http://127.0.0.1:{port}/"),
+        &secret_file,
+        &[],
+    )];
+    let app = inquest_tests::spawn_app_with(move |c| c.events.webhooks = hooks).await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    wait_for_cursor(&db, "silent").await;
+    let store = store_as(&app.db_url, "events-a");
+    let started = std::time::Instant::now();
+    new_session(&store, "nobody answers").await;
+    let error = loop {
+        let row = db
+            .query_one(
+                "SELECT failed_attempts, last_error FROM webhook_cursors WHERE name = 'silent'",
+                &[],
+            )
+            .await
+            .unwrap();
+        if row.get::<_, i32>(0) >= 1 {
+            break row.get::<_, String>(1);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no attempt ended in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(9),
+        "ended after {took:?}: {error}"
+    );
+    assert!(error.contains("timed out"), "{error}");
+    app.stop().await.unwrap();
+    held.abort();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
