@@ -24,7 +24,7 @@ use crate::{
 
 /// An idle session: the user's question, then an assistant turn calling
 /// `restart_service` (c1) with no result.
-async fn cut_off_session(
+pub(crate) async fn cut_off_session(
     app: &inquest_tests::TestApp,
     client: &mut crate::support::Client,
 ) -> SessionId {

@@ -17,4 +17,5 @@ mod markdown;
 mod reconnect;
 mod streaming;
 mod support;
+mod waiting;
 mod webdriver;

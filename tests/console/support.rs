@@ -12,7 +12,7 @@ pub type Client = InvestigationsClient<Channel>;
 
 /// The console's URL on `app` (the gRPC port).
 pub fn console_url(app: &TestApp) -> String {
-    format!("{}/console/", app.endpoint())
+    format!("{}/console/#/incidents", app.endpoint())
 }
 
 /// The session page's URL.

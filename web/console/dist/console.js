@@ -286,6 +286,7 @@
     CANCELLED: 6,
     AWAITING_CONFIRMATION: 7
   };
+  var ALL_STATUSES = Object.values(SessionStatus).filter((v2) => v2 !== 0);
   var STATUS_NAMES = [
     "unspecified",
     "pending",
@@ -298,6 +299,10 @@
   ];
   function statusName(status) {
     return STATUS_NAMES[status] ?? `status_${status}`;
+  }
+  function statusFromName(name) {
+    const i = STATUS_NAMES.indexOf(name);
+    return i > 0 ? i : 0;
   }
   var TurnRole = {
     UNSPECIFIED: 0,
@@ -526,6 +531,7 @@
     listIncidents: (pageSize, pageToken) => new Writer().uint(1, pageSize).string(2, pageToken).finish(),
     startSession: (incidentId, message, idempotencyKey) => new Writer().string(1, incidentId).string(2, message).string(3, idempotencyKey).finish(),
     sessionId: (sessionId) => new Writer().string(1, sessionId).finish(),
+    incidentId: (incidentId) => new Writer().string(1, incidentId).finish(),
     listSessions: (incidentId, pageSize, pageToken, statuses = []) => new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
     listTurns: (sessionId, afterSeq, limit) => new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
     sendMessage: (sessionId, message, idempotencyKey) => new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).finish(),
@@ -4432,11 +4438,14 @@ Please report this to https://github.com/markedjs/marked.`, e) {
   }
   async function call(method, request) {
     for (; ; ) {
+      const sent = token();
       try {
-        return await unary(method, request, { token: token() });
+        return await unary(method, request, { token: sent });
       } catch (e) {
         if (e instanceof GrpcError && e.code === Code.UNAUTHENTICATED) {
-          const had = token() !== null;
+          const now = token();
+          if (now !== null && now !== sent) continue;
+          const had = sent !== null;
           sessionStorage.removeItem(TOKEN_KEY);
           await askToken(had ? "That token was refused." : "This server requires an API token.");
           continue;
@@ -4454,25 +4463,204 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     show($2("error"), false);
     $2("error").textContent = "";
   }
-  async function renderIncidents() {
-    show($2("incidents-view"), true);
-    show($2("session-view"), false);
-    const list = $2("incident-list");
-    list.dataset.state = "loading";
-    const page = decodeList(await call("ListIncidents", encode.listIncidents(50, "")), decodeIncident);
-    const items = [];
-    for (const incident of page.items) items.push(await incidentItem(incident));
-    list.replaceChildren(...items);
-    if (items.length === 0) list.append(h("li", { class: "empty" }, "No incidents yet."));
-    list.dataset.state = "loaded";
+  var VIEWS = ["waiting-view", "incidents-view", "session-view"];
+  function showView(id) {
+    for (const v2 of VIEWS) show($2(v2), v2 === id);
   }
-  async function incidentItem(incident) {
-    const sessions = decodeList(
-      await call("ListSessions", encode.listSessions(incident.id, 50, "")),
-      decodeSession
+  var incidentCache = /* @__PURE__ */ new Map();
+  async function incidentById(id) {
+    const known = incidentCache.get(id);
+    if (known) return known;
+    const incident = decodeIncident(await call("GetIncident", encode.incidentId(id)));
+    incidentCache.set(id, incident);
+    return incident;
+  }
+  var HOLDS = [
+    {
+      kind: "confirmation",
+      status: SessionStatus.AWAITING_CONFIRMATION,
+      why: confirmWhy,
+      actions: [
+        { label: "Confirm and continue", method: "ContinueSession", action: "confirm" },
+        { label: "Cancel session", method: "CancelSession", action: "cancel" }
+      ]
+    }
+  ];
+  function confirmWhy(s) {
+    const plan = s.lastRecoveryPlan;
+    if (!plan) return "Held for confirmation.";
+    const calls = plan.interruptedCalls.map((c) => `${c.name} (${c.callId}, ${c.sideEffect})`).join(", ");
+    return `Held for confirmation: ${calls || plan.kind}`;
+  }
+  var WAITING_POLL_MS = 3e3;
+  var WAITING_POLL_MAX_MS = 3e4;
+  var WAITING_MAX_PAGES = 5;
+  var waitingRun = null;
+  function waitingNow() {
+    if (!waitingRun) {
+      waitingRun = readWaiting().finally(() => {
+        waitingRun = null;
+      });
+    }
+    return waitingRun;
+  }
+  async function readWaiting() {
+    const statuses = HOLDS.map((h2) => h2.status);
+    const held = [];
+    let pageToken = "";
+    let more = false;
+    for (let pages = 0; pages < WAITING_MAX_PAGES; pages++) {
+      const page = decodeList(await call("ListSessions", encode.listSessions("", 100, pageToken, statuses)), decodeSession);
+      held.push(...page.items);
+      pageToken = page.next;
+      if (!pageToken) break;
+      more = pages + 1 === WAITING_MAX_PAGES;
+    }
+    const items = [];
+    for (const s of held) {
+      const hold = HOLDS.find((h2) => h2.status === s.status);
+      if (hold) items.push(await waitingItem(s, hold));
+    }
+    const list = $2("waiting-list");
+    list.replaceChildren(...items);
+    if (items.length === 0) list.append(h("li", { class: "empty" }, "Nothing waits for you."));
+    if (more) list.append(h("li", { class: "empty" }, "More are held than shown here."));
+    list.dataset.state = "loaded";
+    list.dataset.count = String(items.length);
+    const count = $2("waiting-count");
+    const n = `${items.length}${more ? "+" : ""}`;
+    count.textContent = n;
+    count.dataset.count = String(items.length);
+    document.title = items.length ? `(${n}) waiting \xB7 Inquest console` : "Inquest console";
+  }
+  async function waitingItem(s, hold) {
+    let title = s.incidentId;
+    try {
+      title = (await incidentById(s.incidentId)).title;
+    } catch (e) {
+      if (!(e instanceof GrpcError && e.code === Code.NOT_FOUND)) throw e;
+    }
+    const actions = h("div", { class: "actions" });
+    for (const a of hold.actions) {
+      const button = h("button", { type: "button", "data-action": a.action }, a.label);
+      button.addEventListener("click", () => {
+        clearError();
+        button.disabled = true;
+        call(a.method, encode.sessionId(s.id)).then(() => waitingNow()).catch((e) => {
+          button.disabled = false;
+          showError(e);
+        });
+      });
+      actions.append(button);
+    }
+    return h(
+      "li",
+      { class: "waiting", "data-session-id": s.id, "data-kind": hold.kind, "data-status": statusName(s.status) },
+      h("h3", {}, title),
+      h(
+        "p",
+        {},
+        h("a", { href: `#/session/${s.id}` }, `session ${s.id.slice(0, 8)}\u2026`),
+        " ",
+        h("span", { class: `status status-${statusName(s.status)}` }, statusName(s.status)),
+        ` \xB7 ${s.turnCount} turns`
+      ),
+      h("p", { class: "why" }, hold.why(s)),
+      actions
     );
+  }
+  async function pollWaiting() {
+    let delay = WAITING_POLL_MS;
+    for (; ; ) {
+      try {
+        await waitingNow();
+        delay = WAITING_POLL_MS;
+      } catch (e) {
+        $2("waiting-list").dataset.state = "error";
+        if (!$2("waiting-view").hidden) showError(e);
+        delay = Math.min(delay * 2, WAITING_POLL_MAX_MS);
+      }
+      await sleep(document.hidden ? Math.max(delay, WAITING_POLL_MAX_MS / 2) : delay);
+    }
+  }
+  var INCIDENT_PAGE = 20;
+  var INCIDENT_POLL_MS = 5e3;
+  var IncidentList = class {
+    constructor(status) {
+      __publicField(this, "status", status);
+      __publicField(this, "pages", 1);
+      __publicField(this, "stale", false);
+      __publicField(this, "running", null);
+    }
+    close() {
+      this.stale = true;
+    }
+    load() {
+      if (!this.running) {
+        this.running = this.read().finally(() => {
+          this.running = null;
+        });
+      }
+      return this.running;
+    }
+    async more() {
+      await this.running;
+      this.pages += 1;
+      await this.load();
+    }
+    async read() {
+      const list = $2("incident-list");
+      if (list.dataset.state !== "loaded") list.dataset.state = "loading";
+      const groups = [];
+      let pageToken = "";
+      let read = 0;
+      do {
+        if (this.status) {
+          const page = decodeList(
+            await call("ListSessions", encode.listSessions("", INCIDENT_PAGE, pageToken, [this.status])),
+            decodeSession
+          );
+          for (const s of page.items) {
+            const group = groups.find((g) => g.incident.id === s.incidentId);
+            if (group) group.sessions?.push(s);
+            else groups.push({ incident: await incidentById(s.incidentId), sessions: [s] });
+          }
+          pageToken = page.next;
+        } else {
+          const page = decodeList(await call("ListIncidents", encode.listIncidents(INCIDENT_PAGE, pageToken)), decodeIncident);
+          for (const incident of page.items) groups.push({ incident, sessions: null });
+          pageToken = page.next;
+        }
+        read += 1;
+      } while (pageToken && read < this.pages);
+      const items = [];
+      for (const g of groups) items.push(await incidentItem(g.incident, g.sessions));
+      if (this.stale) return;
+      list.replaceChildren(...items);
+      if (items.length === 0) {
+        list.append(h("li", { class: "empty" }, this.status ? "No sessions with that status." : "No incidents yet."));
+      }
+      list.dataset.pages = String(read);
+      list.dataset.state = "loaded";
+      show($2("incidents-more"), pageToken !== "");
+    }
+  };
+  var incidents = null;
+  async function pollIncidents() {
+    for (; ; ) {
+      await sleep(INCIDENT_POLL_MS);
+      const list = incidents;
+      if (!list || document.hidden) continue;
+      try {
+        await list.load();
+      } catch {
+      }
+    }
+  }
+  async function incidentItem(incident, only) {
+    const sessions = only ?? decodeList(await call("ListSessions", encode.listSessions(incident.id, 50, "")), decodeSession).items;
     const ul = h("ul", { class: "sessions" });
-    for (const s of sessions.items) {
+    for (const s of sessions) {
       ul.append(
         h(
           "li",
@@ -4518,7 +4706,15 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         button.disabled = false;
       }
     });
-    $2("refresh").addEventListener("click", () => void renderIncidents().catch(showError));
+    $2("refresh").addEventListener("click", () => void incidents?.load().catch(showError));
+    $2("incidents-more").addEventListener("click", () => void incidents?.more().catch(showError));
+    const filter = $2("status-filter");
+    for (const status of ALL_STATUSES) {
+      filter.append(h("option", { value: statusName(status) }, statusName(status)));
+    }
+    filter.addEventListener("change", () => {
+      location.hash = filter.value ? `#/incidents?status=${filter.value}` : "#/incidents";
+    });
   }
   var ACTIVE = [SessionStatus.PENDING, SessionStatus.RUNNING];
   var SessionPage = class {
@@ -4537,8 +4733,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       __publicField(this, "refreshTimer", null);
     }
     async open() {
-      show($2("incidents-view"), false);
-      show($2("session-view"), true);
+      showView("session-view");
       $2("session-title").textContent = `Session ${this.id}`;
       $2("turns").replaceChildren();
       show($2("report"), false);
@@ -4593,9 +4788,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION || s.status === SessionStatus.IDLE
       );
       const plan = s.lastRecoveryPlan;
-      const confirmWhy = $2("confirm-why");
-      confirmWhy.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? `Held for confirmation: ${plan.interruptedCalls.map((c) => `${c.name} (${c.callId}, ${c.sideEffect})`).join(", ") || plan.kind}` : "";
-      show(confirmWhy, confirmWhy.textContent !== "");
+      const confirmWhy2 = $2("confirm-why");
+      confirmWhy2.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? `Held for confirmation: ${plan.interruptedCalls.map((c) => `${c.name} (${c.callId}, ${c.sideEffect})`).join(", ") || plan.kind}` : "";
+      show(confirmWhy2, confirmWhy2.textContent !== "");
       $2("follow-up-send").disabled = s.status === SessionStatus.CANCELLED;
     }
     async loadReport() {
@@ -4809,12 +5004,32 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     clearError();
     current?.close();
     current = null;
-    const m = /^#\/session\/([0-9a-fA-F-]{36})$/.exec(location.hash);
+    incidents?.close();
+    incidents = null;
+    if (location.hash === "" || location.hash === "#") {
+      history.replaceState(null, "", "#/waiting");
+    }
+    const hash = location.hash;
+    const m = /^#\/session\/([0-9a-fA-F-]{36})$/.exec(hash);
+    const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
     if (m) {
       current = new SessionPage(m[1]);
       current.open().catch(showError);
+    } else if (hash === "#/waiting") {
+      showView("waiting-view");
+      waitingNow().catch(showError);
+    } else if (list) {
+      showView("incidents-view");
+      const status = list[1] ? statusFromName(list[1]) : 0;
+      $2("status-filter").value = status ? statusName(status) : "";
+      const el = $2("incident-list");
+      el.dataset.state = "loading";
+      el.dataset.filter = status ? statusName(status) : "";
+      incidents = new IncidentList(status);
+      incidents.load().catch(showError);
     } else {
-      renderIncidents().catch(showError);
+      showView("waiting-view");
+      showError(`No such page: ${hash}`);
     }
   }
   window.inquestConsole = {
@@ -4830,4 +5045,6 @@ Please report this to https://github.com/markedjs/marked.`, e) {
   setupSessionActions();
   window.addEventListener("hashchange", route);
   route();
+  void pollWaiting();
+  void pollIncidents();
 })();

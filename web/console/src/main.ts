@@ -9,6 +9,7 @@ import {
   type Report,
   type Session,
   type SessionTurn,
+  ALL_STATUSES,
   SessionStatus,
   TurnRole,
   decodeIncident,
@@ -19,6 +20,7 @@ import {
   decodeWatchEvent,
   encode,
   roleName,
+  statusFromName,
   statusName,
 } from "./proto";
 import { type CallView, Timeline } from "./view";
@@ -129,11 +131,17 @@ function setupToken(): void {
 /** A unary call that asks for a token on UNAUTHENTICATED and retries. */
 async function call(method: string, request: Uint8Array): Promise<Uint8Array> {
   for (;;) {
+    // Several calls run at once (the pollers): each judges the token it
+    // sent, so a second refusal of the same token still says "refused".
+    const sent = token();
     try {
-      return await unary(method, request, { token: token() });
+      return await unary(method, request, { token: sent });
     } catch (e) {
       if (e instanceof GrpcError && e.code === Code.UNAUTHENTICATED) {
-        const had = token() !== null;
+        const now = token();
+        // A newer token was entered meanwhile: try that one.
+        if (now !== null && now !== sent) continue;
+        const had = sent !== null;
         sessionStorage.removeItem(TOKEN_KEY);
         await askToken(had ? "That token was refused." : "This server requires an API token.");
         continue;
@@ -154,28 +162,262 @@ function clearError(): void {
   $("error").textContent = "";
 }
 
-// ---------- incidents view ----------
+// ---------- views ----------
 
-async function renderIncidents(): Promise<void> {
-  show($("incidents-view"), true);
-  show($("session-view"), false);
-  const list = $("incident-list");
-  list.dataset.state = "loading";
-  const page = decodeList(await call("ListIncidents", encode.listIncidents(50, "")), decodeIncident);
-  const items: HTMLElement[] = [];
-  for (const incident of page.items) items.push(await incidentItem(incident));
-  list.replaceChildren(...items);
-  if (items.length === 0) list.append(h("li", { class: "empty" }, "No incidents yet."));
-  list.dataset.state = "loaded";
+const VIEWS = ["waiting-view", "incidents-view", "session-view"];
+
+function showView(id: string): void {
+  for (const v of VIEWS) show($(v), v === id);
 }
 
-async function incidentItem(incident: Incident): Promise<HTMLElement> {
-  const sessions = decodeList(
-    await call("ListSessions", encode.listSessions(incident.id, 50, "")),
-    decodeSession,
+/** Incidents read once, by id: titles do not change, and the waiting list
+ * and a filtered incident list name each session's incident. */
+const incidentCache = new Map<string, Incident>();
+
+async function incidentById(id: string): Promise<Incident> {
+  const known = incidentCache.get(id);
+  if (known) return known;
+  const incident = decodeIncident(await call("GetIncident", encode.incidentId(id)));
+  incidentCache.set(id, incident);
+  return incident;
+}
+
+// ---------- waiting for you ----------
+
+/**
+ * What a session can be held for, each with why it waits and the actions
+ * that release it. Recovery confirmations are the only hold today; another
+ * (an approval, a queued message) is one more entry here, with its status
+ * and its actions.
+ */
+interface Hold {
+  kind: string;
+  status: number;
+  why(s: Session): string;
+  actions: Array<{ label: string; method: string; action: string }>;
+}
+
+const HOLDS: Hold[] = [
+  {
+    kind: "confirmation",
+    status: SessionStatus.AWAITING_CONFIRMATION,
+    why: confirmWhy,
+    actions: [
+      { label: "Confirm and continue", method: "ContinueSession", action: "confirm" },
+      { label: "Cancel session", method: "CancelSession", action: "cancel" },
+    ],
+  },
+];
+
+/** Why a held session waits, as the session page says it. */
+function confirmWhy(s: Session): string {
+  const plan = s.lastRecoveryPlan;
+  if (!plan) return "Held for confirmation.";
+  const calls = plan.interruptedCalls.map((c) => `${c.name} (${c.callId}, ${c.sideEffect})`).join(", ");
+  return `Held for confirmation: ${calls || plan.kind}`;
+}
+
+const WAITING_POLL_MS = 3000;
+const WAITING_POLL_MAX_MS = 30000;
+/** At most this many pages of held sessions are read per poll. */
+const WAITING_MAX_PAGES = 5;
+
+let waitingRun: Promise<void> | null = null;
+
+/** Reads the held sessions now (one read at a time). */
+function waitingNow(): Promise<void> {
+  if (!waitingRun) {
+    waitingRun = readWaiting().finally(() => {
+      waitingRun = null;
+    });
+  }
+  return waitingRun;
+}
+
+async function readWaiting(): Promise<void> {
+  const statuses = HOLDS.map((h) => h.status);
+  const held: Session[] = [];
+  let pageToken = "";
+  let more = false;
+  for (let pages = 0; pages < WAITING_MAX_PAGES; pages++) {
+    const page = decodeList(await call("ListSessions", encode.listSessions("", 100, pageToken, statuses)), decodeSession);
+    held.push(...page.items);
+    pageToken = page.next;
+    if (!pageToken) break;
+    more = pages + 1 === WAITING_MAX_PAGES;
+  }
+  const items: HTMLElement[] = [];
+  for (const s of held) {
+    const hold = HOLDS.find((h) => h.status === s.status);
+    if (hold) items.push(await waitingItem(s, hold));
+  }
+  const list = $("waiting-list");
+  list.replaceChildren(...items);
+  if (items.length === 0) list.append(h("li", { class: "empty" }, "Nothing waits for you."));
+  if (more) list.append(h("li", { class: "empty" }, "More are held than shown here."));
+  list.dataset.state = "loaded";
+  list.dataset.count = String(items.length);
+  const count = $("waiting-count");
+  const n = `${items.length}${more ? "+" : ""}`;
+  count.textContent = n;
+  count.dataset.count = String(items.length);
+  document.title = items.length ? `(${n}) waiting · Inquest console` : "Inquest console";
+}
+
+async function waitingItem(s: Session, hold: Hold): Promise<HTMLElement> {
+  let title = s.incidentId;
+  try {
+    title = (await incidentById(s.incidentId)).title;
+  } catch (e) {
+    if (!(e instanceof GrpcError && e.code === Code.NOT_FOUND)) throw e;
+  }
+  const actions = h("div", { class: "actions" });
+  for (const a of hold.actions) {
+    const button = h("button", { type: "button", "data-action": a.action }, a.label);
+    button.addEventListener("click", () => {
+      clearError();
+      button.disabled = true;
+      call(a.method, encode.sessionId(s.id))
+        .then(() => waitingNow())
+        .catch((e) => {
+          button.disabled = false;
+          showError(e);
+        });
+    });
+    actions.append(button);
+  }
+  return h(
+    "li",
+    { class: "waiting", "data-session-id": s.id, "data-kind": hold.kind, "data-status": statusName(s.status) },
+    h("h3", {}, title),
+    h(
+      "p",
+      {},
+      h("a", { href: `#/session/${s.id}` }, `session ${s.id.slice(0, 8)}…`),
+      " ",
+      h("span", { class: `status status-${statusName(s.status)}` }, statusName(s.status)),
+      ` · ${s.turnCount} turns`,
+    ),
+    h("p", { class: "why" }, hold.why(s)),
+    actions,
   );
+}
+
+/** The count in the header and title stays current on every view. */
+async function pollWaiting(): Promise<void> {
+  let delay = WAITING_POLL_MS;
+  for (;;) {
+    try {
+      await waitingNow();
+      delay = WAITING_POLL_MS;
+    } catch (e) {
+      $("waiting-list").dataset.state = "error";
+      if (!$("waiting-view").hidden) showError(e);
+      delay = Math.min(delay * 2, WAITING_POLL_MAX_MS);
+    }
+    // A hidden tab reads less often.
+    await sleep(document.hidden ? Math.max(delay, WAITING_POLL_MAX_MS / 2) : delay);
+  }
+}
+
+// ---------- incidents view ----------
+
+const INCIDENT_PAGE = 20;
+const INCIDENT_POLL_MS = 5000;
+
+/**
+ * The incident list: newest incidents a page at a time (ListIncidents), or,
+ * filtered by a session status, the incidents of the sessions with that
+ * status (ListSessions across incidents), each with those sessions. "More"
+ * reads one page further; a refresh rereads the pages shown.
+ */
+class IncidentList {
+  pages = 1;
+  private stale = false;
+  private running: Promise<void> | null = null;
+
+  constructor(readonly status: number) {}
+
+  close(): void {
+    this.stale = true;
+  }
+
+  load(): Promise<void> {
+    if (!this.running) {
+      this.running = this.read().finally(() => {
+        this.running = null;
+      });
+    }
+    return this.running;
+  }
+
+  async more(): Promise<void> {
+    await this.running;
+    this.pages += 1;
+    await this.load();
+  }
+
+  private async read(): Promise<void> {
+    const list = $("incident-list");
+    if (list.dataset.state !== "loaded") list.dataset.state = "loading";
+    const groups: Array<{ incident: Incident; sessions: Session[] | null }> = [];
+    let pageToken = "";
+    let read = 0;
+    do {
+      if (this.status) {
+        const page = decodeList(
+          await call("ListSessions", encode.listSessions("", INCIDENT_PAGE, pageToken, [this.status])),
+          decodeSession,
+        );
+        for (const s of page.items) {
+          const group = groups.find((g) => g.incident.id === s.incidentId);
+          if (group) group.sessions?.push(s);
+          else groups.push({ incident: await incidentById(s.incidentId), sessions: [s] });
+        }
+        pageToken = page.next;
+      } else {
+        const page = decodeList(await call("ListIncidents", encode.listIncidents(INCIDENT_PAGE, pageToken)), decodeIncident);
+        for (const incident of page.items) groups.push({ incident, sessions: null });
+        pageToken = page.next;
+      }
+      read += 1;
+    } while (pageToken && read < this.pages);
+    const items: HTMLElement[] = [];
+    for (const g of groups) items.push(await incidentItem(g.incident, g.sessions));
+    // A route change while reading: another list owns the DOM now.
+    if (this.stale) return;
+    list.replaceChildren(...items);
+    if (items.length === 0) {
+      list.append(h("li", { class: "empty" }, this.status ? "No sessions with that status." : "No incidents yet."));
+    }
+    list.dataset.pages = String(read);
+    list.dataset.state = "loaded";
+    show($("incidents-more"), pageToken !== "");
+  }
+}
+
+let incidents: IncidentList | null = null;
+
+/** The incident list shown rereads itself every few seconds. */
+async function pollIncidents(): Promise<void> {
+  for (;;) {
+    await sleep(INCIDENT_POLL_MS);
+    const list = incidents;
+    if (!list || document.hidden) continue;
+    try {
+      await list.load();
+    } catch {
+      // The next poll tries again; Refresh reports the error.
+    }
+  }
+}
+
+async function incidentItem(incident: Incident, only: Session[] | null): Promise<HTMLElement> {
+  const sessions =
+    only ??
+    decodeList(await call("ListSessions", encode.listSessions(incident.id, 50, "")), decodeSession).items;
   const ul = h("ul", { class: "sessions" });
-  for (const s of sessions.items) {
+  for (const s of sessions) {
     ul.append(
       h(
         "li",
@@ -222,7 +464,16 @@ function setupNewInvestigation(): void {
       button.disabled = false;
     }
   });
-  $("refresh").addEventListener("click", () => void renderIncidents().catch(showError));
+  $("refresh").addEventListener("click", () => void incidents?.load().catch(showError));
+  $("incidents-more").addEventListener("click", () => void incidents?.more().catch(showError));
+  const filter = $("status-filter") as HTMLSelectElement;
+  for (const status of ALL_STATUSES) {
+    filter.append(h("option", { value: statusName(status) }, statusName(status)));
+  }
+  // The filter is part of the URL, so a filtered list can be linked to.
+  filter.addEventListener("change", () => {
+    location.hash = filter.value ? `#/incidents?status=${filter.value}` : "#/incidents";
+  });
 }
 
 // ---------- session view ----------
@@ -240,8 +491,7 @@ class SessionPage {
   constructor(readonly id: string) {}
 
   async open(): Promise<void> {
-    show($("incidents-view"), false);
-    show($("session-view"), true);
+    showView("session-view");
     $("session-title").textContent = `Session ${this.id}`;
     $("turns").replaceChildren();
     show($("report"), false);
@@ -579,16 +829,39 @@ function setupSessionActions(): void {
 
 // ---------- routing ----------
 
+// The views' stable URLs: #/waiting (the landing page: what needs a
+// person comes first), #/incidents[?status=<name>] (and #/, which older
+// links and the session page's back link use), #/session/<id>.
 function route(): void {
   clearError();
   current?.close();
   current = null;
-  const m = /^#\/session\/([0-9a-fA-F-]{36})$/.exec(location.hash);
+  incidents?.close();
+  incidents = null;
+  if (location.hash === "" || location.hash === "#") {
+    history.replaceState(null, "", "#/waiting");
+  }
+  const hash = location.hash;
+  const m = /^#\/session\/([0-9a-fA-F-]{36})$/.exec(hash);
+  const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
   if (m) {
     current = new SessionPage(m[1]);
     current.open().catch(showError);
+  } else if (hash === "#/waiting") {
+    showView("waiting-view");
+    waitingNow().catch(showError);
+  } else if (list) {
+    showView("incidents-view");
+    const status = list[1] ? statusFromName(list[1]) : 0;
+    ($("status-filter") as HTMLSelectElement).value = status ? statusName(status) : "";
+    const el = $("incident-list");
+    el.dataset.state = "loading";
+    el.dataset.filter = status ? statusName(status) : "";
+    incidents = new IncidentList(status);
+    incidents.load().catch(showError);
   } else {
-    renderIncidents().catch(showError);
+    showView("waiting-view");
+    showError(`No such page: ${hash}`);
   }
 }
 
@@ -622,3 +895,5 @@ setupNewInvestigation();
 setupSessionActions();
 window.addEventListener("hashchange", route);
 route();
+void pollWaiting();
+void pollIncidents();

@@ -159,6 +159,9 @@ export const SessionStatus = {
   AWAITING_CONFIRMATION: 7,
 } as const;
 
+/** Every status a session can have, in enum order (UNSPECIFIED left out). */
+export const ALL_STATUSES: number[] = Object.values(SessionStatus).filter((v) => v !== 0);
+
 const STATUS_NAMES = [
   "unspecified",
   "pending",
@@ -173,6 +176,12 @@ const STATUS_NAMES = [
 /** The status as the server's config and CLI spell it (`awaiting_confirmation`). */
 export function statusName(status: number): string {
   return STATUS_NAMES[status] ?? `status_${status}`;
+}
+
+/** The status named as `statusName` spells it; 0 when unknown. */
+export function statusFromName(name: string): number {
+  const i = STATUS_NAMES.indexOf(name);
+  return i > 0 ? i : 0;
 }
 
 export const TurnRole = {
@@ -539,6 +548,7 @@ export const encode = {
   startSession: (incidentId: string, message: string, idempotencyKey: string) =>
     new Writer().string(1, incidentId).string(2, message).string(3, idempotencyKey).finish(),
   sessionId: (sessionId: string) => new Writer().string(1, sessionId).finish(),
+  incidentId: (incidentId: string) => new Writer().string(1, incidentId).finish(),
   listSessions: (incidentId: string, pageSize: number, pageToken: string, statuses: number[] = []) =>
     new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
   listTurns: (sessionId: string, afterSeq: number, limit: number) =>
