@@ -4479,14 +4479,14 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     {
       kind: "confirmation",
       status: SessionStatus.AWAITING_CONFIRMATION,
-      why: confirmWhy,
+      why: holdWhy,
       actions: [
         { label: "Confirm and continue", method: "ContinueSession", action: "confirm" },
         { label: "Cancel session", method: "CancelSession", action: "cancel" }
       ]
     }
   ];
-  function confirmWhy(s) {
+  function holdWhy(s) {
     const plan = s.lastRecoveryPlan;
     if (!plan) return "Held for confirmation.";
     const calls = plan.interruptedCalls.map((c) => `${c.name} (${c.callId}, ${c.sideEffect})`).join(", ");
@@ -4496,6 +4496,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
   var WAITING_POLL_MAX_MS = 3e4;
   var WAITING_MAX_PAGES = 5;
   var waitingRun = null;
+  var waitingShown = "";
   function waitingNow() {
     if (!waitingRun) {
       waitingRun = readWaiting().finally(() => {
@@ -4522,6 +4523,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       if (hold) items.push(await waitingItem(s, hold));
     }
     const list = $2("waiting-list");
+    const signature = JSON.stringify([items.map((i) => i.outerHTML), more]);
+    if (signature === waitingShown && list.dataset.state === "loaded") return;
+    waitingShown = signature;
     list.replaceChildren(...items);
     if (items.length === 0) list.append(h("li", { class: "empty" }, "Nothing waits for you."));
     if (more) list.append(h("li", { class: "empty" }, "More are held than shown here."));
@@ -4590,6 +4594,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       __publicField(this, "status", status);
       __publicField(this, "pages", 1);
       __publicField(this, "stale", false);
+      __publicField(this, "shown", "");
       __publicField(this, "running", null);
     }
     close() {
@@ -4636,6 +4641,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       const items = [];
       for (const g of groups) items.push(await incidentItem(g.incident, g.sessions));
       if (this.stale) return;
+      const signature = JSON.stringify([items.map((i) => i.outerHTML), pageToken]);
+      if (signature === this.shown && list.dataset.state === "loaded") return;
+      this.shown = signature;
       list.replaceChildren(...items);
       if (items.length === 0) {
         list.append(h("li", { class: "empty" }, this.status ? "No sessions with that status." : "No incidents yet."));
@@ -4788,9 +4796,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION || s.status === SessionStatus.IDLE
       );
       const plan = s.lastRecoveryPlan;
-      const confirmWhy2 = $2("confirm-why");
-      confirmWhy2.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? `Held for confirmation: ${plan.interruptedCalls.map((c) => `${c.name} (${c.callId}, ${c.sideEffect})`).join(", ") || plan.kind}` : "";
-      show(confirmWhy2, confirmWhy2.textContent !== "");
+      const confirmWhy = $2("confirm-why");
+      confirmWhy.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? holdWhy(s) : "";
+      show(confirmWhy, confirmWhy.textContent !== "");
       $2("follow-up-send").disabled = s.status === SessionStatus.CANCELLED;
     }
     async loadReport() {

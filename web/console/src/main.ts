@@ -201,7 +201,7 @@ const HOLDS: Hold[] = [
   {
     kind: "confirmation",
     status: SessionStatus.AWAITING_CONFIRMATION,
-    why: confirmWhy,
+    why: holdWhy,
     actions: [
       { label: "Confirm and continue", method: "ContinueSession", action: "confirm" },
       { label: "Cancel session", method: "CancelSession", action: "cancel" },
@@ -210,7 +210,7 @@ const HOLDS: Hold[] = [
 ];
 
 /** Why a held session waits, as the session page says it. */
-function confirmWhy(s: Session): string {
+function holdWhy(s: Session): string {
   const plan = s.lastRecoveryPlan;
   if (!plan) return "Held for confirmation.";
   const calls = plan.interruptedCalls.map((c) => `${c.name} (${c.callId}, ${c.sideEffect})`).join(", ");
@@ -223,6 +223,7 @@ const WAITING_POLL_MAX_MS = 30000;
 const WAITING_MAX_PAGES = 5;
 
 let waitingRun: Promise<void> | null = null;
+let waitingShown = "";
 
 /** Reads the held sessions now (one read at a time). */
 function waitingNow(): Promise<void> {
@@ -252,6 +253,11 @@ async function readWaiting(): Promise<void> {
     if (hold) items.push(await waitingItem(s, hold));
   }
   const list = $("waiting-list");
+  // Unchanged since the last read: keep the DOM, so focus stays on its
+  // button and the live region does not announce the same list again.
+  const signature = JSON.stringify([items.map((i) => i.outerHTML), more]);
+  if (signature === waitingShown && list.dataset.state === "loaded") return;
+  waitingShown = signature;
   list.replaceChildren(...items);
   if (items.length === 0) list.append(h("li", { class: "empty" }, "Nothing waits for you."));
   if (more) list.append(h("li", { class: "empty" }, "More are held than shown here."));
@@ -334,6 +340,7 @@ const INCIDENT_POLL_MS = 5000;
 class IncidentList {
   pages = 1;
   private stale = false;
+  private shown = "";
   private running: Promise<void> | null = null;
 
   constructor(readonly status: number) {}
@@ -386,6 +393,10 @@ class IncidentList {
     for (const g of groups) items.push(await incidentItem(g.incident, g.sessions));
     // A route change while reading: another list owns the DOM now.
     if (this.stale) return;
+    // Unchanged: keep the DOM (and the keyboard focus in it).
+    const signature = JSON.stringify([items.map((i) => i.outerHTML), pageToken]);
+    if (signature === this.shown && list.dataset.state === "loaded") return;
+    this.shown = signature;
     list.replaceChildren(...items);
     if (items.length === 0) {
       list.append(h("li", { class: "empty" }, this.status ? "No sessions with that status." : "No incidents yet."));
@@ -572,10 +583,7 @@ class SessionPage {
     );
     const plan = s.lastRecoveryPlan;
     const confirmWhy = $("confirm-why");
-    confirmWhy.textContent =
-      s.status === SessionStatus.AWAITING_CONFIRMATION && plan
-        ? `Held for confirmation: ${plan.interruptedCalls.map((c) => `${c.name} (${c.callId}, ${c.sideEffect})`).join(", ") || plan.kind}`
-        : "";
+    confirmWhy.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? holdWhy(s) : "";
     show(confirmWhy, confirmWhy.textContent !== "");
     ($("follow-up-send") as HTMLButtonElement).disabled = s.status === SessionStatus.CANCELLED;
   }
