@@ -102,6 +102,51 @@ async fn a_held_session_waits_for_you_and_is_confirmed_from_the_list() {
     assert_eq!(fake.request_count(), 0, "nothing runs before confirmation");
     browser.step("held").await;
 
+    // A second held session, on another incident, joins the list; Cancel
+    // from the list ends it (CancelSession) and it leaves.
+    let other = cut_off_session(&app, &mut client).await.to_string();
+    client
+        .send_message(pb::SendMessageRequest {
+            session_id: other.clone(),
+            message: "and now?".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap();
+    browser
+        .wait_until(
+            "two held sessions counted",
+            "return document.querySelectorAll('#waiting-list li.waiting').length === 2 && \
+             document.getElementById('waiting-count').textContent === '2' && \
+             document.title === '(2) waiting · Inquest console';",
+            json!([]),
+        )
+        .await;
+    browser.step("two-held").await;
+    browser
+        .click(&format!(
+            "#waiting-list li.waiting[data-session-id=\"{other}\"] button[data-action=\"cancel\"]"
+        ))
+        .await;
+    browser
+        .wait_until(
+            "the cancelled session left the list",
+            "return !document.querySelector(`#waiting-list li.waiting[data-session-id=\"${arguments[0]}\"]`) && \
+             document.getElementById('waiting-count').textContent === '1';",
+            json!([other]),
+        )
+        .await;
+    let cancelled = client
+        .get_session(pb::GetSessionRequest { session_id: other })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        cancelled.status(),
+        pb::SessionStatus::Cancelled,
+        "{cancelled:?}"
+    );
+
     browser
         .click(&format!(
             "#waiting-list li.waiting[data-session-id=\"{session}\"] button[data-action=\"confirm\"]"
