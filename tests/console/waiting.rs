@@ -1,7 +1,7 @@
 //! The landing page, "Waiting for you": a session held for confirmation
 //! appears there by itself (polling), across incidents, with why it waits
 //! and its count in the title and the header, and is confirmed from the
-//! list, which it then leaves. And the incident list: filtered by session
+//! list, which it then leaves; another is cancelled from it. And the incident list: filtered by session
 //! status, paged with the API's page tokens, updating by itself.
 
 use std::collections::{BTreeMap, BTreeSet};
