@@ -737,3 +737,168 @@ async fn without_authentication_loopback_senders_are_the_default_tenant() {
     );
     app.stop().await.unwrap();
 }
+
+async fn turns_of(app: &TestApp, token: &str, session: &str) -> Vec<pb::SessionTurn> {
+    app.client()
+        .await
+        .list_turns(with(
+            pb::ListTurnsRequest {
+                session_id: session.to_owned(),
+                after_seq: 0,
+                limit: 1000,
+            },
+            token,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .turns
+}
+
+async fn status_of(app: &TestApp, token: &str, session: &str) -> pb::SessionStatus {
+    app.client()
+        .await
+        .get_session(with(
+            pb::GetSessionRequest {
+                session_id: session.to_owned(),
+            },
+            token,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .status()
+}
+
+fn of_role(turns: &[pb::SessionTurn], role: pb::TurnRole) -> Vec<String> {
+    turns
+        .iter()
+        .filter(|t| t.role() == role)
+        .map(|t| t.content.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_alert_follows_up_once_and_resolution_leaves_a_notice() {
+    use crate::agent_support::provider;
+    use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    for i in 0..8 {
+        fake.reply(FakeReply::text(&format!("S{i}")));
+    }
+    let entry = provider(&fake, Flavor::OpenAi, "fake");
+    let app = spawn_with_auth(|c| c.providers = vec![entry]).await;
+    let operator = token(&app, "acme", Role::Operator).await;
+    let am = Alertmanager::start(&app, &operator).await;
+    let settled = [pb::SessionStatus::Idle, pb::SessionStatus::Completed];
+
+    am.post(json!([alert("HighLatency", "a:1", "critical", false)]))
+        .await;
+    until("the trigger's session", async || {
+        app.count("sessions").await == 1
+    })
+    .await;
+    let incident = incidents(&app, &operator).await.remove(0).id;
+    let session = sessions_of(&app, &operator, &incident).await.remove(0).id;
+    until("the first burst ends", async || {
+        settled.contains(&status_of(&app, &operator, &session).await)
+    })
+    .await;
+    assert_eq!(
+        of_role(
+            &turns_of(&app, &operator, &session).await,
+            pb::TurnRole::User
+        )
+        .len(),
+        1
+    );
+
+    // A second alert of the group: one follow-up saying what changed, and
+    // its burst runs.
+    am.post(json!([alert("HighLatency", "b:1", "critical", false)]))
+        .await;
+    until("the follow-up", async || {
+        of_role(
+            &turns_of(&app, &operator, &session).await,
+            pb::TurnRole::User,
+        )
+        .len()
+            == 2
+    })
+    .await;
+    let users = of_role(
+        &turns_of(&app, &operator, &session).await,
+        pb::TurnRole::User,
+    );
+    assert!(
+        users[1].starts_with("The alert group changed: 1 alert(s) firing anew, 0 resolved."),
+        "{}",
+        users[1]
+    );
+    assert!(users[1].contains("instance=b:1"), "{}", users[1]);
+    assert!(!users[1].contains("instance=a:1"), "{}", users[1]);
+    until("the follow-up's burst ends", async || {
+        settled.contains(&status_of(&app, &operator, &session).await)
+    })
+    .await;
+
+    // Alertmanager sends the unchanged group again and again
+    // (repeat_interval 2 s): still one follow-up.
+    let (sent, _) = am.notifications().await;
+    until("repeats delivered", async || {
+        am.notifications().await.0 >= sent + 2
+    })
+    .await;
+    assert_eq!(am.notifications().await.1, 0, "no notification failed");
+    let turns = turns_of(&app, &operator, &session).await;
+    assert_eq!(
+        of_role(&turns, pb::TurnRole::User).len(),
+        2,
+        "one follow-up"
+    );
+    assert!(
+        origin(&app, &operator, &incident)
+            .await
+            .resolved_at
+            .is_none()
+    );
+
+    // Every alert resolves: a notice, resolved_at, and no new burst.
+    let requests = fake.request_count();
+    am.post(json!([
+        alert("HighLatency", "a:1", "critical", true),
+        alert("HighLatency", "b:1", "critical", true),
+    ]))
+    .await;
+    until("resolved_at", async || {
+        origin(&app, &operator, &incident)
+            .await
+            .resolved_at
+            .is_some()
+    })
+    .await;
+    let turns = turns_of(&app, &operator, &session).await;
+    let notices = of_role(&turns, pb::TurnRole::Notice);
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(
+        notices[0].starts_with("Every alert of the group has resolved (2 resolved"),
+        "{}",
+        notices[0]
+    );
+    assert_eq!(
+        of_role(&turns, pb::TurnRole::User).len(),
+        2,
+        "no new message"
+    );
+    assert!(settled.contains(&status_of(&app, &operator, &session).await));
+    // Alertmanager flushes a resolved group rather than repeating it:
+    // wait past a repeat interval and check that nothing more is written.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(am.notifications().await.1, 0, "no notification failed");
+    let again = turns_of(&app, &operator, &session).await;
+    assert_eq!(again.len(), turns.len(), "a repeat writes no turn");
+    assert_eq!(fake.request_count(), requests, "no burst");
+    assert_eq!(app.count("sessions").await, 1);
+    drop(am);
+    app.stop().await.unwrap();
+}

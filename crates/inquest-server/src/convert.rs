@@ -34,6 +34,7 @@ pub fn alert_origin(o: inquest_store::AlertOrigin) -> pb::AlertOrigin {
         external_url: o.external_url,
         group_key: o.group_key,
         events_total: o.events_total,
+        resolved_at: o.resolved_at.map(timestamp),
         events: o
             .events
             .into_iter()

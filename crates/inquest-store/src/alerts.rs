@@ -7,10 +7,15 @@
 //! last saw (`alert_states`) and appends an `alert_events` row per alert
 //! that fired or resolved since. A repeat of an unchanged group (a retry,
 //! a `repeat_interval` resend) reads and writes nothing new.
+//!
+//! A notification that leaves no alert of the group firing sets the
+//! group's `resolved_at` (V23) and, when the trigger's session exists,
+//! stores a notice on it in the same transaction: a retry finds nothing
+//! changed, so the notice is written once.
 
 use std::collections::{HashMap, HashSet};
 
-use inquest_core::{IncidentId, IncidentText, SessionId, Tenant};
+use inquest_core::{IncidentId, IncidentText, NewTurn, SessionId, Tenant, Turn};
 use time::OffsetDateTime;
 
 use crate::{Store, StoreError, rows::get, text};
@@ -45,7 +50,7 @@ pub struct AlertNotification {
 }
 
 /// What [`Store::record_alerts`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct AlertsRecorded {
     pub incident: IncidentId,
     /// This notification created the incident.
@@ -57,6 +62,15 @@ pub struct AlertsRecorded {
     /// The trigger prompt of a group whose session is not started yet
     /// (started by the caller; kept until it is, so a retry starts it).
     pub to_start: Option<String>,
+    /// Fingerprints of the alerts this notification found newly firing
+    /// (or firing again), in the notification's order.
+    pub fired: Vec<String>,
+    /// Fingerprints of the alerts this notification found newly resolved.
+    pub resolved: Vec<String>,
+    /// This notification resolved the group's last firing alert.
+    pub resolved_at: Option<OffsetDateTime>,
+    /// The notice stored on the group's session when it resolved.
+    pub notice: Option<Turn>,
 }
 
 /// One recorded change of an alert of an incident.
@@ -77,6 +91,8 @@ pub struct AlertOrigin {
     pub receiver: String,
     pub external_url: String,
     pub group_key: String,
+    /// When every alert of the group had resolved; `None` while one fires.
+    pub resolved_at: Option<OffsetDateTime>,
     /// How many alert events the incident has (all, not only those read).
     pub events_total: i64,
     /// The newest events, newest first.
@@ -113,7 +129,7 @@ impl Store {
         self.detached(async move {
             store
                 .run_with_timeout("record_alerts", limit, async |c| {
-                    record_alerts_tx(c, &tenant, &n).await
+                    record_alerts_tx(c, &store.replica, &tenant, &n).await
                 })
                 .await
         })
@@ -151,7 +167,8 @@ impl Store {
             let Some(group) = c
                 .query_opt(
                     "SELECT source, receiver, external_url, group_key, \
-                     (SELECT count(*) FROM alert_events e WHERE e.incident_id = g.incident_id) \
+                     (SELECT count(*) FROM alert_events e WHERE e.incident_id = g.incident_id), \
+                     resolved_at \
                      FROM alert_groups g WHERE tenant = $1 AND incident_id = $2",
                     &[&tenant.as_str(), incident.as_uuid()],
                 )
@@ -185,6 +202,7 @@ impl Store {
                 external_url: get(&group, 2)?,
                 group_key: get(&group, 3)?,
                 events_total: get(&group, 4)?,
+                resolved_at: get(&group, 5)?,
                 events,
             }))
         })
@@ -194,6 +212,7 @@ impl Store {
 
 async fn record_alerts_tx(
     client: &mut deadpool_postgres::Client,
+    origin: &crate::ReplicaId,
     tenant: &Tenant,
     n: &AlertNotification,
 ) -> Result<AlertsRecorded, StoreError> {
@@ -208,19 +227,22 @@ async fn record_alerts_tx(
     .await?;
     let group = tx
         .query_opt(
-            "SELECT incident_id, prompt, prompt_escaped, session_id FROM alert_groups \
+            "SELECT incident_id, prompt, prompt_escaped, session_id, resolved_at \
+             FROM alert_groups \
              WHERE tenant = $1 AND group_key = $2",
             &[&tenant.as_str(), &n.group_key],
         )
         .await?;
-    let (incident, created, mut prompt, started) = match group {
+    let (incident, created, mut prompt, started, was_resolved) = match group {
         Some(row) => {
             let escaped: bool = get(&row, 2)?;
             let prompt = get::<Option<String>>(&row, 1)?
                 .map(|p| text::read(p, escaped, "alert trigger prompt"))
                 .transpose()?;
             let started = get::<Option<uuid::Uuid>>(&row, 3)?.map(SessionId::from_uuid);
-            (IncidentId::from_uuid(get(&row, 0)?), false, prompt, started)
+            let was_resolved: Option<OffsetDateTime> = get(&row, 4)?;
+            let incident = IncidentId::from_uuid(get(&row, 0)?);
+            (incident, false, prompt, started, was_resolved)
         }
         None => {
             let incident = crate::incidents::insert_incident(&tx, tenant, &n.incident).await?;
@@ -237,10 +259,59 @@ async fn record_alerts_tx(
                 ],
             )
             .await?;
-            (incident, true, None, None)
+            (incident, true, None, None, None)
         }
     };
-    let changed = record_changes(&tx, incident, &n.alerts).await?;
+    let changes = record_changes(&tx, incident, &n.alerts).await?;
+    let changed = changes.len();
+    let (fired, resolved): (Vec<_>, Vec<_>) = changes.into_iter().partition(|(_, f)| *f);
+    let (mut resolved_at, mut notice) = (None, None);
+    if changed > 0 {
+        // Resolved when no alert of the group fires any more; an alert
+        // firing again reopens it. Only the transition writes.
+        let firing_left: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM alert_states \
+                 WHERE incident_id = $1 AND status = 'firing')",
+                &[incident.as_uuid()],
+            )
+            .await
+            .and_then(|r| r.try_get(0))?;
+        // `Some(new value)` when the group's state moves.
+        let moved = match (firing_left, was_resolved) {
+            (true, Some(_)) => Some(None),
+            (false, None) => Some(Some(micros(OffsetDateTime::now_utc()))),
+            _ => None,
+        };
+        if let Some(at) = moved {
+            tx.execute(
+                "UPDATE alert_groups SET resolved_at = $3 WHERE tenant = $1 AND group_key = $2",
+                &[&tenant.as_str(), &n.group_key, &at],
+            )
+            .await?;
+        }
+        if let Some(Some(at)) = moved {
+            resolved_at = Some(at);
+            if let Some(session) = started {
+                let text = format!(
+                    "Every alert of the group has resolved ({} resolved by this notification); \
+                     no new investigation was started.",
+                    resolved.len()
+                );
+                notice = Some(
+                    crate::turns::insert_turn(
+                        &tx,
+                        origin,
+                        session,
+                        None,
+                        None,
+                        &NewTurn::notice(text),
+                    )
+                    .await?,
+                );
+            }
+        }
+    }
     // The first notification that matches a trigger decides the prompt; a
     // later one changes nothing about it.
     if prompt.is_none()
@@ -268,16 +339,20 @@ async fn record_alerts_tx(
         changed,
         to_start: prompt.filter(|_| started.is_none()),
         session: started,
+        fired: fired.into_iter().map(|(f, _)| f).collect(),
+        resolved: resolved.into_iter().map(|(f, _)| f).collect(),
+        resolved_at,
+        notice,
     })
 }
 
 /// Writes the alerts whose status or start differs from what the group
-/// last saw; returns how many.
+/// last saw; returns their fingerprints and whether each fires.
 async fn record_changes(
     tx: &deadpool_postgres::Transaction<'_>,
     incident: IncidentId,
     alerts: &[AlertSeen],
-) -> Result<usize, StoreError> {
+) -> Result<Vec<(String, bool)>, StoreError> {
     let mut seen = HashSet::new();
     let alerts: Vec<&AlertSeen> = alerts
         .iter()
@@ -301,7 +376,7 @@ async fn record_changes(
         .filter(|a| last.get(&a.fingerprint) != Some(&(a.firing, micros(a.starts_at))))
         .collect();
     if changed.is_empty() {
-        return Ok(0);
+        return Ok(Vec::new());
     }
     let fingerprints: Vec<&str> = changed.iter().map(|a| a.fingerprint.as_str()).collect();
     let statuses: Vec<&str> = changed.iter().map(|a| status_text(a.firing)).collect();
@@ -330,5 +405,8 @@ async fn record_changes(
         ],
     )
     .await?;
-    Ok(changed.len())
+    Ok(changed
+        .iter()
+        .map(|a| (a.fingerprint.clone(), a.firing))
+        .collect())
 }

@@ -12,6 +12,16 @@
 //! through the very path `StartSession` takes, under an idempotency key
 //! of the group's incident, so a retried notification never starts two.
 //!
+//! A later notification that fires new alerts in a group whose session
+//! exists sends that session a follow-up saying what changed, through the
+//! path `SendMessage` takes, under a key derived from the alerts that
+//! fired (a retry finds nothing changed and sends nothing; a replay under
+//! the key stores nothing twice). One that resolves the group's last
+//! alert stores a notice on the session in its own transaction (see
+//! `Store::record_alerts`) and starts no burst. While a burst runs the
+//! follow-up is refused by the session: the change stays recorded on the
+//! incident, and no follow-up is sent for it.
+//!
 //! Answers: 200 with the incident; 400 with `{"error", "field"}`; 401;
 //! 403; 413 over `alerts.max_body_bytes` or `alerts.max_alerts`; 503 while
 //! the database (or the token table) cannot be reached, which Alertmanager
@@ -31,7 +41,7 @@ use http_body_util::BodyExt as _;
 use inquest_auth::{Principal, Role};
 use inquest_core::{IdempotencyKey, IncidentText, Limits, Tenant, UserMessage};
 use inquest_engine::{runner::Runner, turn_log::TurnLog};
-use inquest_store::{AlertNotification, AlertSeen, Store, StoreError};
+use inquest_store::{AlertNotification, AlertSeen, SendOutcome, Store, StoreError};
 
 use crate::config::tenants::TenantsSection;
 use crate::edge::auth::{Refusal, Verifier};
@@ -203,6 +213,16 @@ impl Alerts {
             }
             None => recorded.session,
         };
+        if let Some(session) = recorded.session {
+            if !recorded.fired.is_empty() && !self.refuse_bursts {
+                self.follow_up(&tenant, session, &n, &recorded.fired, &recorded.resolved)
+                    .await?;
+            }
+            if recorded.notice.is_some() {
+                metrics::counter!("inquest_alert_notices_total", "why" => "resolved").increment(1);
+                tracing::info!(incident_id = %recorded.incident, session_id = %session, "alert group resolved: notice stored on its session");
+            }
+        }
         Ok(serde_json::json!({
             "incident_id": recorded.incident.to_string(),
             "created": recorded.created,
@@ -382,6 +402,67 @@ impl Alerts {
         Ok(Some((id, started.created)))
     }
 
+    /// Sends the group's session what a later notification changed, as
+    /// `SendMessage` does (commit, reopen, publish and start as one unit).
+    async fn follow_up(
+        &self,
+        tenant: &Tenant,
+        session: inquest_core::SessionId,
+        n: &Notification,
+        fired: &[String],
+        resolved: &[String],
+    ) -> Result<(), Answer> {
+        let text = render::follow_up(n, fired, resolved, self.limits.max_message_bytes);
+        let message = UserMessage::parse(text, &self.limits).map_err(|e| {
+            Answer::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the alert follow-up: {e}"),
+            )
+        })?;
+        let key = IdempotencyKey::parse_optional(change_key(n, fired))
+            .map_err(|e| Answer::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        let (log, runner) = (self.log.clone(), self.runner.clone());
+        let (owner, quota) = (tenant.clone(), self.tenants.quota(tenant));
+        let outcome = self
+            .runner
+            .unit::<_, StoreError, _>(async move {
+                let outcome = log
+                    .send_message(&owner, quota, session, message, key)
+                    .await?;
+                if let SendOutcome::Sent { .. } = &outcome {
+                    runner.start(session);
+                }
+                Ok(outcome)
+            })
+            .await;
+        match outcome {
+            Ok(SendOutcome::Sent { turn, created }) => {
+                if created {
+                    metrics::counter!("inquest_alert_follow_ups_total", "outcome" => "sent")
+                        .increment(1);
+                }
+                tracing::info!(session_id = %session, seq = %turn.seq, created, "alert follow-up sent to the group's session");
+            }
+            Ok(SendOutcome::Busy { status }) => {
+                metrics::counter!("inquest_alert_follow_ups_total", "outcome" => "busy")
+                    .increment(1);
+                tracing::warn!(session_id = %session, %status, "a burst runs: the alert change is recorded on the incident, no follow-up sent");
+            }
+            Ok(SendOutcome::Ended { status, .. }) => {
+                metrics::counter!("inquest_alert_follow_ups_total", "outcome" => "ended")
+                    .increment(1);
+                tracing::info!(session_id = %session, %status, "the group's session takes no more messages: no follow-up sent");
+            }
+            Err(e @ StoreError::QuotaExceeded(_)) => {
+                metrics::counter!("inquest_alert_follow_ups_total", "outcome" => "quota")
+                    .increment(1);
+                tracing::warn!(session_id = %session, error = %e, "the tenant is over its limits: no alert follow-up sent");
+            }
+            Err(e) => return Err(store_answer(&e)),
+        }
+        Ok(())
+    }
+
     /// Records in the audit trail what the sender's token made: the
     /// incident (`session` none) or the trigger's session, as CreateIncident
     /// and StartSession are recorded. Repeats and refusals write nothing,
@@ -427,6 +508,29 @@ impl Alerts {
             tracing::error!(method, error = %inquest_core::error_chain(&e), "cannot record an audit event");
         }
     }
+}
+
+/// The follow-up's idempotency key: a digest of the alerts that fired
+/// (fingerprint and start), so the same change is one message however
+/// often it is delivered, and an alert firing again (a new start) is a
+/// new one.
+fn change_key(n: &Notification, fired: &[String]) -> String {
+    let mut parts: Vec<String> = n
+        .alerts
+        .iter()
+        .filter(|a| fired.contains(&a.fingerprint))
+        .map(|a| {
+            format!(
+                "{}@{}",
+                a.fingerprint,
+                a.starts_at.unix_timestamp_nanos() / 1000
+            )
+        })
+        .collect();
+    parts.sort();
+    let digest = ring::digest::digest(&ring::digest::SHA256, parts.join("\n").as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("alert-change-{hex}")
 }
 
 #[cfg(test)]
