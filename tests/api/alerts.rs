@@ -902,3 +902,85 @@ async fn a_later_alert_follows_up_once_and_resolution_leaves_a_notice() {
     drop(am);
     app.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_during_a_burst_wait_and_are_sent_together_when_it_ends() {
+    use crate::agent_support::provider;
+    use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    for i in 0..8 {
+        fake.reply(FakeReply::text(&format!("S{i}")));
+    }
+    fake.hold_answers();
+    let entry = provider(&fake, Flavor::OpenAi, "fake");
+    let app = spawn_with_auth(|c| c.providers = vec![entry]).await;
+    let operator = token(&app, "acme", Role::Operator).await;
+    let am = Alertmanager::start(&app, &operator).await;
+
+    am.post(json!([alert("HighLatency", "a:1", "critical", false)]))
+        .await;
+    until("the first burst asks the model", async || {
+        fake.request_count() >= 1
+    })
+    .await;
+    let incident = incidents(&app, &operator).await.remove(0).id;
+    let session = sessions_of(&app, &operator, &incident).await.remove(0).id;
+    assert_eq!(
+        status_of(&app, &operator, &session).await,
+        pb::SessionStatus::Running
+    );
+
+    // Two changes while the burst runs: recorded, and no message yet.
+    am.post(json!([alert("HighLatency", "b:1", "critical", false)]))
+        .await;
+    until("b recorded", async || {
+        origin(&app, &operator, &incident).await.events_total == 2
+    })
+    .await;
+    am.post(json!([alert("HighLatency", "c:1", "critical", false)]))
+        .await;
+    until("c recorded", async || {
+        origin(&app, &operator, &incident).await.events_total == 3
+    })
+    .await;
+    // A sweep or two pass while the burst still runs.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        status_of(&app, &operator, &session).await,
+        pb::SessionStatus::Running
+    );
+    let users = of_role(
+        &turns_of(&app, &operator, &session).await,
+        pb::TurnRole::User,
+    );
+    assert_eq!(users.len(), 1, "nothing sent during the burst: {users:?}");
+
+    // The burst ends: both changes arrive, in one follow-up, once.
+    fake.release_answers();
+    until("the waiting follow-up", async || {
+        of_role(
+            &turns_of(&app, &operator, &session).await,
+            pb::TurnRole::User,
+        )
+        .len()
+            >= 2
+    })
+    .await;
+    let settled = [pb::SessionStatus::Idle, pb::SessionStatus::Completed];
+    until("the follow-up's burst ends", async || {
+        settled.contains(&status_of(&app, &operator, &session).await)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let users = of_role(
+        &turns_of(&app, &operator, &session).await,
+        pb::TurnRole::User,
+    );
+    assert_eq!(users.len(), 2, "one follow-up: {users:?}");
+    assert!(users[1].contains("instance=b:1"), "{}", users[1]);
+    assert!(users[1].contains("instance=c:1"), "{}", users[1]);
+    assert!(!users[1].contains("instance=a:1"), "{}", users[1]);
+    assert_eq!(am.notifications().await.1, 0, "no notification failed");
+    drop(am);
+    app.stop().await.unwrap();
+}

@@ -471,6 +471,7 @@ impl Application {
             tenants: self.tenants.clone(),
             refuse_bursts: self.refuse_bursts,
         });
+        Arc::clone(&alerts).spawn_sweep(tasks, shutdown.clone());
         let investigations = InvestigationsService::new(
             self.store.clone(),
             watches,

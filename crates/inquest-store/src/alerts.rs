@@ -12,8 +12,18 @@
 //! group's `resolved_at` (V23) and, when the trigger's session exists,
 //! stores a notice on it in the same transaction: a retry finds nothing
 //! changed, so the notice is written once.
+//!
+//! One that fires new alerts in a group whose session exists writes the
+//! follow-up for it (rendered by the caller's [`FollowUp`]) as the group's
+//! pending follow-up, in the same transaction: the caller sends it and
+//! clears it by its key ([`Store::alert_follow_up_sent`]); while a burst
+//! runs it waits there, through a crash, until
+//! [`Store::alert_follow_ups_ready`] finds the session settled.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use inquest_core::{IncidentId, IncidentText, NewTurn, SessionId, Tenant, Turn};
 use time::OffsetDateTime;
@@ -32,8 +42,24 @@ pub struct AlertSeen {
     pub labels_json: String,
 }
 
+/// Renders a group's follow-up from the fingerprints that fired and
+/// resolved and the follow-up still waiting, if any (to merge with):
+/// the message and its idempotency key.
+pub type FollowUp =
+    Arc<dyn Fn(&[String], &[String], Option<&str>) -> (String, String) + Send + Sync>;
+
+/// A follow-up for a group's session, waiting until the session has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingFollowUp {
+    pub tenant: String,
+    pub group_key: String,
+    pub session: SessionId,
+    pub message: String,
+    pub key: String,
+}
+
 /// A notification to record for `tenant`'s group `group_key`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AlertNotification {
     pub group_key: String,
     /// The endpoint it came through (`alertmanager`).
@@ -47,6 +73,18 @@ pub struct AlertNotification {
     pub prompt: Option<String>,
     /// Distinct fingerprints (the edge drops repeats).
     pub alerts: Vec<AlertSeen>,
+    /// How a change becomes a follow-up on the group's session.
+    pub follow_up: FollowUp,
+}
+
+impl std::fmt::Debug for AlertNotification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlertNotification")
+            .field("group_key", &self.group_key)
+            .field("source", &self.source)
+            .field("alerts", &self.alerts.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What [`Store::record_alerts`] did.
@@ -62,15 +100,13 @@ pub struct AlertsRecorded {
     /// The trigger prompt of a group whose session is not started yet
     /// (started by the caller; kept until it is, so a retry starts it).
     pub to_start: Option<String>,
-    /// Fingerprints of the alerts this notification found newly firing
-    /// (or firing again), in the notification's order.
-    pub fired: Vec<String>,
-    /// Fingerprints of the alerts this notification found newly resolved.
-    pub resolved: Vec<String>,
     /// This notification resolved the group's last firing alert.
     pub resolved_at: Option<OffsetDateTime>,
     /// The notice stored on the group's session when it resolved.
     pub notice: Option<Turn>,
+    /// The group's follow-up its session does not have yet (this
+    /// notification's, or an earlier one's still waiting).
+    pub pending: Option<PendingFollowUp>,
 }
 
 /// One recorded change of an alert of an incident.
@@ -155,6 +191,59 @@ impl Store {
         .await
     }
 
+    /// Clears the group's pending follow-up if it is still the one keyed
+    /// `key` (a newer merged one stays, to be sent in turn).
+    pub async fn alert_follow_up_sent(
+        &self,
+        tenant: &str,
+        group_key: &str,
+        key: &str,
+    ) -> Result<(), StoreError> {
+        self.run("alert_follow_up_sent", async |c| {
+            c.execute(
+                "UPDATE alert_groups SET pending_message = NULL, pending_escaped = false, \
+                 pending_key = NULL WHERE tenant = $1 AND group_key = $2 AND pending_key = $3",
+                &[&tenant, &group_key, &key],
+            )
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Up to `limit` pending follow-ups whose session can take a message
+    /// now (no burst waiting or running), oldest group first.
+    pub async fn alert_follow_ups_ready(
+        &self,
+        limit: i64,
+    ) -> Result<Vec<PendingFollowUp>, StoreError> {
+        self.run("alert_follow_ups_ready", async |c| {
+            let rows = c
+                .query(
+                    "SELECT g.tenant, g.group_key, g.session_id, g.pending_message, \
+                     g.pending_escaped, g.pending_key FROM alert_groups g \
+                     JOIN sessions s ON s.id = g.session_id \
+                     WHERE g.pending_key IS NOT NULL \
+                     AND s.status IN ('idle', 'completed', 'failed') \
+                     ORDER BY g.created_at LIMIT $1",
+                    &[&limit],
+                )
+                .await?;
+            rows.iter()
+                .map(|r| {
+                    Ok(PendingFollowUp {
+                        tenant: get(r, 0)?,
+                        group_key: get(r, 1)?,
+                        session: SessionId::from_uuid(get(r, 2)?),
+                        message: text::read(get(r, 3)?, get(r, 4)?, "alert follow-up")?,
+                        key: get(r, 5)?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
     /// The alert group behind `tenant`'s incident and its newest `limit`
     /// events; `None` for an incident no alert made.
     pub async fn alert_origin(
@@ -227,13 +316,13 @@ async fn record_alerts_tx(
     .await?;
     let group = tx
         .query_opt(
-            "SELECT incident_id, prompt, prompt_escaped, session_id, resolved_at \
-             FROM alert_groups \
+            "SELECT incident_id, prompt, prompt_escaped, session_id, resolved_at, \
+             pending_message, pending_escaped, pending_key FROM alert_groups \
              WHERE tenant = $1 AND group_key = $2",
             &[&tenant.as_str(), &n.group_key],
         )
         .await?;
-    let (incident, created, mut prompt, started, was_resolved) = match group {
+    let (incident, created, mut prompt, started, was_resolved, waiting) = match group {
         Some(row) => {
             let escaped: bool = get(&row, 2)?;
             let prompt = get::<Option<String>>(&row, 1)?
@@ -242,7 +331,14 @@ async fn record_alerts_tx(
             let started = get::<Option<uuid::Uuid>>(&row, 3)?.map(SessionId::from_uuid);
             let was_resolved: Option<OffsetDateTime> = get(&row, 4)?;
             let incident = IncidentId::from_uuid(get(&row, 0)?);
-            (incident, false, prompt, started, was_resolved)
+            let waiting = match (
+                get::<Option<String>>(&row, 5)?,
+                get::<Option<String>>(&row, 7)?,
+            ) {
+                (Some(m), Some(k)) => Some((text::read(m, get(&row, 6)?, "alert follow-up")?, k)),
+                _ => None,
+            };
+            (incident, false, prompt, started, was_resolved, waiting)
         }
         None => {
             let incident = crate::incidents::insert_incident(&tx, tenant, &n.incident).await?;
@@ -259,7 +355,7 @@ async fn record_alerts_tx(
                 ],
             )
             .await?;
-            (incident, true, None, None, None)
+            (incident, true, None, None, None, None)
         }
     };
     let changes = record_changes(&tx, incident, &n.alerts).await?;
@@ -332,15 +428,44 @@ async fn record_alerts_tx(
         .await?;
         prompt = Some(p.clone());
     }
+    let mut pending = waiting;
+    if started.is_some() && !fired.is_empty() {
+        let f: Vec<String> = fired.iter().map(|(f, _)| f.clone()).collect();
+        let r: Vec<String> = resolved.iter().map(|(f, _)| f.clone()).collect();
+        let (message, key) = (n.follow_up)(&f, &r, pending.as_ref().map(|(m, _)| m.as_str()));
+        let escaped = text::has_nul(&message);
+        tx.execute(
+            "UPDATE alert_groups SET pending_message = $3, pending_escaped = $4, \
+             pending_key = $5 WHERE tenant = $1 AND group_key = $2",
+            &[
+                &tenant.as_str(),
+                &n.group_key,
+                &&*text::field(&message, escaped),
+                &escaped,
+                &key,
+            ],
+        )
+        .await?;
+        pending = Some((message, key));
+    }
     tx.commit().await?;
+    let pending = match (started, pending) {
+        (Some(session), Some((message, key))) => Some(PendingFollowUp {
+            tenant: tenant.as_str().to_owned(),
+            group_key: n.group_key.clone(),
+            session,
+            message,
+            key,
+        }),
+        _ => None,
+    };
     Ok(AlertsRecorded {
+        pending,
         incident,
         created,
         changed,
         to_start: prompt.filter(|_| started.is_none()),
         session: started,
-        fired: fired.into_iter().map(|(f, _)| f).collect(),
-        resolved: resolved.into_iter().map(|(f, _)| f).collect(),
         resolved_at,
         notice,
     })

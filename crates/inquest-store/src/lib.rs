@@ -47,7 +47,10 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-pub use alerts::{AlertEvent, AlertNotification, AlertOrigin, AlertSeen, AlertsRecorded};
+pub use alerts::{
+    AlertEvent, AlertNotification, AlertOrigin, AlertSeen, AlertsRecorded, FollowUp,
+    PendingFollowUp,
+};
 pub use audit::{AuditEntry, AuditEvent, AuditPage};
 pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;

@@ -14,13 +14,16 @@
 //!
 //! A later notification that fires new alerts in a group whose session
 //! exists sends that session a follow-up saying what changed, through the
-//! path `SendMessage` takes, under a key derived from the alerts that
-//! fired (a retry finds nothing changed and sends nothing; a replay under
-//! the key stores nothing twice). One that resolves the group's last
-//! alert stores a notice on the session in its own transaction (see
-//! `Store::record_alerts`) and starts no burst. While a burst runs the
-//! follow-up is refused by the session: the change stays recorded on the
-//! incident, and no follow-up is sent for it.
+//! path `SendMessage` takes. The follow-up is written as the group's
+//! pending one in the transaction that records the change, under a key
+//! derived from its text: the notification sends it and clears it; a
+//! retry (after a 503, or a crash before the send) finds it still pending
+//! and sends it again under the same key, which stores nothing twice.
+//! While a burst runs the session refuses it and it waits; the sweep
+//! ([`Alerts::spawn_sweep`]) sends it once the burst ends, merged with
+//! any later change. One that resolves the group's last alert stores a
+//! notice on the session in its own transaction (see
+//! `Store::record_alerts`) and starts no burst.
 //!
 //! Answers: 200 with the incident; 400 with `{"error", "field"}`; 401;
 //! 403; 413 over `alerts.max_body_bytes` or `alerts.max_alerts`; 503 while
@@ -31,7 +34,7 @@ pub mod config;
 pub mod payload;
 pub mod render;
 
-use std::{net::IpAddr, sync::Arc};
+use std::{net::IpAddr, sync::Arc, time::Duration};
 
 use axum::{
     body::Body,
@@ -41,7 +44,10 @@ use http_body_util::BodyExt as _;
 use inquest_auth::{Principal, Role};
 use inquest_core::{IdempotencyKey, IncidentText, Limits, Tenant, UserMessage};
 use inquest_engine::{runner::Runner, turn_log::TurnLog};
-use inquest_store::{AlertNotification, AlertSeen, SendOutcome, Store, StoreError};
+use inquest_store::{
+    AlertNotification, AlertSeen, PendingFollowUp, SendOutcome, Store, StoreError,
+};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::config::tenants::TenantsSection;
 use crate::edge::auth::{Refusal, Verifier};
@@ -56,6 +62,11 @@ pub const PATH: &str = "/v1/alerts/alertmanager";
 /// incident (`start_session:<incident>`) and a group is one incident, so
 /// one fixed key is one session per group.
 const SESSION_KEY: &str = "alertmanager-trigger";
+
+/// How often the sweep looks for follow-ups whose burst has ended, and
+/// how many it sends per look.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+const SWEEP_BATCH: i64 = 32;
 
 /// What the webhook needs, shared by every request.
 pub struct Alerts {
@@ -213,15 +224,14 @@ impl Alerts {
             }
             None => recorded.session,
         };
-        if let Some(session) = recorded.session {
-            if !recorded.fired.is_empty() && !self.refuse_bursts {
-                self.follow_up(&tenant, session, &n, &recorded.fired, &recorded.resolved)
-                    .await?;
-            }
-            if recorded.notice.is_some() {
-                metrics::counter!("inquest_alert_notices_total", "why" => "resolved").increment(1);
-                tracing::info!(incident_id = %recorded.incident, session_id = %session, "alert group resolved: notice stored on its session");
-            }
+        if let Some(pending) = &recorded.pending
+            && !self.refuse_bursts
+        {
+            self.deliver(pending).await.map_err(|e| store_answer(&e))?;
+        }
+        if let (Some(session), Some(_)) = (recorded.session, &recorded.notice) {
+            metrics::counter!("inquest_alert_notices_total", "why" => "resolved").increment(1);
+            tracing::info!(incident_id = %recorded.incident, session_id = %session, "alert group resolved: notice stored on its session");
         }
         Ok(serde_json::json!({
             "incident_id": recorded.incident.to_string(),
@@ -347,6 +357,22 @@ impl Alerts {
                     labels_json: render::stored_labels(&a.labels),
                 })
                 .collect(),
+            follow_up: {
+                let (n, limit) = (n.clone(), self.limits.max_message_bytes);
+                Arc::new(move |fired, resolved, waiting| {
+                    let fresh = render::follow_up(&n, fired, resolved, limit);
+                    // A change that arrived while an earlier one waited:
+                    // both, oldest first, bounded together.
+                    let message = match waiting {
+                        Some(w) => {
+                            render::fit(&format!("{w}\n\n{fresh}"), limit, "alert follow-ups")
+                        }
+                        None => fresh,
+                    };
+                    let key = message_key(&message);
+                    (message, key)
+                })
+            },
         })
     }
 
@@ -402,32 +428,32 @@ impl Alerts {
         Ok(Some((id, started.created)))
     }
 
-    /// Sends the group's session what a later notification changed, as
-    /// `SendMessage` does (commit, reopen, publish and start as one unit).
-    async fn follow_up(
-        &self,
-        tenant: &Tenant,
-        session: inquest_core::SessionId,
-        n: &Notification,
-        fired: &[String],
-        resolved: &[String],
-    ) -> Result<(), Answer> {
-        let text = render::follow_up(n, fired, resolved, self.limits.max_message_bytes);
-        let message = UserMessage::parse(text, &self.limits).map_err(|e| {
-            Answer::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the alert follow-up: {e}"),
-            )
-        })?;
-        let key = IdempotencyKey::parse_optional(change_key(n, fired))
-            .map_err(|e| Answer::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    /// Sends the group's session its pending follow-up, as `SendMessage`
+    /// does (commit, reopen, publish and start as one unit), and clears it
+    /// once the session has it or will never take it. A running burst
+    /// leaves it pending for the sweep; so does a tenant over its limits.
+    async fn deliver(&self, p: &PendingFollowUp) -> Result<(), StoreError> {
+        let session = p.session;
+        let (Ok(tenant), Ok(message), Ok(key)) = (
+            Tenant::parse(&p.tenant),
+            UserMessage::parse(p.message.clone(), &self.limits),
+            IdempotencyKey::parse_optional(p.key.clone()),
+        ) else {
+            // Written by this module within the limits; anything else is a
+            // corrupt row, dropped rather than retried for ever.
+            tracing::error!(session_id = %session, "an unusable alert follow-up was dropped");
+            return self
+                .store
+                .alert_follow_up_sent(&p.tenant, &p.group_key, &p.key)
+                .await;
+        };
         let (log, runner) = (self.log.clone(), self.runner.clone());
-        let (owner, quota) = (tenant.clone(), self.tenants.quota(tenant));
+        let quota = self.tenants.quota(&tenant);
         let outcome = self
             .runner
             .unit::<_, StoreError, _>(async move {
                 let outcome = log
-                    .send_message(&owner, quota, session, message, key)
+                    .send_message(&tenant, quota, session, message, key)
                     .await?;
                 if let SendOutcome::Sent { .. } = &outcome {
                     runner.start(session);
@@ -435,32 +461,67 @@ impl Alerts {
                 Ok(outcome)
             })
             .await;
-        match outcome {
+        let done = match outcome {
             Ok(SendOutcome::Sent { turn, created }) => {
                 if created {
                     metrics::counter!("inquest_alert_follow_ups_total", "outcome" => "sent")
                         .increment(1);
                 }
                 tracing::info!(session_id = %session, seq = %turn.seq, created, "alert follow-up sent to the group's session");
+                true
             }
             Ok(SendOutcome::Busy { status }) => {
-                metrics::counter!("inquest_alert_follow_ups_total", "outcome" => "busy")
-                    .increment(1);
-                tracing::warn!(session_id = %session, %status, "a burst runs: the alert change is recorded on the incident, no follow-up sent");
+                tracing::info!(session_id = %session, %status, "a burst runs: the alert follow-up waits for its end");
+                false
             }
             Ok(SendOutcome::Ended { status, .. }) => {
                 metrics::counter!("inquest_alert_follow_ups_total", "outcome" => "ended")
                     .increment(1);
-                tracing::info!(session_id = %session, %status, "the group's session takes no more messages: no follow-up sent");
+                tracing::info!(session_id = %session, %status, "the group's session takes no more messages: the alert follow-up is dropped");
+                true
             }
             Err(e @ StoreError::QuotaExceeded(_)) => {
-                metrics::counter!("inquest_alert_follow_ups_total", "outcome" => "quota")
-                    .increment(1);
-                tracing::warn!(session_id = %session, error = %e, "the tenant is over its limits: no alert follow-up sent");
+                tracing::warn!(session_id = %session, error = %e, "the tenant is over its limits: the alert follow-up waits");
+                false
             }
-            Err(e) => return Err(store_answer(&e)),
+            Err(e) => return Err(e),
+        };
+        if done {
+            self.store
+                .alert_follow_up_sent(&p.tenant, &p.group_key, &p.key)
+                .await?;
         }
         Ok(())
+    }
+
+    /// Sends, every [`SWEEP_EVERY`], the follow-ups that waited for a
+    /// burst to end, on every replica (two replicas sending one replay
+    /// under its key: the session gets it once). Not started when no
+    /// model provider is configured.
+    pub fn spawn_sweep(self: Arc<Self>, tasks: &TaskTracker, shutdown: CancellationToken) {
+        if self.refuse_bursts {
+            return;
+        }
+        tasks.spawn(async move {
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(SWEEP_EVERY) => {}
+                }
+                let ready = match self.store.alert_follow_ups_ready(SWEEP_BATCH).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!(error = %inquest_core::error_chain(&e), "cannot read waiting alert follow-ups now");
+                        continue;
+                    }
+                };
+                for p in &ready {
+                    if let Err(e) = self.deliver(p).await {
+                        tracing::warn!(session_id = %p.session, error = %inquest_core::error_chain(&e), "cannot send a waiting alert follow-up now");
+                    }
+                }
+            }
+        });
     }
 
     /// Records in the audit trail what the sender's token made: the
@@ -510,25 +571,11 @@ impl Alerts {
     }
 }
 
-/// The follow-up's idempotency key: a digest of the alerts that fired
-/// (fingerprint and start), so the same change is one message however
-/// often it is delivered, and an alert firing again (a new start) is a
-/// new one.
-fn change_key(n: &Notification, fired: &[String]) -> String {
-    let mut parts: Vec<String> = n
-        .alerts
-        .iter()
-        .filter(|a| fired.contains(&a.fingerprint))
-        .map(|a| {
-            format!(
-                "{}@{}",
-                a.fingerprint,
-                a.starts_at.unix_timestamp_nanos() / 1000
-            )
-        })
-        .collect();
-    parts.sort();
-    let digest = ring::digest::digest(&ring::digest::SHA256, parts.join("\n").as_bytes());
+/// A follow-up's idempotency key: a digest of its text, which names the
+/// alerts that changed and their starts, so one change is one message
+/// however often it is delivered, and an alert firing again is a new one.
+fn message_key(message: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, message.as_bytes());
     let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     format!("alert-change-{hex}")
 }
