@@ -984,3 +984,77 @@ async fn changes_during_a_burst_wait_and_are_sent_together_when_it_ends() {
     drop(am);
     app.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_change_survives_a_restart_and_is_sent_after_the_recovered_burst() {
+    use crate::agent_support::provider;
+    use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    for i in 0..8 {
+        fake.reply(FakeReply::text(&format!("S{i}")));
+    }
+    fake.hold_answers();
+    let entry = provider(&fake, Flavor::OpenAi, "fake");
+    let configure = move |c: &mut inquest_server::config::Config| {
+        c.auth.mode = AuthMode::Required;
+        c.alerts.triggers = vec![trigger()];
+        c.providers = vec![entry];
+        c.shutdown.grace = Duration::from_millis(500);
+        c.lease.ttl = Duration::from_secs(3);
+        c.lease.reap_interval = Duration::from_millis(200);
+    };
+    let mut app = spawn_app_with(configure.clone()).await;
+    let operator = token(&app, "acme", Role::Operator).await;
+    let am = Alertmanager::start(&app, &operator).await;
+    am.post(json!([alert("HighLatency", "a:1", "critical", false)]))
+        .await;
+    until("the first burst asks the model", async || {
+        fake.request_count() >= 1
+    })
+    .await;
+    let incident = incidents(&app, &operator).await.remove(0).id;
+    let session = sessions_of(&app, &operator, &incident).await.remove(0).id;
+    am.post(json!([alert("HighLatency", "b:1", "critical", false)]))
+        .await;
+    until("b recorded", async || {
+        origin(&app, &operator, &incident).await.events_total == 2
+    })
+    .await;
+
+    let users = of_role(
+        &turns_of(&app, &operator, &session).await,
+        pb::TurnRole::User,
+    );
+    assert_eq!(users.len(), 1, "nothing sent during the burst: {users:?}");
+
+    // The server stops mid-burst with the change waiting; Alertmanager
+    // is stopped too, so no repeat can bring the change back.
+    drop(am);
+    let (addr, db) = (
+        app.addr,
+        app.take_database().expect("the app's own database"),
+    );
+    app.stop().await.unwrap();
+    fake.release_answers();
+    let app = inquest_tests::spawn_app_on(db.name.clone(), db.url.clone(), |c| {
+        configure(c);
+        c.listen = addr;
+    })
+    .await;
+    let settled = [pb::SessionStatus::Idle, pb::SessionStatus::Completed];
+    until("the waiting follow-up after the restart", async || {
+        let users = of_role(
+            &turns_of(&app, &operator, &session).await,
+            pb::TurnRole::User,
+        );
+        users.len() == 2 && settled.contains(&status_of(&app, &operator, &session).await)
+    })
+    .await;
+    let users = of_role(
+        &turns_of(&app, &operator, &session).await,
+        pb::TurnRole::User,
+    );
+    assert!(users[1].contains("instance=b:1"), "{}", users[1]);
+    app.stop().await.unwrap();
+    drop(db);
+}
