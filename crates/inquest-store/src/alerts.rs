@@ -212,7 +212,8 @@ impl Store {
     }
 
     /// Up to `limit` pending follow-ups whose session can take a message
-    /// now (no burst waiting or running), oldest group first.
+    /// now (no burst waiting or running), or never will (cancelled: the
+    /// sender then drops it), oldest group first.
     pub async fn alert_follow_ups_ready(
         &self,
         limit: i64,
@@ -224,7 +225,7 @@ impl Store {
                      g.pending_escaped, g.pending_key FROM alert_groups g \
                      JOIN sessions s ON s.id = g.session_id \
                      WHERE g.pending_key IS NOT NULL \
-                     AND s.status IN ('idle', 'completed', 'failed') \
+                     AND s.status IN ('idle', 'completed', 'failed', 'cancelled') \
                      ORDER BY g.created_at LIMIT $1",
                     &[&limit],
                 )
