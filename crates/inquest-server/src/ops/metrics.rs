@@ -122,6 +122,14 @@ const ZEROED: &[Zeroed] = &[
         label: None,
     },
     Zeroed {
+        name: "inquest_alert_follow_ups_total",
+        label: Some(("outcome", &["sent", "ended"])),
+    },
+    Zeroed {
+        name: "inquest_alert_notices_total",
+        label: Some(("why", &["resolved"])),
+    },
+    Zeroed {
         name: "inquest_watch_lagged_total",
         label: None,
     },
@@ -167,6 +175,14 @@ fn describe_counters() {
     describe_counter!(
         "inquest_alert_sessions_started_total",
         "Sessions started by an [[alerts.triggers]] match."
+    );
+    describe_counter!(
+        "inquest_alert_follow_ups_total",
+        "Alert changes sent to a group's session, by outcome: sent (a follow-up message stored), ended (the session takes no more messages; the change was dropped)."
+    );
+    describe_counter!(
+        "inquest_alert_notices_total",
+        "Notices stored on a group's session by alerts, by why (resolved: every alert of the group resolved)."
     );
     describe_counter!(
         "inquest_rpc_requests_total",
