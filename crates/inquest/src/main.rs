@@ -6,6 +6,7 @@
 //! the wire contract (`inquest-proto`) and no server code.
 
 mod client;
+mod failure;
 mod investigate;
 mod retry;
 mod tokens;
