@@ -54,13 +54,16 @@ pub enum ExitReason {
     /// dangling call that may have changed something, or a degraded
     /// history that still owes an answer.
     AwaitingConfirmation,
+    /// The model asked for tool calls that `[approval]` holds for a human:
+    /// the session waits in `awaiting_approval`, holding nothing.
+    AwaitingApproval,
     /// A recovered session whose stored history is degraded and owes the
     /// model nothing: left `idle` for a human, never continued.
     DegradedHistory,
 }
 
 impl ExitReason {
-    pub const ALL: [ExitReason; 16] = [
+    pub const ALL: [ExitReason; 17] = [
         ExitReason::Completed,
         ExitReason::AwaitingUser,
         ExitReason::IterationBudgetExhausted,
@@ -76,6 +79,7 @@ impl ExitReason {
         ExitReason::StoreUnavailable,
         ExitReason::ResumeRefused,
         ExitReason::AwaitingConfirmation,
+        ExitReason::AwaitingApproval,
         ExitReason::DegradedHistory,
     ];
 
@@ -96,6 +100,7 @@ impl ExitReason {
             ExitReason::StoreUnavailable => "store_unavailable",
             ExitReason::ResumeRefused => "resume_refused",
             ExitReason::AwaitingConfirmation => "awaiting_confirmation",
+            ExitReason::AwaitingApproval => "awaiting_approval",
             ExitReason::DegradedHistory => "degraded_history",
         }
     }
@@ -132,6 +137,7 @@ impl ExitReason {
             | ExitReason::ResumeRefused
             | ExitReason::DegradedHistory => Ending::Close(SessionStatus::Idle),
             ExitReason::AwaitingConfirmation => Ending::Close(SessionStatus::AwaitingConfirmation),
+            ExitReason::AwaitingApproval => Ending::Close(SessionStatus::AwaitingApproval),
             ExitReason::Cancelled => Ending::Close(SessionStatus::Cancelled),
             ExitReason::StoreFailed => Ending::Close(SessionStatus::Failed),
             ExitReason::Interrupted | ExitReason::StoreUnavailable => Ending::HandOver,

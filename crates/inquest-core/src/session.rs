@@ -6,9 +6,11 @@
 //!                    ▲  ▲                │
 //!                    │  │                └─Close(reason)─▶ idle | completed | failed
 //!                    │  │                                  | cancelled | awaiting_confirmation
-//!                    │  └──Confirm── awaiting_confirmation
-//!                    └─────Send───── idle | completed | failed
-//!  pending | running | idle | awaiting_confirmation ──Cancel──▶ cancelled (final)
+//!                    │  │                                  | awaiting_approval
+//!                    │  ├──Confirm── awaiting_confirmation
+//!                    │  └──Decide─── awaiting_approval
+//!                    └─────Send───── idle | completed | failed | awaiting_approval
+//!  pending | running | idle | awaiting_confirmation | awaiting_approval ──Cancel──▶ cancelled (final)
 //! ```
 //!
 //! The store's conditional `UPDATE`s take their `WHERE status = ANY(...)`
@@ -43,10 +45,16 @@ pub enum SessionStatus {
     /// dangling tools may change things, or a degraded history. The user
     /// turn and the recovery notice are stored; no burst is running.
     AwaitingConfirmation,
+    /// The model asked for tool calls that `[approval]` holds for a human.
+    /// The assistant turn is stored and the held calls are durable
+    /// approval requests; no burst runs and no lease is held. Deciding
+    /// every pending call (`DecideToolCalls`, or the expiry) starts the
+    /// burst again; a follow-up message supersedes what is pending.
+    AwaitingApproval,
 }
 
 impl SessionStatus {
-    pub const ALL: [SessionStatus; 7] = [
+    pub const ALL: [SessionStatus; 8] = [
         SessionStatus::Pending,
         SessionStatus::Running,
         SessionStatus::Idle,
@@ -54,6 +62,7 @@ impl SessionStatus {
         SessionStatus::Failed,
         SessionStatus::Cancelled,
         SessionStatus::AwaitingConfirmation,
+        SessionStatus::AwaitingApproval,
     ];
 
     /// The status a new session is created in (`StartSession`).
@@ -72,6 +81,7 @@ impl SessionStatus {
             SessionStatus::Failed => "failed",
             SessionStatus::Cancelled => "cancelled",
             SessionStatus::AwaitingConfirmation => "awaiting_confirmation",
+            SessionStatus::AwaitingApproval => "awaiting_approval",
         }
     }
 
@@ -87,7 +97,8 @@ impl SessionStatus {
             | SessionStatus::Completed
             | SessionStatus::Failed
             | SessionStatus::Cancelled
-            | SessionStatus::AwaitingConfirmation => false,
+            | SessionStatus::AwaitingConfirmation
+            | SessionStatus::AwaitingApproval => false,
         }
     }
 
@@ -130,6 +141,9 @@ pub enum Event {
     LeaseLost,
     /// `ContinueSession` confirms the held recovery plan.
     Confirm,
+    /// The last pending approval of the hold is decided (by a human, or
+    /// denied by the expiry): the burst continues.
+    Decide,
     /// `CancelSession`: ends a session that waits or works. `idle` is
     /// among its sources because an idle session is one a human still owes
     /// an answer (the model asked, or a retryable failure stopped it);
@@ -161,6 +175,7 @@ impl Event {
             Event::HandOver,
             Event::LeaseLost,
             Event::Confirm,
+            Event::Decide,
             Event::Cancel,
         ];
         all.extend(ExitReason::ALL.into_iter().map(Event::Close));
@@ -172,7 +187,7 @@ impl Event {
     pub fn sources(self) -> &'static [SessionStatus] {
         use SessionStatus as S;
         match self {
-            Event::Send => &[S::Idle, S::Completed, S::Failed],
+            Event::Send => &[S::Idle, S::Completed, S::Failed, S::AwaitingApproval],
             Event::Claim => &[S::Pending],
             Event::Recover | Event::HandOver | Event::LeaseLost => &[S::Running],
             Event::Close(reason) => match reason.ending() {
@@ -180,14 +195,21 @@ impl Event {
                 Ending::HandOver | Ending::Abandon => &[],
             },
             Event::Confirm => &[S::AwaitingConfirmation],
-            Event::Cancel => &[S::Pending, S::Running, S::Idle, S::AwaitingConfirmation],
+            Event::Decide => &[S::AwaitingApproval],
+            Event::Cancel => &[
+                S::Pending,
+                S::Running,
+                S::Idle,
+                S::AwaitingConfirmation,
+                S::AwaitingApproval,
+            ],
         }
     }
 
     /// The status the event leaves.
     pub fn target(self) -> SessionStatus {
         match self {
-            Event::Send | Event::Confirm => SessionStatus::Pending,
+            Event::Send | Event::Confirm | Event::Decide => SessionStatus::Pending,
             Event::Claim | Event::Recover | Event::HandOver | Event::LeaseLost => {
                 SessionStatus::Running
             }
@@ -231,7 +253,9 @@ mod tests {
     /// event) pair either moves to the expected status or is refused.
     fn expected(from: S, event: Event) -> Option<S> {
         match (from, event) {
-            (S::Idle | S::Completed | S::Failed, Event::Send) => Some(S::Pending),
+            (S::Idle | S::Completed | S::Failed | S::AwaitingApproval, Event::Send) => {
+                Some(S::Pending)
+            }
             (S::Pending, Event::Claim) => Some(S::Running),
             (S::Running, Event::Recover | Event::HandOver | Event::LeaseLost) => Some(S::Running),
             (S::Running, Event::Close(reason)) => match reason {
@@ -246,6 +270,7 @@ mod tests {
                 | ExitReason::ResumeRefused
                 | ExitReason::DegradedHistory => Some(S::Idle),
                 ExitReason::AwaitingConfirmation => Some(S::AwaitingConfirmation),
+                ExitReason::AwaitingApproval => Some(S::AwaitingApproval),
                 ExitReason::Cancelled => Some(S::Cancelled),
                 ExitReason::StoreFailed => Some(S::Failed),
                 ExitReason::Interrupted | ExitReason::StoreUnavailable | ExitReason::LeaseLost => {
@@ -253,9 +278,11 @@ mod tests {
                 }
             },
             (S::AwaitingConfirmation, Event::Confirm) => Some(S::Pending),
-            (S::Pending | S::Running | S::Idle | S::AwaitingConfirmation, Event::Cancel) => {
-                Some(S::Cancelled)
-            }
+            (S::AwaitingApproval, Event::Decide) => Some(S::Pending),
+            (
+                S::Pending | S::Running | S::Idle | S::AwaitingConfirmation | S::AwaitingApproval,
+                Event::Cancel,
+            ) => Some(S::Cancelled),
             _ => None,
         }
     }

@@ -33,6 +33,8 @@ pub mod key {
     pub const STATUS: &str = "status";
     pub const SESSION_ID: &str = "session_id";
     pub const INCIDENT_ID: &str = "incident_id";
+    /// A tool call's id (`ToolCall.id`).
+    pub const CALL_ID: &str = "call_id";
 }
 
 macro_rules! reasons {
@@ -85,6 +87,12 @@ reasons! {
     /// FAILED_PRECONDITION: held for confirmation of its recovery plan;
     /// ContinueSession or CancelSession.
     AwaitingConfirmation => "AWAITING_CONFIRMATION",
+    /// FAILED_PRECONDITION: tool calls wait for a human's approval;
+    /// DecideToolCalls, SendMessage or CancelSession (`status`).
+    AwaitingApproval => "AWAITING_APPROVAL",
+    /// FAILED_PRECONDITION: DecideToolCalls named a call that is not
+    /// pending approval in this session (`call_id`, `status`).
+    ApprovalNotPending => "APPROVAL_NOT_PENDING",
     /// FAILED_PRECONDITION: the session is cancelled (final) and takes no
     /// more messages (`status`).
     SessionCancelled => "SESSION_CANCELLED",
