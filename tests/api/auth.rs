@@ -129,6 +129,21 @@ async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, S
             ))
             .await
             .map(drop),
+        "DecideToolCalls" => c
+            .decide_tool_calls(with(
+                pb::DecideToolCallsRequest {
+                    session_id: UNKNOWN.into(),
+                    decisions: vec![pb::ToolCallDecision {
+                        call_id: "c1".into(),
+                        verdict: pb::ToolCallVerdict::Approve.into(),
+                        comment: String::new(),
+                    }],
+                    idempotency_key: String::new(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
         "ContinueSession" => c
             .continue_session(with(
                 pb::ContinueSessionRequest {

@@ -272,7 +272,9 @@ fn codes_of(reason: Reason) -> &'static [Code] {
         | Reason::NoModelProvider
         | Reason::NothingToConfirm
         | Reason::HistoryNotResumable
-        | Reason::SessionStateChanged => &[Code::FailedPrecondition],
+        | Reason::SessionStateChanged
+        | Reason::AwaitingApproval
+        | Reason::ApprovalNotPending => &[Code::FailedPrecondition],
         Reason::CursorBeyondHead => &[Code::OutOfRange],
         Reason::WatcherLagged | Reason::LeaseLost => &[Code::Aborted],
         Reason::ShuttingDown | Reason::StoreUnavailable => &[Code::Unavailable],
@@ -979,6 +981,30 @@ async fn hostile_sweep(tenants: bool) {
                 let session_id = sweep.id(Pool::Session);
                 let req = format!("session_id={}", show(&session_id));
                 let call = client.continue_session(pb::ContinueSessionRequest { session_id });
+                sweep.check(n, rpc, &req, unary(call).await);
+            }
+            "DecideToolCalls" => {
+                let session_id = sweep.id(Pool::Session);
+                let count = sweep.rng.pick(&[0usize, 1, 1, 2, 40]);
+                let decisions: Vec<pb::ToolCallDecision> = (0..count)
+                    .map(|_| pb::ToolCallDecision {
+                        call_id: sweep.text(),
+                        verdict: sweep.rng.pick(&[0, 1, 2, 3, -1, i32::MAX]),
+                        comment: sweep.text(),
+                    })
+                    .collect();
+                let idempotency_key = sweep.key();
+                let req = format!(
+                    "session_id={} decisions={} key={}",
+                    show(&session_id),
+                    decisions.len(),
+                    show(&idempotency_key)
+                );
+                let call = client.decide_tool_calls(pb::DecideToolCallsRequest {
+                    session_id,
+                    decisions,
+                    idempotency_key,
+                });
                 sweep.check(n, rpc, &req, unary(call).await);
             }
             "GetRecoveryPlan" => {

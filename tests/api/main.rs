@@ -7,6 +7,7 @@ mod agent_providers;
 mod agent_support;
 mod agent_watch;
 mod alerts;
+mod approval;
 mod auth;
 mod backpressure;
 mod burst_lane;

@@ -218,6 +218,9 @@ pub async fn spawn_app_on(
     config.store.burst_connections = 4;
     config.admin.listen = "127.0.0.1:0".parse().expect("literal address");
     config.store.connect_timeout = std::time::Duration::from_secs(2);
+    // Tests of other features run every tool call at once; the approval
+    // tests (tests/api/approval.rs) set the policy they test.
+    config.approval.mode = inquest_core::approval::Mode::Off;
     tweak(&mut config);
     let app = Application::build(&config, &db_url)
         .await

@@ -14,6 +14,9 @@ use inquest_core::{
 };
 use tracing::Instrument;
 
+mod approve;
+
+use self::approve::Screened;
 use crate::{
     AgentConfig, AgentLimits, Answered, ChainCursor, ChainError, Completion, CompletionRequest,
     ProviderChain, ToolSpec,
@@ -21,6 +24,7 @@ use crate::{
     failpoints,
     persist::persist,
     report::{self, BurstReport, Skill},
+    sink::HeldCall,
     sink::{ToolOutcome, ToolRunner, TurnSink},
     state::{BurstState, SessionState},
     stop::Stop,
@@ -148,6 +152,22 @@ impl Agent {
         transcript: Option<Vec<Message<'static>>>,
         stop: &Stop,
     ) -> BurstReport {
+        self.run_burst_approved(sink, session, turns, transcript, Vec::new(), stop)
+            .await
+    }
+
+    /// [`Agent::run_burst_from`] for a burst that first runs `approved`:
+    /// calls a human approved (each with the seq of the assistant turn
+    /// that asked for it), stored without a result and never started.
+    pub async fn run_burst_approved(
+        &self,
+        sink: &dyn TurnSink,
+        session: SessionId,
+        turns: Vec<Turn>,
+        transcript: Option<Vec<Message<'static>>>,
+        approved: Vec<(Seq, ToolCall)>,
+        stop: &Stop,
+    ) -> BurstReport {
         let mut state = SessionState::restore(session, turns, transcript, self.tools.as_ref());
         let compactor = self.compactor();
         let (window, _) = compactor.budget(&state);
@@ -165,7 +185,9 @@ impl Agent {
                 report::system_prompt(&self.config.system_prompt, &self.skills, &skills_loaded);
             let specs = self.tools.specs();
             let exit = self
-                .work(sink, &mut state, &mut burst, &system, &specs, stop)
+                .work(
+                    sink, &mut state, &mut burst, &system, &specs, approved, stop,
+                )
                 .await;
             self.compact_before_author(sink, &mut state, &mut burst, exit, stop)
                 .await;
@@ -194,6 +216,7 @@ impl Agent {
     /// The loop of a burst: model rounds, each reply stored and its tool
     /// calls run, until the model stops calling tools or a rail trips.
     /// Returns the reason the burst ends with.
+    #[allow(clippy::too_many_arguments)]
     async fn work(
         &self,
         sink: &dyn TurnSink,
@@ -201,6 +224,7 @@ impl Agent {
         burst: &mut BurstState,
         system: &str,
         specs: &[ToolSpec],
+        approved: Vec<(Seq, ToolCall)>,
         stop: &Stop,
     ) -> ExitReason {
         if let Some(exit) = self.nothing_to_ask(state) {
@@ -213,6 +237,9 @@ impl Agent {
             tools: tools_bytes(specs),
             stop,
         };
+        if let Err(reason) = self.run_approved(&inputs, state, burst, approved).await {
+            return reason;
+        }
         let mut attempts = TurnAttempts::default();
         loop {
             if let Some(reason) = self.rail_tripped(state, burst, stop) {
@@ -481,6 +508,8 @@ impl Agent {
         burst: &mut BurstState,
         reply: &Reply,
     ) -> Result<(), ExitReason> {
+        let gate = inputs.sink.approval();
+        let mut held = Vec::new();
         for (index, call) in reply.calls.iter().enumerate() {
             if let Some(reason) = inputs.stop.reason() {
                 if reason != ExitReason::Interrupted {
@@ -491,17 +520,37 @@ impl Agent {
                 // Shutting down: these calls were not started and now
                 // never will be in this burst. Say so in their results,
                 // so the next replica's plan knows they did not run (an
-                // honest result, not a guess).
-                let not_run = &reply.calls[index..];
+                // honest result, not a guess). Held calls were not
+                // requested yet: they did not run either.
+                let not_run: Vec<ToolCall> = held
+                    .drain(..)
+                    .map(|h: HeldCall| h.call)
+                    .chain(reply.calls[index..].iter().cloned())
+                    .collect();
                 return Err(self
-                    .record_not_run(inputs.sink, state, burst, not_run)
+                    .record_not_run(inputs.sink, state, burst, &not_run)
                     .await);
             }
-            let refusal = reply.refusals[index].as_deref();
-            self.run_call(inputs, state, burst, reply.seq, call, refusal)
+            let mut refusal = reply.refusals[index].clone();
+            if refusal.is_none()
+                && let Some(gate) = &gate
+            {
+                match self.screen(gate, state, call) {
+                    Screened::Run => {}
+                    Screened::Refuse(why) => refusal = Some(why),
+                    Screened::Hold(h) => {
+                        held.push(h);
+                        continue;
+                    }
+                }
+            }
+            self.run_call(inputs, state, burst, reply.seq, call, refusal.as_deref())
                 .await?;
         }
-        Ok(())
+        if held.is_empty() {
+            return Ok(());
+        }
+        Err(self.hold(inputs.sink, state, reply.seq, held).await)
     }
 
     /// Announces one tool call of the assistant turn `assistant_seq`, runs

@@ -37,8 +37,15 @@ pub const LEASE_RENEW: &str = "lease-renew";
 /// stored (a crash here loses the summary, which is simply made again).
 pub const COMPACTION_SUMMARY_RECEIVED: &str = "compaction-summary-received";
 
+/// Held calls are stored as approval requests; the burst has not closed
+/// into `awaiting_approval` yet.
+pub const AFTER_APPROVALS_REQUESTED: &str = "after-approvals-requested";
+/// An approved call is marked started in the store; it has not been sent
+/// to its server yet.
+pub const AFTER_APPROVAL_STARTED: &str = "after-approval-started";
+
 /// Every point, for validating configuration.
-pub const ALL: [&str; 7] = [
+pub const ALL: [&str; 9] = [
     AFTER_ASSISTANT_PERSISTED,
     BEFORE_TOOL_RUN,
     AFTER_TOOL_RUN,
@@ -46,6 +53,8 @@ pub const ALL: [&str; 7] = [
     BETWEEN_COMMIT_AND_PUBLISH,
     LEASE_RENEW,
     COMPACTION_SUMMARY_RECEIVED,
+    AFTER_APPROVALS_REQUESTED,
+    AFTER_APPROVAL_STARTED,
 ];
 
 /// The environment variable that switches points on:

@@ -69,7 +69,7 @@ pub use rails::{
 };
 pub use report::{BurstReport, Skill};
 pub use script::{ScriptError, ScriptProvider};
-pub use sink::{BoxFuture, NoTools, SinkError, ToolOutcome, ToolRunner, TurnSink};
+pub use sink::{BoxFuture, HeldCall, NoTools, SinkError, ToolOutcome, ToolRunner, TurnSink};
 pub use state::{BurstState, SessionState};
 pub use stop::Stop;
 pub use toolset::ToolSet;

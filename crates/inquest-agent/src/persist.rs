@@ -24,17 +24,24 @@ pub(crate) async fn persist(
             state.turns.push(stored);
             Ok(seq)
         }
-        Err(e @ SinkError::LeaseLost(_)) => {
+        Err(e) => Err(ending_for(e)),
+    }
+}
+
+/// The reason a burst ends with after a write through the sink failed.
+pub(crate) fn ending_for(e: SinkError) -> ExitReason {
+    match e {
+        e @ SinkError::LeaseLost(_) => {
             tracing::warn!(error = %inquest_core::error_chain(&e), "lease lost; abandoning the burst");
-            Err(ExitReason::LeaseLost)
+            ExitReason::LeaseLost
         }
-        Err(e @ SinkError::Unavailable(_)) => {
+        e @ SinkError::Unavailable(_) => {
             tracing::warn!(error = %inquest_core::error_chain(&e), "store unavailable past the lease deadline; handing the session over");
-            Err(ExitReason::StoreUnavailable)
+            ExitReason::StoreUnavailable
         }
-        Err(e @ SinkError::NotPersisted(_)) => {
-            tracing::error!(error = %inquest_core::error_chain(&e), "turn write refused; ending the burst");
-            Err(ExitReason::StoreFailed)
+        e @ SinkError::NotPersisted(_) => {
+            tracing::error!(error = %inquest_core::error_chain(&e), "write refused; ending the burst");
+            ExitReason::StoreFailed
         }
     }
 }

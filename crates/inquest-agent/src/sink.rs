@@ -2,9 +2,9 @@
 //! only through [`TurnSink`] and runs tools only through [`ToolRunner`], so
 //! it knows nothing of PostgreSQL, the broadcaster or MCP transports.
 
-use std::{collections::BTreeMap, future::Future, pin::Pin};
+use std::{collections::BTreeMap, future::Future, pin::Pin, sync::Arc};
 
-use inquest_core::{NewTurn, Seq, SessionId, SideEffect, ToolCall, Turn};
+use inquest_core::{NewTurn, Seq, SessionId, SideEffect, ToolCall, Turn, approval::Gate};
 
 use crate::ToolSpec;
 
@@ -50,6 +50,30 @@ pub trait TurnSink: Send + Sync {
         call: &'a ToolCall,
     ) -> BoxFuture<'a, Result<(), SinkError>>;
 
+    /// The approval policy this burst's session is under; `None`: every
+    /// call runs at once (an embedder, the benchmarks).
+    fn approval(&self) -> Option<Arc<Gate>> {
+        None
+    }
+
+    /// Stores the calls of the assistant turn `assistant_seq` that the
+    /// policy holds for a human, as durable approval requests, before the
+    /// burst ends `awaiting_approval`. Only called when
+    /// [`TurnSink::approval`] gave a policy.
+    fn request_approvals(
+        &self,
+        session: SessionId,
+        assistant_seq: Seq,
+        held: Vec<HeldCall>,
+    ) -> BoxFuture<'_, Result<(), SinkError>> {
+        let _ = (session, assistant_seq, held);
+        Box::pin(async {
+            Err(SinkError::NotPersisted(
+                "this sink stores no approval requests".into(),
+            ))
+        })
+    }
+
     /// A piece of the text of the assistant turn being written, as the
     /// model streams it, for live watchers. Not persisted; never fails;
     /// must return at once (it is called from the provider's read loop).
@@ -66,6 +90,17 @@ pub trait TurnSink: Send + Sync {
     fn text_complete(&self, session: SessionId, attempt: u32) {
         let _ = (session, attempt);
     }
+}
+
+/// A call the approval policy holds for a human.
+#[derive(Debug, Clone)]
+pub struct HeldCall {
+    pub call: ToolCall,
+    /// The MCP server serving it ("" when unknown).
+    pub server: String,
+    pub side_effect: SideEffect,
+    /// Why it is held (`Verdict::reason`).
+    pub rule: String,
 }
 
 /// What a tool call produced. Errors are results (`is_error`), not crashes.

@@ -251,6 +251,158 @@ impl Policy {
     }
 }
 
+/// Where one approval request stands. Every state but `Pending` is final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApprovalState {
+    Pending,
+    Approved,
+    Denied,
+    /// Still pending at its expiry: denied as expired.
+    Expired,
+    /// A follow-up message arrived while it was pending.
+    Superseded,
+    /// The session was cancelled while it was pending.
+    Cancelled,
+}
+
+impl ApprovalState {
+    pub const ALL: [ApprovalState; 6] = [
+        ApprovalState::Pending,
+        ApprovalState::Approved,
+        ApprovalState::Denied,
+        ApprovalState::Expired,
+        ApprovalState::Superseded,
+        ApprovalState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalState::Pending => "pending",
+            ApprovalState::Approved => "approved",
+            ApprovalState::Denied => "denied",
+            ApprovalState::Expired => "expired",
+            ApprovalState::Superseded => "superseded",
+            ApprovalState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// The call may run (once).
+    pub fn runs(self) -> bool {
+        self == ApprovalState::Approved
+    }
+}
+
+impl fmt::Display for ApprovalState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The policy a session's bursts run under (its tenant's), and how long a
+/// held call waits for a human before it is denied as expired.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gate {
+    pub policy: Policy,
+    pub timeout: std::time::Duration,
+}
+
+impl Gate {
+    /// The default: `mode = "mutating"`, no rules, 24 hours.
+    pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+    /// How `call` is treated, and the words that say why.
+    pub fn decide(&self, call: &Call<'_>) -> (Verdict, String) {
+        let verdict = self.policy.decide(call);
+        let reason = verdict.reason(self.policy.mode);
+        (verdict, reason)
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self {
+            policy: Policy::default(),
+            timeout: Self::DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// How a pending call is decided: by a human, or by the system.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Approve {
+        by: String,
+        comment: String,
+    },
+    Deny {
+        by: String,
+        comment: String,
+    },
+    /// Still pending at its expiry (`approval.timeout`).
+    Expire,
+    /// A follow-up message arrived first.
+    Supersede,
+}
+
+/// Who the system's own decisions are recorded as.
+pub const SYSTEM: &str = "system";
+
+impl Decision {
+    pub fn state(&self) -> ApprovalState {
+        match self {
+            Decision::Approve { .. } => ApprovalState::Approved,
+            Decision::Deny { .. } => ApprovalState::Denied,
+            Decision::Expire => ApprovalState::Expired,
+            Decision::Supersede => ApprovalState::Superseded,
+        }
+    }
+
+    pub fn by(&self) -> &str {
+        match self {
+            Decision::Approve { by, .. } | Decision::Deny { by, .. } => by,
+            Decision::Expire | Decision::Supersede => SYSTEM,
+        }
+    }
+
+    pub fn comment(&self) -> &str {
+        match self {
+            Decision::Approve { comment, .. } | Decision::Deny { comment, .. } => comment,
+            Decision::Expire | Decision::Supersede => "",
+        }
+    }
+
+    /// The error result the model is given for a call this decision does
+    /// not let run; `None` for an approval (the call runs and its real
+    /// result is stored).
+    pub fn refusal(&self) -> Option<String> {
+        match self {
+            Decision::Approve { .. } => None,
+            Decision::Deny { by, comment } if comment.is_empty() => Some(format!("denied by {by}")),
+            Decision::Deny { by, comment } => Some(format!("denied by {by}: {comment}")),
+            Decision::Expire => Some(
+                "denied: expired (no human decided within approval.timeout); the call did not run"
+                    .to_owned(),
+            ),
+            Decision::Supersede => {
+                Some("denied: superseded by a new message; the call did not run".to_owned())
+            }
+        }
+    }
+}
+
+/// The error result of a call a `deny` rule refused; `reason` names the
+/// rule ([`Verdict::reason`]).
+pub fn denied_by_rule(reason: &str) -> String {
+    format!("denied by the approval policy: {reason}; the call did not run")
+}
+
+/// The longest comment a decision takes, in bytes.
+pub const MAX_COMMENT_BYTES: usize = 4096;
+
 /// A rule that cannot be used, naming what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {

@@ -39,6 +39,20 @@ impl RequestFingerprint {
         Self::of("inquest.v1.SendMessage/1", &[message.as_str().as_bytes()])
     }
 
+    /// `DecideToolCalls`: each decision (call id, approve?, comment) in
+    /// the order sent (the session is the key's scope).
+    pub fn decide_tool_calls<'a>(
+        decisions: impl IntoIterator<Item = (&'a str, bool, &'a str)>,
+    ) -> Self {
+        let mut fields: Vec<&[u8]> = Vec::new();
+        for (call_id, approve, comment) in decisions {
+            fields.push(call_id.as_bytes());
+            fields.push(if approve { b"approve" } else { b"deny" });
+            fields.push(comment.as_bytes());
+        }
+        Self::of("inquest.v1.DecideToolCalls/1", &fields)
+    }
+
     /// SHA-256 over `tag` and `fields`, each length-prefixed.
     fn of(tag: &str, fields: &[&[u8]]) -> Self {
         let mut hash = Sha256::new();

@@ -15,18 +15,21 @@
 //!   running calls) happen only after the fenced status change committed.
 
 use std::{
+    collections::HashSet,
     future::Future,
     sync::{
-        Arc, Mutex, PoisonError,
+        Arc, Mutex, OnceLock, PoisonError,
         atomic::{AtomicBool, AtomicI64, Ordering},
     },
     time::Duration,
 };
 
-use inquest_agent::{BoxFuture, SinkError, TurnSink, failpoints};
+use inquest_agent::{BoxFuture, HeldCall, SinkError, TurnSink, failpoints};
 use inquest_broadcast::ToolCallStart;
-use inquest_core::{Backoff, ExitReason, NewTurn, Seq, SessionId, ToolCall, Turn, error_chain};
-use inquest_store::{Lease, Store, StoreError, Transition, WriteId};
+use inquest_core::{
+    Backoff, ExitReason, NewTurn, Seq, SessionId, ToolCall, Turn, approval::Gate, error_chain,
+};
+use inquest_store::{Lease, NewApproval, Store, StoreError, Transition, WriteId};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -114,6 +117,16 @@ pub struct BurstLog {
     /// assistant turn itself, so that first open call is the one starting.
     /// Saves a round trip per tool call when nobody else watches.
     watched_elsewhere: Arc<AtomicBool>,
+    /// Set once by the resume, before the agent runs: the approval policy
+    /// of the session's tenant, and the approved calls this burst runs
+    /// first (each marked started in the store before it starts).
+    approval: Arc<OnceLock<Approval>>,
+}
+
+/// A burst's approval state, from [`BurstLog::set_approval`].
+struct Approval {
+    gate: Option<Arc<Gate>>,
+    approved: HashSet<String>,
 }
 
 /// How one fenced write ended after its retries.
@@ -156,7 +169,21 @@ impl BurstLog {
             clock,
             head: Arc::default(),
             watched_elsewhere: Arc::new(AtomicBool::new(true)),
+            approval: Arc::default(),
         }
+    }
+
+    /// The approval policy the burst screens calls with (`None`: none),
+    /// and the approved calls it runs first. Set once; a second call is
+    /// ignored.
+    pub(crate) fn set_approval(&self, gate: Option<Arc<Gate>>, approved: HashSet<String>) {
+        let _ = self.approval.set(Approval { gate, approved });
+    }
+
+    fn is_approved(&self, call_id: &str) -> bool {
+        self.approval
+            .get()
+            .is_some_and(|a| a.approved.contains(call_id))
     }
 
     pub fn lease(&self) -> &Lease {
@@ -356,6 +383,18 @@ impl BurstLog {
 
 /// The agent's door to the turn log: the loop persists and publishes
 /// through exactly the path every other writer uses, fenced by its lease.
+/// A failed burst write, as the agent sees it.
+fn sink_error(e: TurnLogError) -> SinkError {
+    match e {
+        TurnLogError::Unavailable(_) => SinkError::Unavailable(Box::new(e)),
+        e if matches!(e.store_error(), Some(StoreError::LeaseLost { .. })) => {
+            SinkError::LeaseLost(Box::new(e))
+        }
+        TurnLogError::DeadlinePassed => SinkError::LeaseLost(Box::new(e)),
+        e => SinkError::NotPersisted(Box::new(e)),
+    }
+}
+
 impl TurnSink for BurstLog {
     fn append(&self, session: SessionId, turn: NewTurn) -> BoxFuture<'_, Result<Turn, SinkError>> {
         Box::pin(async move {
@@ -363,13 +402,45 @@ impl TurnSink for BurstLog {
             BurstLog::append(self, turn)
                 .await
                 .map(|t| (*t).clone())
-                .map_err(|e| match e {
-                    TurnLogError::Unavailable(_) => SinkError::Unavailable(Box::new(e)),
-                    e if matches!(e.store_error(), Some(StoreError::LeaseLost { .. })) => {
-                        SinkError::LeaseLost(Box::new(e))
-                    }
-                    e => SinkError::NotPersisted(Box::new(e)),
+                .map_err(sink_error)
+        })
+    }
+
+    fn approval(&self) -> Option<Arc<Gate>> {
+        self.approval.get().and_then(|a| a.gate.clone())
+    }
+
+    fn request_approvals(
+        &self,
+        session: SessionId,
+        assistant_seq: Seq,
+        held: Vec<HeldCall>,
+    ) -> BoxFuture<'_, Result<(), SinkError>> {
+        Box::pin(async move {
+            debug_assert_eq!(session, self.session());
+            let timeout = self
+                .approval()
+                .map_or(Gate::DEFAULT_TIMEOUT, |gate| gate.timeout);
+            let requests: Vec<NewApproval> = held
+                .into_iter()
+                .map(|h| NewApproval {
+                    call_id: h.call.id.clone(),
+                    tool: h.call.name.clone(),
+                    server: h.server,
+                    arguments: h.call.arguments.as_sent(),
+                    side_effect: h.side_effect,
+                    rule: h.rule,
                 })
+                .collect();
+            let store = &self.store;
+            self.with_retries("request_approvals", || {
+                store.request_approvals(&self.lease, assistant_seq, timeout, requests.clone())
+            })
+            .await
+            .into_result(TurnLogError::NotPersisted)
+            .map_err(sink_error)?;
+            failpoints::hit(failpoints::AFTER_APPROVALS_REQUESTED).await;
+            Ok(())
         })
     }
 
@@ -382,6 +453,18 @@ impl TurnSink for BurstLog {
         Box::pin(async move {
             if self.clock.passed() {
                 return Err(SinkError::LeaseLost(Box::new(TurnLogError::DeadlinePassed)));
+            }
+            if self.is_approved(&call.id) {
+                // Durable before the call starts: after a crash from here
+                // on, the call may have run and waits for a human.
+                let store = &self.store;
+                self.with_retries("mark_approval_started", || {
+                    store.mark_approval_started(&self.lease, &call.id)
+                })
+                .await
+                .into_result(TurnLogError::NotPersisted)
+                .map_err(sink_error)?;
+                failpoints::hit(failpoints::AFTER_APPROVAL_STARTED).await;
             }
             self.announce_tool_call_start(
                 ToolCallStart {

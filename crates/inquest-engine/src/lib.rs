@@ -16,6 +16,7 @@
 //! at `Runner::start` in [`runner`], then `BurstLog` in [`burst_log`].
 
 pub mod agent_runtime;
+pub mod approvals;
 pub mod burst_log;
 pub mod delivery;
 pub mod feed;
@@ -29,6 +30,7 @@ pub mod trace;
 pub mod turn_log;
 pub mod webhooks;
 
+pub use approvals::ApprovalGates;
 pub use lease::LeaseSection;
 pub use live::LiveView;
 pub use runner::Runner;

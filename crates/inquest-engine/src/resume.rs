@@ -14,8 +14,9 @@
 //! plan was computed with (`plan_resume_rebuilt`): one rebuild per resume.
 
 use inquest_core::{
-    ExitReason, Message, NewTurn, RecoveryKind, RecoveryPlan, ResumeRequest, SessionId,
-    ToolClasses, Turn, error_chain, is_follow_up, notice_plan, plan_resume_rebuilt,
+    ExitReason, Message, NewTurn, RecoveryKind, RecoveryPlan, ResumeRequest, Seq, SessionId,
+    Tenant, ToolCall, ToolClasses, Turn, approval::ApprovalState, error_chain, is_follow_up,
+    notice_plan, plan_resume_rebuilt,
 };
 use inquest_store::{SessionRow, Store, StoreError};
 
@@ -29,8 +30,12 @@ pub enum Mode {
     /// `ContinueSession` confirmed the held recovery plan.
     Confirmed,
     /// An orphan: its worker died or stalled mid-burst and this replica
-    /// claimed it. Always planned and noticed, whatever the tail.
+    /// claimed it. Always planned and noticed, whatever the tail (unless
+    /// it stopped between an approval and the approved calls' start).
     Recovered,
+    /// Every call of an approval hold is decided: the burst runs the
+    /// approved ones, then asks the model again.
+    Decided,
 }
 
 impl Mode {
@@ -40,22 +45,35 @@ impl Mode {
             Mode::Fresh => "fresh",
             Mode::Confirmed => "confirmed",
             Mode::Recovered => "recovered",
+            Mode::Decided => "decided",
         }
     }
 }
 
 /// What the runner does after [`prepare`].
 pub(crate) enum Prepared {
-    /// Run the burst from these turns (a notice just written included)
-    /// and, when a plan was made, the transcript it was computed with
-    /// (the rebuild of the same turns; a notice adds nothing to it).
-    Run(Vec<Turn>, Option<Vec<Message<'static>>>),
+    /// Run the burst.
+    Run(Start),
     /// No burst: the session was left `idle` (refused) or
     /// `awaiting_confirmation`, with a notice saying why.
     Stopped,
     /// A store read or write failed: the runner decides from the error
     /// (an outage hands the session over; a refusal is `store_failed`).
     Failed(TurnLogError),
+}
+
+/// What a burst starts from.
+pub(crate) struct Start {
+    /// The turns to restore from (a notice just written included).
+    pub turns: Vec<Turn>,
+    /// When a plan was made, the transcript it was computed with (the
+    /// rebuild of the same turns; a notice adds nothing to it).
+    pub transcript: Option<Vec<Message<'static>>>,
+    /// Approved calls that never started, to run first, each with the seq
+    /// of the assistant turn that asked for it.
+    pub approved: Vec<(Seq, ToolCall)>,
+    /// Whose session it is (its approval policy).
+    pub tenant: Tenant,
 }
 
 /// The session row and the turns a resume needs: from the latest
@@ -105,17 +123,30 @@ pub(crate) async fn prepare(
     // have been released by `ContinueSession` (SendMessage does not reopen
     // it): run it as confirmed, whoever claimed it (the confirming
     // replica, or a reaper after that replica died) — never hold it again.
-    let mode = if mode == Mode::Fresh && row.exit_reason == Some(ExitReason::AwaitingConfirmation) {
-        Mode::Confirmed
-    } else {
-        mode
+    let mode = match row.exit_reason {
+        Some(ExitReason::AwaitingConfirmation) if mode == Mode::Fresh => Mode::Confirmed,
+        // Likewise a session held for approval is released only by the
+        // decision of its last pending call (a follow-up supersedes the
+        // hold: its results are written before the message, and the
+        // session's exit reason is no longer read as a hold then, see
+        // `superseded`).
+        Some(ExitReason::AwaitingApproval) if mode == Mode::Fresh => Mode::Decided,
+        _ => mode,
     };
+    let tenant = row.tenant.clone();
     let request = request(&row, turns);
     // A follow-up's tail is the user message that reopened the session; a
     // recovered or confirmed burst's is wherever the last worker stopped.
+    // A follow-up that superseded a hold ends with a user turn: it is a
+    // fresh burst.
+    let mode = if mode == Mode::Decided && superseded(&request.turns) {
+        Mode::Fresh
+    } else {
+        mode
+    };
     let valid = match mode {
         Mode::Fresh => request.validate(),
-        Mode::Recovered | Mode::Confirmed => request.validate_history(),
+        Mode::Recovered | Mode::Confirmed | Mode::Decided => request.validate_history(),
     };
     if let Err(e) = valid {
         tracing::error!(%session, error = %e, "resume refused: the stored transcript is invalid");
@@ -127,9 +158,26 @@ pub(crate) async fn prepare(
         return stop(burst, text, ExitReason::ResumeRefused).await;
     }
     let mut turns = request.turns;
+    let run = |turns, transcript, approved| {
+        Prepared::Run(Start {
+            turns,
+            transcript,
+            approved,
+            tenant: tenant.clone(),
+        })
+    };
     if mode == Mode::Fresh && !is_follow_up(session, &turns) {
         // A first message: nothing to recover.
-        return Prepared::Run(turns, None);
+        return run(turns, None, Vec::new());
+    }
+    if matches!(mode, Mode::Decided | Mode::Recovered) {
+        match held(burst, &turns).await {
+            Ok(Hold::None) if mode == Mode::Decided => return run(turns, None, Vec::new()),
+            Ok(Hold::None) | Ok(Hold::Interrupted) => {}
+            Ok(Hold::Pending) => return close(burst, ExitReason::AwaitingApproval).await,
+            Ok(Hold::Approved(approved)) => return run(turns, None, approved),
+            Err(e) => return Prepared::Failed(e),
+        }
     }
     let (plan, transcript) = plan_resume_rebuilt(session, &turns, classes);
     // Owned once, for the burst that keeps it; only when one runs.
@@ -155,7 +203,7 @@ pub(crate) async fn prepare(
     }
     if mode == Mode::Confirmed {
         let transcript = owned(transcript);
-        return Prepared::Run(turns, Some(transcript));
+        return run(turns, Some(transcript), Vec::new());
     }
     let mut written = None;
     if plan.kind != RecoveryKind::Clean {
@@ -177,7 +225,77 @@ pub(crate) async fn prepare(
     }
     let transcript = owned(transcript);
     turns.extend(written);
-    Prepared::Run(turns, Some(transcript))
+    run(turns, Some(transcript), Vec::new())
+}
+
+/// Where the session's latest approval hold stands for this burst.
+enum Hold {
+    /// Nothing of it is left unanswered (or there was none).
+    None,
+    /// A call still waits for a human: the burst that asked stopped
+    /// before it closed into `awaiting_approval`; close it now.
+    Pending,
+    /// Approved calls with no result, none of them started: run them.
+    Approved(Vec<(Seq, ToolCall)>),
+    /// An approved call started and has no result: it may have run, and
+    /// the recovery plan holds it for a human like any interrupted call.
+    Interrupted,
+}
+
+/// Reads the latest hold and compares it with the stored results.
+async fn held(burst: &BurstLog, turns: &[Turn]) -> Result<Hold, TurnLogError> {
+    let approvals = burst
+        .store()
+        .approvals(burst.session())
+        .await
+        .map_err(|e| {
+            if e.is_transient() {
+                TurnLogError::Unavailable(e)
+            } else {
+                TurnLogError::NotPersisted(e)
+            }
+        })?;
+    let answered = |id: &str| turns.iter().any(|t| t.tool_call_id.as_deref() == Some(id));
+    let open: Vec<_> = approvals
+        .iter()
+        .filter(|a| {
+            matches!(a.state, ApprovalState::Pending | ApprovalState::Approved)
+                && !answered(&a.call_id)
+        })
+        .collect();
+    if open.is_empty() {
+        return Ok(Hold::None);
+    }
+    if open.iter().any(|a| a.state == ApprovalState::Pending) {
+        return Ok(Hold::Pending);
+    }
+    if open.iter().any(|a| a.started_at.is_some()) {
+        return Ok(Hold::Interrupted);
+    }
+    let mut approved = Vec::with_capacity(open.len());
+    for a in open {
+        let call = turns
+            .iter()
+            .find(|t| t.seq == a.assistant_seq)
+            .and_then(|t| t.tool_calls().ok())
+            .and_then(|calls| calls.into_iter().find(|c| c.id == a.call_id));
+        match call {
+            Some(call) => approved.push((a.assistant_seq, call)),
+            // The asking turn is gone from what the resume read (it
+            // cannot be: a hold is the newest assistant turn): leave it
+            // to the plan, which holds what it cannot account for.
+            None => return Ok(Hold::Interrupted),
+        }
+    }
+    Ok(Hold::Approved(approved))
+}
+
+/// The stored tail is a user message after the latest hold: a follow-up
+/// superseded it.
+fn superseded(turns: &[Turn]) -> bool {
+    turns
+        .last()
+        .is_some_and(|t| t.role == inquest_core::Role::User)
 }
 
 /// Stores `plan` (its serde form, transcript left out) as the session's

@@ -33,6 +33,7 @@ use tracing::Instrument;
 
 use crate::{
     agent_runtime::AgentRuntime,
+    approvals::ApprovalGates,
     burst_log::BurstLog,
     keeper::{Held, KeeperTiming, keep_lease},
     lease::LeaseSection,
@@ -66,6 +67,8 @@ pub struct Runner {
     max_notice_bytes: usize,
     /// Where bursts and the reaper run (`agent_runtime.rs`).
     runtime: AgentRuntime,
+    /// Each tenant's approval policy (`[approval]`).
+    approvals: ApprovalGates,
 }
 
 /// The cap on bursts running here at once. A burst holds a [`Slot`] from
@@ -146,7 +149,14 @@ impl Runner {
             slots: Slots::new(max_running_bursts.max(1)),
             max_notice_bytes: crate::DEFAULT_MAX_NOTICE_BYTES,
             runtime: AgentRuntime::shared(),
+            approvals: ApprovalGates::default(),
         }
+    }
+
+    /// Screens tool calls with these policies.
+    pub fn with_approvals(mut self, approvals: ApprovalGates) -> Self {
+        self.approvals = approvals;
+        self
     }
 
     /// Runs bursts and the reaper on `runtime`.
@@ -282,7 +292,31 @@ impl Runner {
                     }
                 }
             }
+            self.expire_approvals().await;
             self.reap_once().await;
+        }
+    }
+
+    /// Denies as expired the approvals still pending past their time
+    /// (`approval.timeout`), and starts the bursts that frees: the model
+    /// is told and can report. Any replica may do it; each session's
+    /// expiry is one transaction under its row lock, so it happens once.
+    pub async fn expire_approvals(&self) {
+        if self.agent.is_none() || self.shutdown.is_cancelled() {
+            return;
+        }
+        match self.log.burst_store().expire_approvals(REAP_BATCH).await {
+            Ok(sessions) => {
+                for session in sessions {
+                    tracing::info!(%session, "approvals expired; the burst continues");
+                    metrics::counter!("inquest_approvals_decided_total", "outcome" => "expired")
+                        .increment(1);
+                    self.start(session);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %error_chain(&e), "cannot expire pending approvals")
+            }
         }
     }
 
@@ -500,24 +534,32 @@ impl Runner {
         );
         let work = async {
             let classes = |tool: &str| agent.side_effect(tool);
-            let (turns, transcript) =
-                match resume::prepare(&burst, &classes, mode, self.max_notice_bytes).await {
-                    Prepared::Run(turns, transcript) => (turns, transcript),
-                    Prepared::Stopped => return None,
-                    Prepared::Failed(e) => {
-                        self.end_without_burst(&burst, e).await;
-                        return None;
-                    }
-                };
+            let start = match resume::prepare(&burst, &classes, mode, self.max_notice_bytes).await {
+                Prepared::Run(start) => start,
+                Prepared::Stopped => return None,
+                Prepared::Failed(e) => {
+                    self.end_without_burst(&burst, e).await;
+                    return None;
+                }
+            };
             let stop = Stop {
                 cancel,
                 shutdown: self.shutdown.clone(),
                 abandon: self.abandon.clone(),
                 lease_lost: lost.clone(),
             };
+            let approved = start.approved.iter().map(|(_, c)| c.id.clone()).collect();
+            burst.set_approval(self.approvals.for_tenant(&start.tenant), approved);
             Some(
                 agent
-                    .run_burst_from(&burst, session, turns, transcript, &stop)
+                    .run_burst_approved(
+                        &burst,
+                        session,
+                        start.turns,
+                        start.transcript,
+                        start.approved,
+                        &stop,
+                    )
                     .await,
             )
         };

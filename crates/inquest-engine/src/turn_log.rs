@@ -13,7 +13,8 @@ use std::time::Duration;
 use inquest_broadcast::TurnBroadcaster;
 use inquest_core::{IdempotencyKey, IncidentId, SessionId, Tenant, TenantQuota, UserMessage};
 use inquest_store::{
-    CallerEvent, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError, Transition,
+    CallerEvent, DecideOutcome, Lease, SendOutcome, SessionRow, StartedSession, Store, StoreError,
+    Transition,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -158,6 +159,37 @@ impl TurnLog {
             self.live.reopen(session);
             if *created {
                 self.live.publish_committed((**turn).clone());
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Decides pending approvals (`DecideToolCalls`); the denied calls'
+    /// results are published once committed, and a reopened session's
+    /// watchers are let through, as a follow-up does.
+    pub async fn decide_tool_calls(
+        &self,
+        tenant: &Tenant,
+        session: SessionId,
+        decisions: Vec<(String, inquest_core::approval::Decision)>,
+        key: Option<IdempotencyKey>,
+        request: inquest_core::RequestFingerprint,
+    ) -> Result<DecideOutcome, StoreError> {
+        let outcome = self
+            .store
+            .decide_tool_calls(tenant, session, decisions, key, request)
+            .await?;
+        if let DecideOutcome::Decided {
+            turns,
+            session: row,
+            ..
+        } = &outcome
+        {
+            if row.status == inquest_core::SessionStatus::Pending {
+                self.live.reopen(session);
+            }
+            for turn in turns {
+                self.live.publish_committed(turn.clone());
             }
         }
         Ok(outcome)

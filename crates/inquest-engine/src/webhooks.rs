@@ -19,14 +19,17 @@ use hmac::{KeyInit, Mac};
 use serde::Deserialize;
 
 /// Every event type the log records (the CHECK of `events.type`).
-pub const EVENT_TYPES: [&str; 9] = [
+pub const EVENT_TYPES: [&str; 12] = [
     "session.running",
     "session.idle",
     "session.completed",
     "session.failed",
     "session.cancelled",
     "session.awaiting_confirmation",
+    "session.awaiting_approval",
     "session.recovered",
+    "approval.requested",
+    "approval.decided",
     "report.ready",
     "incident.created",
 ];

@@ -1,5 +1,6 @@
 //! Domain → wire conversions. Only this crate sees both sides.
 
+use inquest_core::approval::ApprovalState;
 use inquest_core::{RecoveryPlan, Repair, Role, SessionStatus, Turn};
 use inquest_proto::v1 as pb;
 use inquest_store::{Incident, SessionRow};
@@ -61,6 +62,7 @@ pub fn status(s: SessionStatus) -> pb::SessionStatus {
         SessionStatus::Failed => pb::SessionStatus::Failed,
         SessionStatus::Cancelled => pb::SessionStatus::Cancelled,
         SessionStatus::AwaitingConfirmation => pb::SessionStatus::AwaitingConfirmation,
+        SessionStatus::AwaitingApproval => pb::SessionStatus::AwaitingApproval,
     }
 }
 
@@ -76,6 +78,7 @@ pub fn status_from_wire(value: i32) -> Option<SessionStatus> {
         pb::SessionStatus::Failed => Some(SessionStatus::Failed),
         pb::SessionStatus::Cancelled => Some(SessionStatus::Cancelled),
         pb::SessionStatus::AwaitingConfirmation => Some(SessionStatus::AwaitingConfirmation),
+        pb::SessionStatus::AwaitingApproval => Some(SessionStatus::AwaitingApproval),
     }
 }
 
@@ -105,6 +108,37 @@ pub fn session(s: SessionRow) -> pb::Session {
         cost_usd: s.cost.known.usd(),
         cost_complete: s.cost.complete(),
         cost_unknown_turns: count(s.cost.unknown_calls),
+        // Filled by the calls that show them (GetSession, DecideToolCalls).
+        approvals: Vec::new(),
+    }
+}
+
+pub fn approval_state(state: ApprovalState) -> pb::ApprovalState {
+    match state {
+        ApprovalState::Pending => pb::ApprovalState::Pending,
+        ApprovalState::Approved => pb::ApprovalState::Approved,
+        ApprovalState::Denied => pb::ApprovalState::Denied,
+        ApprovalState::Expired => pb::ApprovalState::Expired,
+        ApprovalState::Superseded => pb::ApprovalState::Superseded,
+        ApprovalState::Cancelled => pb::ApprovalState::Cancelled,
+    }
+}
+
+pub fn approval(a: inquest_store::ApprovalRow) -> pb::Approval {
+    pb::Approval {
+        call_id: a.call_id,
+        assistant_seq: a.assistant_seq.as_i64(),
+        tool: a.tool,
+        server: a.server,
+        arguments_json: a.arguments,
+        side_effect: a.side_effect,
+        rule: a.rule,
+        state: approval_state(a.state).into(),
+        requested_at: Some(timestamp(a.requested_at)),
+        expires_at: Some(timestamp(a.expires_at)),
+        decided_by: a.decided_by.unwrap_or_default(),
+        comment: a.comment.unwrap_or_default(),
+        decided_at: a.decided_at.map(timestamp),
     }
 }
 

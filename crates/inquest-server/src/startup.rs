@@ -64,6 +64,8 @@ pub struct Application {
     limits: Limits,
     /// `limits.max_running_bursts`.
     max_running_bursts: usize,
+    /// `[approval]` and each tenant's own.
+    approvals: inquest_engine::ApprovalGates,
     /// `limits.feed_queue_capacity`.
     feed_queue_capacity: usize,
     /// `[limits] max_connections` and `connection_preface_timeout`.
@@ -208,6 +210,9 @@ impl Application {
             health_probes: Arc::default(),
             limits: config.limits(),
             max_running_bursts: config.limits.max_running_bursts,
+            approvals: config
+                .approval_gates()
+                .map_err(crate::config::ConfigError::Invalid)?,
             feed_queue_capacity: config.limits.feed_queue_capacity,
             connections: crate::edge::conn::ConnectionLimits {
                 max_connections: config.limits.max_connections,
@@ -335,6 +340,7 @@ impl Application {
         )
         .with_max_notice_bytes(self.api.max_notice_bytes)
         .with_runtime(self.runtime.clone())
+        .with_approvals(self.approvals.clone())
     }
 
     /// Starts the cross-replica feed and waits (bounded) for its first

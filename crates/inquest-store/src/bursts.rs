@@ -217,6 +217,9 @@ async fn send_message_tx(
     // The status change above is this transaction's own: the count skips
     // this session. A refusal drops the transaction, undoing the change.
     crate::tenants::admit(&tx, caller.tenant, caller.quota, Some(session)).await?;
+    // Calls still waiting for approval are answered first: their results
+    // must precede the message for the transcript to stay valid.
+    crate::approvals::supersede(&tx, origin, session).await?;
     let turn = insert_turn(&tx, origin, session, None, None, &NewTurn::User(message)).await?;
     if let Some(key) = key
         && !crate::idempotency::claim(&tx, &scope, key, session, turn.seq, &request).await?

@@ -18,6 +18,7 @@
 //! types. Start reading at [`Store::run`], then `turns.rs` and `lease.rs`.
 
 mod alerts;
+mod approvals;
 mod audit;
 #[cfg(feature = "bench")]
 mod bench;
@@ -51,6 +52,7 @@ pub use alerts::{
     AlertEvent, AlertNotification, AlertOrigin, AlertSeen, AlertsRecorded, FollowUp,
     PendingFollowUp,
 };
+pub use approvals::{ApprovalRow, DecideOutcome, NewApproval};
 pub use audit::{AuditEntry, AuditEvent, AuditPage};
 pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;

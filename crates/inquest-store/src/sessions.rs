@@ -44,6 +44,8 @@ pub struct SessionRow {
     /// The trace id of the session's latest burst (32 hex digits), written
     /// when it was claimed (migration V14); `None` before any traced burst.
     pub trace_id: Option<String>,
+    /// Whose session it is: the tenant its policy and limits come from.
+    pub tenant: inquest_core::Tenant,
 }
 
 impl SessionRow {
@@ -67,7 +69,8 @@ pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, 
          WHERE t.session_id = sessions.id AND t.seq = sessions.head_seq)) AS updated_at, \
      last_recovery_plan, \
      lease_owner, lease_expires_at, lease_epoch, recovery_plan_escaped, trace_id, \
-     cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, cost_unknown_turns";
+     cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, cost_unknown_turns, \
+     tenant";
 
 pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
     let head: i64 = get(row, 4)?;
@@ -98,6 +101,11 @@ pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
         lease_expires_at: get(row, 13)?,
         lease_epoch: get(row, 14)?,
         trace_id: get(row, 16)?,
+        tenant: {
+            let tenant: String = get(row, 21)?;
+            inquest_core::Tenant::parse(&tenant)
+                .map_err(|e| StoreError::Corrupt(format!("session tenant {tenant:?}: {e}")))?
+        },
     })
 }
 

@@ -5,6 +5,7 @@
 //! the client modules (`client.rs`, `watch.rs`, `view.rs`, `investigate.rs`) use
 //! the wire contract (`inquest-proto`) and no server code.
 
+mod approve;
 mod client;
 mod failure;
 mod investigate;
@@ -16,6 +17,7 @@ mod watch;
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
+use inquest_proto::v1 as pb;
 use inquest_server::ops::telemetry::Telemetry;
 use inquest_server::{Config, Overrides};
 use tokio_util::sync::CancellationToken;
@@ -128,6 +130,12 @@ enum Command {
     Watch(watch::WatchArgs),
     /// Send a follow-up message to a session, then watch its new burst.
     Send(watch::SendArgs),
+    /// Approve tool calls held for approval (all pending ones when no call
+    /// is named): each runs once, then the model goes on.
+    Approve(approve::DecideArgs),
+    /// Deny tool calls held for approval (all pending ones when no call is
+    /// named): the model is told "denied by <you>: <comment>".
+    Deny(approve::DecideArgs),
 }
 
 /// A CLI piped into `head` should stop quietly when the pipe closes, not
@@ -242,6 +250,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => investigate::report(args).await,
         Command::Watch(args) => watch::watch(args).await,
         Command::Send(args) => watch::send(args).await,
+        Command::Approve(args) => approve::decide(args, pb::ToolCallVerdict::Approve).await,
+        Command::Deny(args) => approve::decide(args, pb::ToolCallVerdict::Deny).await,
     }
 }
 

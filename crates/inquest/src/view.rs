@@ -241,7 +241,37 @@ impl View {
             }
             Event::Heartbeat(_) => {}
             Event::TextDelta(d) => self.text_delta(d),
+            Event::ApprovalRequested(a) => {
+                self.erase_streamed();
+                let text = approval_text(a);
+                self.line(&text);
+            }
         }
+    }
+
+    /// The session waits for a human to decide its held calls: how to.
+    pub fn held(&mut self, s: &pb::Session) {
+        let pending: Vec<&str> = s
+            .approvals
+            .iter()
+            .filter(|a| a.state() == pb::ApprovalState::Pending)
+            .map(|a| a.call_id.as_str())
+            .collect();
+        if self.json {
+            println!(
+                "{}",
+                json!({"type": "awaiting_approval", "session_id": s.id, "pending": pending})
+            );
+            return;
+        }
+        self.erase_streamed();
+        self.line(&format!(
+            "-- waiting for approval of {} call(s); approve: inquest approve {id} {calls}  \
+             deny: inquest deny {id} {calls} --comment '…'",
+            pending.len(),
+            id = s.id,
+            calls = pending.join(" "),
+        ));
     }
 
     /// What an event says about the session's activity.
@@ -460,6 +490,29 @@ fn lower(name: &str, prefix: &str) -> String {
     name.trim_start_matches(prefix).to_lowercase()
 }
 
+/// One held call: what it would do and why it waits.
+pub fn approval_text(a: &pb::Approval) -> String {
+    let server = if a.server.is_empty() { "?" } else { &a.server };
+    let state = lower(a.state().as_str_name(), "APPROVAL_STATE_");
+    let decided = if a.decided_by.is_empty() {
+        String::new()
+    } else if a.comment.is_empty() {
+        format!(" by {}", a.decided_by)
+    } else {
+        format!(" by {}: {}", a.decided_by, a.comment)
+    };
+    format!(
+        "[approval {state}{decided}] call {} {}.{} {} ({}; {}; expires {})",
+        a.call_id,
+        server,
+        a.tool,
+        a.arguments_json,
+        a.side_effect,
+        a.rule,
+        rfc3339(&a.expires_at),
+    )
+}
+
 fn json_event(event: &Event) -> serde_json::Value {
     match event {
         Event::Turn(t) => json!({
@@ -505,6 +558,17 @@ fn json_event(event: &Event) -> serde_json::Value {
             "head_seq": l.head_seq,
         }),
         Event::Heartbeat(h) => json!({"type": "heartbeat", "head_seq": h.head_seq}),
+        Event::ApprovalRequested(a) => json!({
+            "type": "approval_requested",
+            "call_id": a.call_id,
+            "assistant_seq": a.assistant_seq,
+            "tool": a.tool,
+            "server": a.server,
+            "arguments_json": a.arguments_json,
+            "side_effect": a.side_effect,
+            "rule": a.rule,
+            "expires_at": rfc3339(&a.expires_at),
+        }),
         Event::TextDelta(d) => json!({
             "type": "text_delta",
             "session_id": d.session_id,

@@ -260,16 +260,28 @@ async fn follow_burst(
                             // The burst settled; its status is read
                             // through a store outage that began since.
                             let s = ticking(view, get_session(client, session)).await?;
+                            if s.status() == pb::SessionStatus::AwaitingApproval {
+                                // Not over: a human decides, from here or
+                                // anywhere, and the burst goes on.
+                                view.held(&s);
+                                next_burst(client, target, session, after_seq, view).await?;
+                                view.burst_started();
+                                break None;
+                            }
                             view.end(&s);
                             return Ok((s, after_seq));
                         }
-                        Err(status) if should_reconnect(&status) => break status,
+                        Err(status) if should_reconnect(&status) => break Some(status),
                         Err(status) => return Err(status_error(status)),
                     }
                 }
             }
-            Err(status) if should_reconnect(&status) => status,
+            Err(status) if should_reconnect(&status) => Some(status),
             Err(status) => return Err(status_error(status)),
+        };
+        // A hold was decided: watch again from the last turn seen.
+        let Some(reason) = reason else {
+            continue;
         };
         after_seq = reconnect_after(&reason, after_seq);
         view.interrupted(after_seq, &reason);

@@ -53,6 +53,7 @@ fn checked_turns(events: &[Event], after: i64, who: &str) -> Vec<pb::SessionTurn
             }
             Event::Heartbeat(_) | Event::TextDelta(_) => {}
             Event::Lagged(l) => panic!("{who}: unexpected Lagged {l:?}"),
+            Event::ApprovalRequested(a) => panic!("{who}: nothing is held here: {a:?}"),
         }
     }
     let seqs: Vec<i64> = turns.iter().map(|t| t.seq).collect();
@@ -309,7 +310,10 @@ async fn follow(
                             assert!(lagged.is_none(), "two Lagged on one stream");
                             lagged = Some(*l);
                         }
-                        Event::ToolCallStart(_) | Event::Heartbeat(_) | Event::TextDelta(_) => {}
+                        Event::ToolCallStart(_)
+                        | Event::Heartbeat(_)
+                        | Event::TextDelta(_)
+                        | Event::ApprovalRequested(_) => {}
                     }
                     if !matches!(event, Event::Lagged(_)) {
                         assert!(lagged.is_none(), "an event after Lagged: {event:?}");

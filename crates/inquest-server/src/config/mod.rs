@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 mod admin;
 pub mod agent;
+pub mod approval;
 mod env;
 pub mod limits;
 mod shutdown;
@@ -52,6 +53,8 @@ pub struct Config {
     pub admin: AdminSection,
     /// `[auth]`: bearer tokens (`mode = "none"` by default, loopback only).
     pub auth: crate::edge::auth::AuthSection,
+    /// `[approval]`: which tool calls wait for a human before they run.
+    pub approval: approval::ApprovalSection,
     /// `[tenants]`: per-tenant limits on new bursts.
     pub tenants: crate::config::tenants::TenantsSection,
     /// `[tls]`: serve gRPC over TLS (absent: plaintext).
@@ -101,6 +104,7 @@ impl Default for Config {
             alerts: Default::default(),
             auth: Default::default(),
             tenants: Default::default(),
+            approval: Default::default(),
             providers: Vec::new(),
             agent: inquest_agent::AgentConfig::default(),
             mcp: None,
@@ -209,12 +213,29 @@ impl Config {
         }
     }
 
+    /// Every tenant's approval policy: `[approval]`, and each
+    /// `[tenants.overrides.<tenant>.approval]` in its place.
+    pub fn approval_gates(&self) -> Result<inquest_engine::ApprovalGates, String> {
+        let default = self.approval.gate("approval")?;
+        let mut tenants = Vec::new();
+        for (name, own) in &self.tenants.overrides {
+            if let Some(section) = &own.approval {
+                let tenant = inquest_core::Tenant::parse(name)
+                    .map_err(|e| format!("tenants.overrides.{name:?}: {e}"))?;
+                let gate = section.gate(&format!("tenants.overrides.{name}.approval"))?;
+                tenants.push((tenant, gate));
+            }
+        }
+        Ok(inquest_engine::ApprovalGates::new(default, tenants))
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_agent()?;
         self.runtime.validate().map_err(ConfigError::Invalid)?;
         self.lease.validate().map_err(ConfigError::Invalid)?;
         self.events.validate().map_err(ConfigError::Invalid)?;
         self.tenants.validate().map_err(ConfigError::Invalid)?;
+        self.approval_gates().map_err(ConfigError::Invalid)?;
         self.limits.validate()?;
         self.auth.validate().map_err(ConfigError::Invalid)?;
         self.alerts.validate().map_err(ConfigError::Invalid)?;

@@ -26,15 +26,17 @@ use std::collections::BTreeMap;
 use inquest_core::{Tenant, TenantQuota};
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsEntry {
     pub max_running_bursts: Option<u32>,
     pub daily_token_budget: Option<u64>,
     pub max_watch_streams: Option<usize>,
+    /// The tenant's own `[approval]`, replacing the default whole.
+    pub approval: Option<crate::config::approval::ApprovalSection>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct TenantsSection {
     pub max_running_bursts: Option<u32>,
@@ -59,7 +61,7 @@ impl TenantsSection {
         let own = self
             .overrides
             .get(tenant.as_str())
-            .copied()
+            .cloned()
             .unwrap_or_default();
         TenantQuota {
             max_running_bursts: own.max_running_bursts.or(self.max_running_bursts),

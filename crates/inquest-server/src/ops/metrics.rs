@@ -30,11 +30,11 @@ struct Zeroed {
 const ZEROED: &[Zeroed] = &[
     Zeroed {
         name: "inquest_bursts_started_total",
-        label: Some(("mode", &["fresh", "confirmed", "recovered"])),
+        label: Some(("mode", &["fresh", "confirmed", "recovered", "decided"])),
     },
     Zeroed {
         name: "inquest_lease_claims_total",
-        label: Some(("mode", &["fresh", "confirmed", "recovered"])),
+        label: Some(("mode", &["fresh", "confirmed", "recovered", "decided"])),
     },
     Zeroed {
         name: "inquest_bursts_deferred_total",
@@ -122,6 +122,18 @@ const ZEROED: &[Zeroed] = &[
         label: None,
     },
     Zeroed {
+        name: "inquest_approvals_requested_total",
+        label: None,
+    },
+    Zeroed {
+        name: "inquest_approvals_decided_total",
+        label: Some(("outcome", &["approved", "denied", "expired"])),
+    },
+    Zeroed {
+        name: "inquest_approvals_denied_by_rule_total",
+        label: None,
+    },
+    Zeroed {
         name: "inquest_alert_follow_ups_total",
         label: Some(("outcome", &["sent", "ended"])),
     },
@@ -175,6 +187,18 @@ fn describe_counters() {
     describe_counter!(
         "inquest_alert_sessions_started_total",
         "Sessions started by an [[alerts.triggers]] match."
+    );
+    describe_counter!(
+        "inquest_approvals_requested_total",
+        "Tool calls the approval policy held for a human."
+    );
+    describe_counter!(
+        "inquest_approvals_decided_total",
+        "Held tool calls decided, by outcome: approved or denied (by a human, DecideToolCalls), expired (sessions whose pending calls approval.timeout denied)."
+    );
+    describe_counter!(
+        "inquest_approvals_denied_by_rule_total",
+        "Tool calls a deny rule of the approval policy refused at once."
     );
     describe_counter!(
         "inquest_alert_follow_ups_total",
@@ -314,6 +338,11 @@ fn describe_gauges() {
 }
 
 fn describe_histograms() {
+    describe_histogram!(
+        "inquest_approval_decision_seconds",
+        Unit::Seconds,
+        "From a tool call held for approval to a human's decision of it."
+    );
     describe_histogram!(
         "inquest_rpc_duration_seconds",
         Unit::Seconds,

@@ -46,11 +46,13 @@ impl Caller {
 }
 
 /// The ids a mutating call named or made.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct AuditIds {
     pub incident: Option<IncidentId>,
     pub session: Option<SessionId>,
     pub token: Option<uuid::Uuid>,
+    /// What a successful call did, in a few words (the audit message).
+    pub detail: Option<String>,
 }
 
 /// Appends audit events.
@@ -78,7 +80,7 @@ impl Audit {
         let (code, message) = match outcome {
             Ok(response) => {
                 made(response.get_ref(), &mut ids);
-                (tonic::Code::Ok, String::new())
+                (tonic::Code::Ok, ids.detail.take().unwrap_or_default())
             }
             Err(status) => (status.code(), status.message().to_owned()),
         };

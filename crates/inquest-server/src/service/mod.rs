@@ -22,6 +22,7 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 mod admin;
+mod approvals;
 pub mod audit;
 mod events;
 mod incidents;
@@ -321,6 +322,41 @@ impl Investigations for InvestigationsService {
         let outcome = self.do_continue_session(&caller, request).await;
         self.audit
             .record(&caller, "ContinueSession", ids, &outcome, |_, _| {})
+            .await;
+        outcome
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
+    async fn decide_tool_calls(
+        &self,
+        request: Request<pb::DecideToolCallsRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let mut ids = AuditIds {
+            session: SessionId::parse(&req.session_id).ok(),
+            ..AuditIds::default()
+        };
+        // What was decided, for the audit trail (call ids and verdicts;
+        // comments stay in the approvals, where they belong).
+        ids.detail = Some(
+            req.decisions
+                .iter()
+                .take(32)
+                .map(|d| {
+                    let verdict = match pb::ToolCallVerdict::try_from(d.verdict) {
+                        Ok(pb::ToolCallVerdict::Approve) => "approve",
+                        Ok(pb::ToolCallVerdict::Deny) => "deny",
+                        _ => "invalid",
+                    };
+                    format!("{verdict} {:.64}", d.call_id.escape_debug())
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        let outcome = self.do_decide_tool_calls(&caller, req).await;
+        self.audit
+            .record(&caller, "DecideToolCalls", ids, &outcome, |_, _| {})
             .await;
         outcome
     }

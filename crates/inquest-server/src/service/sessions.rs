@@ -206,7 +206,9 @@ impl InvestigationsService {
             // Show the claim just made (new owner and epoch).
             session = self.session_of(&caller, id).await?;
         }
-        Ok(Response::new(convert::session(session)))
+        let mut wire = convert::session(session);
+        wire.approvals = self.approvals_of(id).await?;
+        Ok(Response::new(wire))
     }
 
     pub(super) async fn do_get_recovery_plan(

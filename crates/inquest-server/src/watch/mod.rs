@@ -296,8 +296,10 @@ impl Watcher {
             tokio::time::sleep(delay).await;
         }
         if !self.running {
-            // Settled when we attached: everything up to that head, then OK.
-            return self.drain(Some(self.head)).await;
+            // Settled when we attached: everything up to that head, what
+            // waits for a human, then OK.
+            self.drain(Some(self.head)).await?;
+            return self.announce_held().await;
         }
         self.drain(None).await?;
         if let Some(open) = self.open_calls.take()
@@ -430,6 +432,9 @@ impl Watcher {
             let head = row.head_seq.map_or(0, |h| h.get());
             if !row.status.is_active() {
                 self.drain(Some(head)).await?;
+                if row.status == inquest_core::SessionStatus::AwaitingApproval {
+                    self.announce_held().await?;
+                }
                 return Ok(true);
             }
             if !closed {
@@ -442,6 +447,27 @@ impl Watcher {
             }
             closed = true;
         }
+    }
+
+    /// Sends an `ApprovalRequested` event for each call of the latest hold
+    /// still pending: a settled stream says what waits for a human before
+    /// it ends (the approvals are durable, so a late watcher gets them
+    /// too).
+    async fn announce_held(&mut self) -> Step {
+        let approvals = self
+            .watches
+            .store
+            .approvals(self.session)
+            .await
+            .map_err(|e| self.unavailable(e))?;
+        for approval in approvals
+            .into_iter()
+            .filter(|a| a.state == inquest_core::approval::ApprovalState::Pending)
+        {
+            self.send(WireEvent::ApprovalRequested(convert::approval(approval)))
+                .await?;
+        }
+        Ok(())
     }
 
     /// The store could not be asked: end with a retryable code and the

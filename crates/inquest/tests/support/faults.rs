@@ -83,7 +83,8 @@ pub fn replica_config(providers: &str, python: &str, timing: Timing) -> ReplicaC
     std::fs::write(&mcp, servers.to_string()).unwrap();
     let toml = format!(
         "[lease]\nttl = \"{}ms\"\nrenew_interval = \"{}ms\"\nreap_interval = \"{}ms\"\n\n\
-         [store]\nmax_connections = 4\n\n[shutdown]\ngrace = \"{}ms\"\n\n{providers}\n\n\
+         [store]\nmax_connections = 4\n\n[shutdown]\ngrace = \"{}ms\"\n\n\
+         [approval]\nmode = \"off\"\n\n{providers}\n\n\
          [mcp]\nconfig = \"{}\"\n",
         timing.lease_ttl.as_millis(),
         timing.renew_interval.as_millis(),

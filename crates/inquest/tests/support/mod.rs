@@ -304,7 +304,8 @@ impl ReplicaConfig {
         let count_file = dir.path().join("executions.txt");
         let mut toml = format!(
             "[lease]\nttl = \"{}ms\"\nrenew_interval = \"500ms\"\nreap_interval = \"200ms\"\n\n\
-             [store]\nmax_connections = 4\n\n[shutdown]\ngrace = \"5s\"\n\n{providers}\n",
+             [store]\nmax_connections = 4\n\n[shutdown]\ngrace = \"5s\"\n\n\
+             [approval]\nmode = \"off\"\n\n{providers}\n",
             TEST_LEASE_TTL.as_millis()
         );
         if let Some(python) = python {
