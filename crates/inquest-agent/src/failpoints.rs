@@ -40,12 +40,15 @@ pub const COMPACTION_SUMMARY_RECEIVED: &str = "compaction-summary-received";
 /// Held calls are stored as approval requests; the burst has not closed
 /// into `awaiting_approval` yet.
 pub const AFTER_APPROVALS_REQUESTED: &str = "after-approvals-requested";
+/// A claimed burst is about to mark an approved call started: the decision
+/// is committed, the call provably never ran.
+pub const BEFORE_APPROVAL_STARTED: &str = "before-approval-started";
 /// An approved call is marked started in the store; it has not been sent
 /// to its server yet.
 pub const AFTER_APPROVAL_STARTED: &str = "after-approval-started";
 
 /// Every point, for validating configuration.
-pub const ALL: [&str; 9] = [
+pub const ALL: [&str; 10] = [
     AFTER_ASSISTANT_PERSISTED,
     BEFORE_TOOL_RUN,
     AFTER_TOOL_RUN,
@@ -54,6 +57,7 @@ pub const ALL: [&str; 9] = [
     LEASE_RENEW,
     COMPACTION_SUMMARY_RECEIVED,
     AFTER_APPROVALS_REQUESTED,
+    BEFORE_APPROVAL_STARTED,
     AFTER_APPROVAL_STARTED,
 ];
 

@@ -455,6 +455,7 @@ impl TurnSink for BurstLog {
                 return Err(SinkError::LeaseLost(Box::new(TurnLogError::DeadlinePassed)));
             }
             if self.is_approved(&call.id) {
+                failpoints::hit(failpoints::BEFORE_APPROVAL_STARTED).await;
                 // Durable before the call starts: after a crash from here
                 // on, the call may have run and waits for a human.
                 let store = &self.store;
