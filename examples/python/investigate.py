@@ -75,6 +75,12 @@ def watch(stub, session_id: str, after_seq: int, drop_after: int = 0) -> int:
                     print(f"      .. running {event.tool_call_start.tool_name}")
                 elif kind == "lagged":
                     print(f"(fell behind at seq {event.lagged.last_delivered_seq})")
+                elif kind == "approval_requested":
+                    a = event.approval_requested
+                    print(
+                        f"      !! {a.server}.{a.tool}({a.arguments_json}) waits for "
+                        f"approval: {a.rule} (call {a.call_id})"
+                    )
             if not dropped:
                 return after_seq
             call.cancel()
@@ -90,6 +96,45 @@ def watch(stub, session_id: str, after_seq: int, drop_after: int = 0) -> int:
                 f"reconnecting after seq {after_seq})"
             )
             time.sleep(min(0.2 * 2**attempt, 5.0))
+
+
+def decide_held(stub, session: pb.Session, verdict: str) -> None:
+    """Approves or denies every call of the session still pending. The key
+    makes the decision safe to retry."""
+    pending = [
+        a.call_id for a in session.approvals if a.state == pb.APPROVAL_STATE_PENDING
+    ]
+    print(f"== {verdict} {', '.join(pending)}")
+    stub.DecideToolCalls(
+        pb.DecideToolCallsRequest(
+            session_id=session.id,
+            decisions=[
+                pb.ToolCallDecision(
+                    call_id=call_id,
+                    verdict=(
+                        pb.TOOL_CALL_VERDICT_APPROVE
+                        if verdict == "approve"
+                        else pb.TOOL_CALL_VERDICT_DENY
+                    ),
+                    comment=f"{verdict}d by investigate.py",
+                )
+                for call_id in pending
+            ],
+            idempotency_key=str(uuid.uuid4()),
+        )
+    )
+
+
+def run_burst(stub, session_id: str, after_seq: int, verdict: str, drop_after: int = 0):
+    """Watches a burst until it settles, deciding each hold for approval
+    with `verdict` and watching on; returns the last seq and the session."""
+    while True:
+        after_seq = watch(stub, session_id, after_seq, drop_after)
+        drop_after = 0
+        session = settled(stub, session_id)
+        if session.status != pb.SESSION_STATUS_AWAITING_APPROVAL:
+            return after_seq, session
+        decide_held(stub, session, verdict)
 
 
 def settled(stub, session_id: str) -> pb.Session:
@@ -111,6 +156,12 @@ def main() -> int:
         default=0,
         help="drop the first watch after N turns and reconnect (a demo of the cursor)",
     )
+    parser.add_argument(
+        "--decide",
+        choices=["approve", "deny"],
+        default="approve",
+        help="what to answer tool calls held for approval (awaiting_approval)",
+    )
     args = parser.parse_args()
 
     with grpc.insecure_channel(args.target) as channel:
@@ -128,8 +179,8 @@ def main() -> int:
         print(f"session {session.id}")
 
         print("== first burst")
-        last = watch(stub, session.id, 0, args.drop_after)
-        if settled(stub, session.id).status in (
+        last, first = run_burst(stub, session.id, 0, args.decide, args.drop_after)
+        if first.status in (
             pb.SESSION_STATUS_CANCELLED,
             pb.SESSION_STATUS_AWAITING_CONFIRMATION,
         ):
@@ -144,8 +195,7 @@ def main() -> int:
             )
         )
         print(f"follow-up stored at seq {sent.seq}")
-        watch(stub, session.id, min(last, sent.seq - 1))
-        final = settled(stub, session.id)
+        _, final = run_burst(stub, session.id, min(last, sent.seq - 1), args.decide)
 
         report = stub.GetReport(pb.GetReportRequest(session_id=session.id))
         print(f"== report (burst {report.burst}, exit reason {report.exit_reason})")

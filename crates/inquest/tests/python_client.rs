@@ -237,3 +237,83 @@ async fn the_python_client_exits_nonzero_when_the_server_refuses() {
     assert!(stderr.contains("error: INVALID_ARGUMENT"), "{stderr}");
     server.stop().await;
 }
+
+/// With `[approval] mode = "all"` every tool call of the demo's script
+/// waits for a human: `investigate.py` shows each held call, approves it
+/// from code with `DecideToolCalls`, and watches the burst go on.
+#[tokio::test]
+async fn the_python_client_approves_held_calls_from_code() {
+    let Some(python) = python() else { return };
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
+    let demo = example_dir().join("checkout-latency");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("inquest.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[providers]]\nkind = \"script\"\nname = \"demo-script\"\nscript = \"{}\"\n\n\
+             [tools]\nfiles_root = \"{}\"\nfiles_server = \"evidence\"\n\n\
+             [approval]\nmode = \"all\"\n",
+            demo.join("script.json").display(),
+            demo.join("evidence").display()
+        ),
+    )
+    .unwrap();
+    let server =
+        Server::start(&["--database-url", &url, "--config", config.to_str().unwrap()]).await;
+    let gen_dir = tempfile::tempdir().unwrap();
+    let client = example_dir().join("python");
+    let mut generate = Command::new(&python);
+    generate
+        .arg(client.join("generate.py"))
+        .arg("--out")
+        .arg(gen_dir.path());
+    let out = run(generate).await;
+    assert!(out.status.success(), "generate.py failed: {:?}", text(&out));
+
+    let mut investigate = Command::new(&python);
+    investigate
+        .arg(client.join("investigate.py"))
+        .args(["--target", &format!("127.0.0.1:{}", server.port)])
+        .args(["--message", "Why did checkout latency jump?"])
+        .args(["--follow-up", "Which change do we roll back?"])
+        .env("PYTHONPATH", gen_dir.path())
+        .env("PYTHONUNBUFFERED", "1");
+    let out = run(investigate).await;
+    let (stdout, stderr) = text(&out);
+    eprintln!("--- investigate.py stdout\n{stdout}--- stderr\n{stderr}");
+    assert!(out.status.success(), "investigate.py exited {}", out.status);
+    assert!(
+        stdout.contains("waits for approval: require (mode \"all\")"),
+        "the held call is shown"
+    );
+    assert!(stdout.contains("-- session awaiting_approval"));
+    assert!(stdout.contains("== approve "));
+
+    let session_id = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .expect("the client printed the session id")
+        .trim()
+        .to_owned();
+    let mut c = server.client().await;
+    let session = get_session(&mut c, &session_id).await;
+    assert_eq!(session.status(), pb::SessionStatus::Idle, "{session:?}");
+    assert!(!session.approvals.is_empty());
+    for a in &session.approvals {
+        assert_eq!(a.state(), pb::ApprovalState::Approved, "{a:?}");
+        assert_eq!(a.comment, "approved by investigate.py");
+    }
+    // Every tool call got its real result, none a refusal.
+    let turns = all_turns(&mut c, &session_id).await;
+    let calls: usize = turns.iter().map(|t| t.tool_calls.len()).sum();
+    let results: Vec<_> = turns
+        .iter()
+        .filter(|t| !t.tool_call_id.is_empty())
+        .collect();
+    assert!(calls > 0);
+    assert_eq!(results.len(), calls, "every call answered once");
+    assert!(results.iter().all(|t| !t.content.starts_with("denied")));
+    server.stop().await;
+}
