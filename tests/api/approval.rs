@@ -269,9 +269,10 @@ async fn a_partial_denial_waits_and_a_follow_up_supersedes_the_rest() {
     let tools = Tools::new(&python);
     let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
     fake.reply(
-        FakeReply::text("Restarting and paging.")
+        FakeReply::text("Restarting, paging and scaling.")
             .call("c1", "restart_service", r#"{"service":"db"}"#)
-            .call("c2", "page_oncall", r#"{"message":"db down"}"#),
+            .call("c2", "page_oncall", r#"{"message":"db down"}"#)
+            .call("c3", "scale_service", r#"{"service":"db","replicas":3}"#),
     )
     .reply(FakeReply::text("Looking at pricing-svc instead."))
     .reply(FakeReply::text("S: pricing"));
@@ -279,17 +280,25 @@ async fn a_partial_denial_waits_and_a_follow_up_supersedes_the_rest() {
     let mut client = app.client().await;
     let id = start(&mut client, "db is slow").await;
     let held = until_status(&mut client, &id, pb::SessionStatus::AwaitingApproval).await;
-    assert_eq!(held.approvals.len(), 2);
+    assert_eq!(held.approvals.len(), 3);
+    assert_eq!(held.approvals[2].side_effect, "idempotent");
 
-    let deny = vec![decision(
-        "c1",
-        pb::ToolCallVerdict::Deny,
-        "not during business hours",
-    )];
-    let partial = decide(&mut client, &id, deny, "").await.unwrap();
+    // Deny one and approve another: c2 is still pending, so nothing runs.
+    let partial = vec![
+        decision("c1", pb::ToolCallVerdict::Deny, "not during business hours"),
+        decision("c3", pb::ToolCallVerdict::Approve, ""),
+    ];
+    let partial = decide(&mut client, &id, partial, "").await.unwrap();
     assert_eq!(partial.status(), pb::SessionStatus::AwaitingApproval);
-    assert_eq!(state(&partial.approvals[0]), pb::ApprovalState::Denied);
-    assert_eq!(state(&partial.approvals[1]), pb::ApprovalState::Pending);
+    let states: Vec<_> = partial.approvals.iter().map(state).collect();
+    assert_eq!(
+        states,
+        [
+            pb::ApprovalState::Denied,
+            pb::ApprovalState::Pending,
+            pb::ApprovalState::Approved
+        ]
+    );
     let stored = turns(&mut client, &id).await;
     let denied = stored.last().unwrap();
     assert_eq!(
@@ -303,6 +312,8 @@ async fn a_partial_denial_waits_and_a_follow_up_supersedes_the_rest() {
         denied.content
     );
 
+    // A follow-up answers what is left before the message: the pending
+    // call is superseded, the approved one that never started is not run.
     send(&mut client, &id, "it's not the DB, look at pricing-svc").await;
     let (report, _) = finished(&mut client, &id, 2).await;
     assert_eq!(report.exit_reason, "awaiting_user");
@@ -312,17 +323,33 @@ async fn a_partial_denial_waits_and_a_follow_up_supersedes_the_rest() {
     let stored = turns(&mut client, &id).await;
     let roles: Vec<_> = stored.iter().map(|t| t.role()).collect();
     assert_eq!(
-        roles[..5],
+        roles[..6],
         [
             pb::TurnRole::User,
             pb::TurnRole::Assistant,
             pb::TurnRole::Tool,
             pb::TurnRole::Tool,
+            pb::TurnRole::Tool,
             pb::TurnRole::User
         ],
-        "the superseded result precedes the message"
+        "every call is answered before the message"
     );
-    assert!(stored[3].content.contains("superseded by a new message"));
+    let c2 = stored.iter().find(|t| t.tool_call_id == "c2").unwrap();
+    assert!(c2.content.contains("superseded by a new message"), "{c2:?}");
+    let c3 = stored.iter().find(|t| t.tool_call_id == "c3").unwrap();
+    assert!(
+        c3.content.starts_with("not run: a new message arrived"),
+        "{c3:?}"
+    );
+    // Nothing was held for a human: the model was asked again at once (a
+    // notice may say its results were never shown to it).
+    for t in stored.iter().filter(|t| t.role() == pb::TurnRole::Notice) {
+        let plan = t.recovery_plan.as_ref().expect("a notice's plan");
+        assert!(
+            plan.can_auto_continue && plan.interrupted_calls.is_empty(),
+            "{t:?}"
+        );
+    }
     assert_eq!(tools.executions(), 0, "nothing denied ran");
     app.stop().await.unwrap();
 }

@@ -149,6 +149,17 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 6)]
         concurrency: usize,
     },
+    /// From DecideToolCalls to the approved call starting, on another
+    /// replica than the one that held it (see `bench_approval.rs`).
+    Approval {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Decisions to time.
+        #[arg(long, default_value_t = 60)]
+        samples: usize,
+    },
     /// Attacks without credentials: a valid client's latency, the server's
     /// memory and CPU during idle connections, unknown-token calls and a
     /// stream flood, against idle (see `bench_attack.rs`).
@@ -366,6 +377,17 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 sessions,
             })
             .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Approval {
+            database_url,
+            samples,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result =
+                crate::bench_approval::run(crate::bench_approval::ApprovalBench { url, samples })
+                    .await;
             release(embedded).await?;
             result
         }

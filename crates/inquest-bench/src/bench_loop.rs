@@ -34,7 +34,7 @@ use inquest_agent::{
 use inquest_broadcast::TurnBroadcaster;
 use inquest_core::{
     ExitReason, IncidentText, Limits, Message, SessionId, TokenUsage, ToolArguments, ToolCall,
-    UserMessage,
+    UserMessage, approval::Gate,
 };
 use inquest_engine::agent_runtime::AgentRuntime;
 use inquest_server::TurnLog;
@@ -117,6 +117,12 @@ impl ToolRunner for NoopTool {
 
     fn available(&self) -> bool {
         true
+    }
+
+    /// Read-only: under the approval policy's default mode the screened
+    /// phase runs every call at once, as an investigation's reads do.
+    fn side_effect(&self, _tool: &str) -> inquest_core::SideEffect {
+        inquest_core::SideEffect::ReadOnly
     }
 
     fn call<'a>(&'a self, _session: SessionId, _call: &'a ToolCall) -> BoxFuture<'a, ToolOutcome> {
@@ -334,6 +340,8 @@ async fn measure(bench: LoopBench, runtime: AgentRuntime) -> anyhow::Result<()> 
         "{:>8} | {:>10} {:>9} {:>5} {:>5} | {:>10} {:>5} {:>5} | {:>6}",
         "sessions", "loop turns", "turns/s", "ours", "pg", "ceiling/s", "ours", "pg", "ratio"
     );
+    let gate = Arc::new(Gate::default());
+    let mut screening = Vec::new();
     for &sessions in &bench.sessions {
         // Warm-up: one burst per session.
         loop_phase(
@@ -344,12 +352,14 @@ async fn measure(bench: LoopBench, runtime: AgentRuntime) -> anyhow::Result<()> 
             sessions,
             Duration::ZERO,
             bench.calls_per_burst,
+            None,
         )
         .await?;
         // Short phases, alternated: on a shared machine the database's
         // speed drifts, and alternating puts both sides under the same drift.
         let slice = bench.span / ROUNDS;
         let (mut ceiling, mut looped) = (Totals::default(), Totals::default());
+        let mut screened = Totals::default();
         for _ in 0..ROUNDS {
             let (rate, cpu) = meter
                 .measure(ceiling_phase(&store, sessions, slice, &text))
@@ -364,9 +374,25 @@ async fn measure(bench: LoopBench, runtime: AgentRuntime) -> anyhow::Result<()> 
                     sessions,
                     slice,
                     bench.calls_per_burst,
+                    None,
                 ))
                 .await?;
             looped.add(rate, cpu);
+            // The same loop with every call screened by the default
+            // approval policy (all of them read-only, so none is held).
+            let (rate, cpu) = meter
+                .measure(loop_phase(
+                    &agent,
+                    &log,
+                    &store,
+                    incident.id,
+                    sessions,
+                    slice,
+                    bench.calls_per_burst,
+                    Some(Arc::clone(&gate)),
+                ))
+                .await?;
+            screened.add(rate, cpu);
         }
         println!(
             "{:>8} | {:>10} {:>9.0} {} | {:>10.0} {} | {:>6.2}",
@@ -377,6 +403,21 @@ async fn measure(bench: LoopBench, runtime: AgentRuntime) -> anyhow::Result<()> 
             ceiling.per_sec(),
             ceiling.cpu_columns(),
             looped.per_sec() / ceiling.per_sec().max(f64::MIN_POSITIVE)
+        );
+        screening.push((sessions, screened, looped));
+    }
+    println!(
+        "approval screening (default policy, read-only calls, none held) vs the same loop unscreened, same run:"
+    );
+    for (sessions, screened, looped) in &screening {
+        println!(
+            "{:>8} | {:>9.0} turns/s {} | unscreened {:>9.0} turns/s {} | ratio {:.2}",
+            sessions,
+            screened.per_sec(),
+            screened.cpu_columns(),
+            looped.per_sec(),
+            looped.cpu_columns(),
+            screened.per_sec() / looped.per_sec().max(f64::MIN_POSITIVE)
         );
     }
     store.drop_ceiling_table().await?;
@@ -396,6 +437,7 @@ async fn loop_phase(
     sessions: usize,
     span: Duration,
     calls: u32,
+    gate: Option<Arc<Gate>>,
 ) -> anyhow::Result<Rate> {
     let per_burst = u64::from(2 * calls - 1);
     let started = Instant::now();
@@ -405,6 +447,7 @@ async fn loop_phase(
         let agent = Arc::clone(agent);
         let log = log.clone();
         let store = store.clone();
+        let gate = gate.clone();
         tasks.spawn(async move {
             let mut turns = 0u64;
             loop {
@@ -433,6 +476,7 @@ async fn loop_phase(
                     .claim_burst(session)
                     .await?
                     .context("a fresh session is pending")?;
+                burst.set_approval(gate.clone(), Default::default());
                 let stored = store.all_turns(session).await?;
                 let report = agent
                     .run_burst(&burst, session, stored, &Stop::default())

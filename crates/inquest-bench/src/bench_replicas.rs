@@ -316,7 +316,7 @@ fn scratch_dir(what: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// The example investigation's config with absolute paths and `ttl`.
-fn replica_config(dir: &Path, ttl: Duration) -> anyhow::Result<PathBuf> {
+pub(crate) fn replica_config(dir: &Path, ttl: Duration) -> anyhow::Result<PathBuf> {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/checkout-latency");
     let example = example
         .canonicalize()

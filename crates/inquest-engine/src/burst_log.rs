@@ -174,9 +174,10 @@ impl BurstLog {
     }
 
     /// The approval policy the burst screens calls with (`None`: none),
-    /// and the approved calls it runs first. Set once; a second call is
-    /// ignored.
-    pub(crate) fn set_approval(&self, gate: Option<Arc<Gate>>, approved: HashSet<String>) {
+    /// and the approved calls it runs first. Set once, by the runner
+    /// before the agent runs (or by an embedder or a benchmark that drives
+    /// bursts itself); a second call is ignored.
+    pub fn set_approval(&self, gate: Option<Arc<Gate>>, approved: HashSet<String>) {
         let _ = self.approval.set(Approval { gate, approved });
     }
 

@@ -565,6 +565,29 @@ pub(crate) async fn supersede(
     origin: &ReplicaId,
     session: SessionId,
 ) -> Result<Vec<Turn>, StoreError> {
+    // Approved calls of a partial decision never started (no burst ran
+    // since): they are answered too, so the message does not leave them
+    // dangling for a recovery plan to hold as "may have run".
+    let approved = tx
+        .query(
+            "SELECT a.call_id, a.tool FROM approvals a WHERE a.session_id = $1 \
+               AND a.state = 'approved' AND a.started_at IS NULL \
+               AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = a.session_id \
+                               AND t.tool_call_id = a.call_id) \
+             ORDER BY a.assistant_seq, a.position",
+            &[session.as_uuid()],
+        )
+        .await?;
+    let mut turns = Vec::new();
+    for row in &approved {
+        let result = NewTurn::Tool {
+            call_id: get(row, 0)?,
+            tool_name: get(row, 1)?,
+            content: "not run: a new message arrived before this approved call started".into(),
+            is_error: true,
+        };
+        turns.push(insert_turn(tx, origin, session, None, None, &result).await?);
+    }
     let rows = tx
         .query(
             "SELECT call_id FROM approvals WHERE session_id = $1 AND state = 'pending' \
@@ -572,15 +595,15 @@ pub(crate) async fn supersede(
             &[session.as_uuid()],
         )
         .await?;
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
     let decisions = rows
         .iter()
         .map(|r| get::<String>(r, 0).map(|id| (id, Decision::Supersede)))
         .collect::<Result<Vec<_>, _>>()?;
     match answer(tx, origin, session, &decisions).await? {
-        Ok(turns) => Ok(turns),
+        Ok(answered) => {
+            turns.extend(answered);
+            Ok(turns)
+        }
         Err(call_id) => Err(StoreError::Internal(format!(
             "approval {call_id} changed under its session's lock"
         ))),

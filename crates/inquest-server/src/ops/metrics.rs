@@ -30,11 +30,11 @@ struct Zeroed {
 const ZEROED: &[Zeroed] = &[
     Zeroed {
         name: "inquest_bursts_started_total",
-        label: Some(("mode", &["fresh", "confirmed", "recovered", "decided"])),
+        label: Some(("mode", &["fresh", "confirmed", "recovered"])),
     },
     Zeroed {
         name: "inquest_lease_claims_total",
-        label: Some(("mode", &["fresh", "confirmed", "recovered", "decided"])),
+        label: Some(("mode", &["fresh", "confirmed", "recovered"])),
     },
     Zeroed {
         name: "inquest_bursts_deferred_total",

@@ -90,6 +90,17 @@ impl InvestigationsService {
         let (row, turns) = resume::load(&self.store, id)
             .await
             .map_err(ApiError::from)?;
+        if row.status == SessionStatus::AwaitingApproval {
+            return Err(ApiError::precondition(
+                Reason::AwaitingApproval,
+                format!(
+                    "session {id} waits for approval of tool calls, not for a confirmation; \
+                     decide them with DecideToolCalls (inquest approve / inquest deny)"
+                ),
+                vec![(key::STATUS, row.status.to_string())],
+            )
+            .into());
+        }
         if row.status != SessionStatus::AwaitingConfirmation {
             return Err(ApiError::precondition(
                 Reason::NothingToConfirm,

@@ -60,7 +60,12 @@ pub fn check(e: &Evidence<'_>) -> Vec<String> {
         .iter()
         .map(|f| (f.id.as_str(), e.tracked[f.index].log().confirmations))
         .collect();
-    executions::check(e, &confirmations, &mut v);
+    let decisions: HashMap<&str, HashMap<String, bool>> = e
+        .finals
+        .iter()
+        .map(|f| (f.id.as_str(), e.tracked[f.index].log().decisions.clone()))
+        .collect();
+    executions::check(e, &confirmations, &decisions, &mut v);
     for r in e.rejections {
         v.push(format!("the strict fake provider rejected a request: {r}"));
     }

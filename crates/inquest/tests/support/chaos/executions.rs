@@ -109,10 +109,13 @@ pub fn end_servers(pid_log: &Path, script: &Path) {
 /// session; no two replica processes ran tools for one session at once,
 /// unless the earlier one was dead or stopped by then (a killed or
 /// stopped process cannot cancel its tool); a partitioned replica started
-/// no tool later than one TTL into the partition.
+/// no tool later than one TTL into the partition; every mutating call that
+/// ran was approved by a human (`decisions`: per session, call id →
+/// approved), and no denied one ran.
 pub fn check(
     e: &super::checker::Evidence<'_>,
     confirmations: &HashMap<&str, u32>,
+    decisions: &HashMap<&str, HashMap<String, bool>>,
     v: &mut Vec<String>,
 ) {
     let stored_calls: HashMap<&str, HashSet<&str>> = e
@@ -145,6 +148,17 @@ pub fn check(
             ));
         }
         if x.mutating {
+            match decisions.get(session).and_then(|d| d.get(call)) {
+                Some(true) => {}
+                Some(false) => v.push(format!(
+                    "{session}: {} {:?} ran for call {call}, which a human denied",
+                    x.tool, x.service
+                )),
+                None => v.push(format!(
+                    "{session}: mutating {} {:?} ran for call {call} without an approval",
+                    x.tool, x.service
+                )),
+            }
             *by_key.entry(x.key.as_str()).or_default() += 1;
             *by_action.entry((session, x.service.as_str())).or_default() += 1;
         }

@@ -109,6 +109,8 @@ impl Case {
     fn new(turns: &[pb::SessionTurn]) -> Case {
         let tracked = Arc::new(Tracked::new(0));
         let _ = tracked.id.set(ID.into());
+        // The good case's mutating call was approved by a human.
+        tracked.log().decisions.insert("c1".into(), true);
         Case {
             finals: vec![session(turns, pb::SessionStatus::Completed)],
             tracked: vec![tracked],
@@ -266,4 +268,19 @@ fn repeated_and_concurrent_executions_are_flagged() {
         .push(execution(7, "c1", 14.0, Some(15.0)));
     partitioned.history.partitions.push((7, 10.0, 16.0));
     assert_flags(&partitioned, "past its lease TTL");
+}
+
+#[test]
+fn a_mutating_call_without_an_approval_or_against_a_denial_is_flagged() {
+    let mut unapproved = Case::new(&good_turns());
+    unapproved.tracked[0].log().decisions.clear();
+    unapproved
+        .executions
+        .push(execution(7, "c1", 10.0, Some(11.0)));
+    assert_flags(&unapproved, "without an approval");
+
+    let mut denied = Case::new(&good_turns());
+    denied.tracked[0].log().decisions.insert("c1".into(), false);
+    denied.executions.push(execution(7, "c1", 10.0, Some(11.0)));
+    assert_flags(&denied, "which a human denied");
 }

@@ -148,10 +148,12 @@ pub fn details(
     model: &Model,
 ) {
     let mut reasons = std::collections::BTreeMap::<String, u32>::new();
-    let (mut confirmations, mut transient) = (0, 0);
+    let (mut confirmations, mut transient, mut approved, mut denied) = (0, 0, 0, 0);
     for t in tracked {
         let log = t.log();
         confirmations += log.confirmations;
+        approved += log.decisions.values().filter(|a| **a).count();
+        denied += log.decisions.values().filter(|a| !**a).count();
         transient += log.transient.len();
         for (status, reason) in &log.settles {
             *reasons.entry(format!("{status:?}/{reason}")).or_default() += 1;
@@ -181,13 +183,17 @@ pub fn details(
                 .iter()
                 .filter(|t| t.role() == pb::TurnRole::User)
                 .count();
+            // One lock of the log: two in one expression would deadlock.
+            let log = tracked[f.index].log();
+            let decided = log.reopens.iter().filter(|r| r.kind == "decide").count();
             f.session.lease_epoch
                 > i64::try_from(bursts).unwrap_or(0)
-                    + i64::from(tracked[f.index].log().confirmations)
+                    + i64::from(log.confirmations)
+                    + i64::try_from(decided).unwrap_or(0)
         })
         .count();
     eprintln!(
-        "chaos details: taken_over={taken_over} notices={notices} confirmations={confirmations} transient_errors={transient} settles={reasons:?} \
+        "chaos details: taken_over={taken_over} notices={notices} confirmations={confirmations} approved={approved} denied={denied} transient_errors={transient} settles={reasons:?} \
          stream_ends={ends:?} executions={} (mutating {mutating}) model_answered={} model_rejected={}",
         execs.len(),
         model.answered(),

@@ -98,7 +98,7 @@ pub fn config(
     let toml = format!(
         "[lease]\nttl = \"{}ms\"\nrenew_interval = \"{}ms\"\nreap_interval = \"{}ms\"\n\n\
          [shutdown]\ngrace = \"{}ms\"\n\n[watch]\nheartbeat = \"1s\"\n\n\
-         [store]\nmax_connections = 8\n\n[approval]\nmode = \"off\"\n\n\
+         [store]\nmax_connections = 8\n\n[approval]\nmode = \"mutating\"\n\n\
          [[providers]]\nkind = \"openai\"\nname = \"fake\"\nmodel = \"fake-model\"\n\
          base_url = \"{model_url}\"\nmax_retries = 1\ntimeout = \"8s\"\n\n\
          [mcp]\nconfig = \"{}\"\n",

@@ -3,6 +3,10 @@
 //! A session held in AWAITING_CONFIRMATION is confirmed (ContinueSession)
 //! after a short pause, as a human would; every such confirmation is
 //! counted, because it allows one re-run of a cut-off mutating call.
+//! A session held in AWAITING_APPROVAL (every mutating call waits for a
+//! human) gets a random decision per pending call after a short pause:
+//! mostly approve, sometimes deny; each decision is recorded, so the
+//! checker can tell which executions a human allowed.
 //!
 //! Every call goes to a random replica believed up and is retried on
 //! another after a transient error, with the same idempotency key where
@@ -43,6 +47,8 @@ pub struct Reopen {
 pub struct Log {
     pub reopens: Vec<Reopen>,
     pub confirmations: u32,
+    /// Every tool call a human decided: call id → approved.
+    pub decisions: std::collections::HashMap<String, bool>,
     /// Every settled state seen: status and exit reason.
     pub settles: Vec<(pb::SessionStatus, String)>,
     pub problems: Vec<String>,
@@ -223,6 +229,13 @@ async fn settle(
                 tokio::time::sleep(rng.pause(0.2, 1.0)).await;
                 confirm(t, dir, plan, rng, id, s.head_seq).await?;
             }
+            pb::SessionStatus::AwaitingApproval => {
+                if t.log().decisions.len() >= 64 {
+                    return Err(format!("s{i} {id}: more than 64 calls held for approval"));
+                }
+                tokio::time::sleep(rng.pause(0.1, 0.6)).await;
+                decide(t, dir, plan, rng, &s).await?;
+            }
             pb::SessionStatus::Failed => {
                 t.problem(format!(
                     "s{i} {id}: ended FAILED (exit reason {:?})",
@@ -272,6 +285,73 @@ async fn poll_settled(
         }
         tokio::time::sleep(rng.pause(0.15, 0.35)).await;
     }
+}
+
+/// Decides every pending call of the hold at random (approve 3 in 4),
+/// retried under one idempotency key; a retry refused because the calls
+/// are no longer pending means an earlier attempt went through.
+async fn decide(
+    t: &Tracked,
+    dir: &Directory,
+    plan: &Plan,
+    rng: &mut Rng,
+    s: &pb::Session,
+) -> Result<(), String> {
+    let id = s.id.as_str();
+    let pending: Vec<(String, bool)> = s
+        .approvals
+        .iter()
+        .filter(|a| a.state() == pb::ApprovalState::Pending)
+        .map(|a| (a.call_id.clone(), rng.below(4) != 0))
+        .collect();
+    if pending.is_empty() {
+        return Err(format!(
+            "s{} {id}: held for approval with nothing pending",
+            t.index
+        ));
+    }
+    let request = pb::DecideToolCallsRequest {
+        session_id: id.to_owned(),
+        decisions: pending
+            .iter()
+            .map(|(call_id, approve)| pb::ToolCallDecision {
+                call_id: call_id.clone(),
+                verdict: if *approve {
+                    pb::ToolCallVerdict::Approve
+                } else {
+                    pb::ToolCallVerdict::Deny
+                }
+                .into(),
+                comment: "chaos".into(),
+            })
+            .collect(),
+        idempotency_key: format!("chaos-{}-{}", id, s.head_seq),
+    };
+    // Recorded before the call: a decision whose answer is lost may have
+    // committed, and an execution it allowed is no violation.
+    t.log().decisions.extend(pending.iter().cloned());
+    let sent = now();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let (_, mut c) = dir.unary(rng);
+        match c.decide_tool_calls(request.clone()).await {
+            Ok(_) => break,
+            Err(e) if e.code() == Code::FailedPrecondition && attempts > 1 => break,
+            Err(e) if transient(&e) && Instant::now() < plan.deadline => {
+                t.log().transient.push(e.code());
+                tokio::time::sleep(rng.pause(0.1, 0.5)).await;
+            }
+            Err(e) => return Err(format!("s{} {id}: DecideToolCalls failed: {e:?}", t.index)),
+        }
+    }
+    t.log().reopens.push(Reopen {
+        kind: "decide",
+        head_before: s.head_seq,
+        sent,
+        returned: now(),
+    });
+    Ok(())
 }
 
 /// ContinueSession, retried; a retry refused because the session is no
