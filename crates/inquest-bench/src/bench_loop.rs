@@ -429,6 +429,7 @@ async fn measure(bench: LoopBench, runtime: AgentRuntime) -> anyhow::Result<()> 
 /// appended count, over the phase's wall-clock time, which also covers
 /// creating each burst's session (one write per `2 × calls − 1` turns: the
 /// figure is slightly pessimistic).
+#[allow(clippy::too_many_arguments)] // one phase's knobs, read once each
 async fn loop_phase(
     agent: &Arc<Agent>,
     log: &TurnLog,
