@@ -187,6 +187,14 @@
       }
       return this;
     }
+    /** An embedded message (written even when empty: it is an element of a
+     * repeated field, whose presence counts). */
+    message(field, body) {
+      this.tag(field, 2);
+      this.varint(body.length);
+      for (const x of body) this.bytes.push(x);
+      return this;
+    }
     /** A repeated enum, packed (as proto3 encodes it). */
     packed(field, values) {
       if (values.length > 0) {
@@ -284,7 +292,8 @@
     COMPLETED: 4,
     FAILED: 5,
     CANCELLED: 6,
-    AWAITING_CONFIRMATION: 7
+    AWAITING_CONFIRMATION: 7,
+    AWAITING_APPROVAL: 8
   };
   var ALL_STATUSES = Object.values(SessionStatus).filter((v2) => v2 !== 0);
   var STATUS_NAMES = [
@@ -295,7 +304,8 @@
     "completed",
     "failed",
     "cancelled",
-    "awaiting_confirmation"
+    "awaiting_confirmation",
+    "awaiting_approval"
   ];
   function statusName(status) {
     return STATUS_NAMES[status] ?? `status_${status}`;
@@ -356,6 +366,39 @@
     }
     return m;
   }
+  function decodeApproval(buf) {
+    const m = {
+      callId: "",
+      assistantSeq: 0,
+      tool: "",
+      server: "",
+      argumentsJson: "",
+      sideEffect: "",
+      rule: "",
+      state: 0,
+      requestedAt: 0,
+      expiresAt: 0,
+      decidedBy: "",
+      comment: "",
+      decidedAt: 0
+    };
+    for (const [n, f] of fields(buf)) {
+      if (n === 1) m.callId = str(f);
+      else if (n === 2) m.assistantSeq = num(f);
+      else if (n === 3) m.tool = str(f);
+      else if (n === 4) m.server = str(f);
+      else if (n === 5) m.argumentsJson = str(f);
+      else if (n === 6) m.sideEffect = str(f);
+      else if (n === 7) m.rule = str(f);
+      else if (n === 8) m.state = num(f);
+      else if (n === 9) m.requestedAt = timestamp(f);
+      else if (n === 10) m.expiresAt = timestamp(f);
+      else if (n === 11) m.decidedBy = str(f);
+      else if (n === 12) m.comment = str(f);
+      else if (n === 13) m.decidedAt = timestamp(f);
+    }
+    return m;
+  }
   function decodeSession(buf) {
     const m = {
       id: "",
@@ -371,7 +414,8 @@
       updatedAt: 0,
       lastRecoveryPlan: null,
       costUsd: 0,
-      costComplete: false
+      costComplete: false,
+      approvals: []
     };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.id = str(f);
@@ -388,6 +432,7 @@
       else if (n === 12) m.lastRecoveryPlan = decodeRecoveryPlan(sub(f));
       else if (n === 19) m.costUsd = double(f);
       else if (n === 20) m.costComplete = bool(f);
+      else if (n === 22) m.approvals.push(decodeApproval(sub(f)));
     }
     return m;
   }
@@ -467,6 +512,8 @@
           else if (k === 5) d2.attempt = num(g);
         }
         event = { kind: "text_delta", delta: d2 };
+      } else if (n === 6) {
+        event = { kind: "approval_requested", approval: decodeApproval(body) };
       }
     }
     return event;
@@ -536,7 +583,14 @@
     listTurns: (sessionId, afterSeq, limit) => new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
     sendMessage: (sessionId, message, idempotencyKey) => new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).finish(),
     watchSession: (sessionId, afterSeq) => new Writer().string(1, sessionId).uint(2, afterSeq).finish(),
-    getReport: (sessionId, burst) => new Writer().string(1, sessionId).uint(2, burst).finish()
+    getReport: (sessionId, burst) => new Writer().string(1, sessionId).uint(2, burst).finish(),
+    decideToolCalls: (sessionId, decisions, idempotencyKey) => {
+      const w2 = new Writer().string(1, sessionId);
+      for (const d2 of decisions) {
+        w2.message(2, new Writer().string(1, d2.callId).uint(2, d2.verdict).string(3, d2.comment).finish());
+      }
+      return w2.string(3, idempotencyKey).finish();
+    }
   };
 
   // src/view.ts

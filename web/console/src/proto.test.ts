@@ -4,7 +4,22 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { FrameReader, parseTrailers } from "./grpcweb";
-import { DecodeError, Writer, decodeReport, decodeSession, decodeTurn, decodeWatchEvent, encode, fields } from "./proto";
+import {
+  ApprovalState,
+  DecodeError,
+  SessionStatus,
+  ToolCallVerdict,
+  Writer,
+  approvalStateName,
+  decodeReport,
+  decodeSession,
+  decodeTurn,
+  decodeWatchEvent,
+  encode,
+  fields,
+  statusFromName,
+  statusName,
+} from "./proto";
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 const bytes = (h: string) => new Uint8Array(Buffer.from(h, "hex"));
@@ -115,4 +130,94 @@ test("gRPC-Web frames split anywhere give the same messages and trailers", () =>
     assert.equal(r.pending(), 0);
   }
   assert.equal(parseTrailers("grpc-status: 16\r\ngrpc-message: no%20token\r\n").get("grpc-message"), "no%20token");
+});
+
+test("a session held for approval decodes with its approvals", () => {
+  // id "s", status AWAITING_APPROVAL, approvals [
+  //   {call_id "c1", assistant_seq 4, tool "restart_service", server "ops",
+  //    arguments_json '{"target":"<img src=x>"}', side_effect "mutating",
+  //    rule 'require (mode "mutating")', state DENIED, requested_at {10},
+  //    expires_at {86410, 5e6 ns}, decided_by "alice", comment "not now",
+  //    decided_at {20}},
+  //   {call_id "c2", state PENDING}]
+  const s = decodeSession(
+    bytes(
+      "0a01731808b20180010a02633110041a0f726573746172745f7365727669636522036f70732a187b22746172676574223a22" +
+        "3c696d67207372633d783e227d32086d75746174696e673a197265717569726520286d6f646520226d75746174696e6722" +
+        "2940034a02080a5209088aa30510c096b1025a05616c69636562076e6f74206e6f776a020814b201060a0263324001",
+    ),
+  );
+  assert.equal(s.status, SessionStatus.AWAITING_APPROVAL);
+  assert.equal(statusName(s.status), "awaiting_approval");
+  assert.equal(statusFromName("awaiting_approval"), 8);
+  assert.deepEqual(s.approvals, [
+    {
+      callId: "c1",
+      assistantSeq: 4,
+      tool: "restart_service",
+      server: "ops",
+      argumentsJson: '{"target":"<img src=x>"}',
+      sideEffect: "mutating",
+      rule: 'require (mode "mutating")',
+      state: ApprovalState.DENIED,
+      requestedAt: 10_000,
+      expiresAt: 86_410_005,
+      decidedBy: "alice",
+      comment: "not now",
+      decidedAt: 20_000,
+    },
+    {
+      callId: "c2",
+      assistantSeq: 0,
+      tool: "",
+      server: "",
+      argumentsJson: "",
+      sideEffect: "",
+      rule: "",
+      state: ApprovalState.PENDING,
+      requestedAt: 0,
+      expiresAt: 0,
+      decidedBy: "",
+      comment: "",
+      decidedAt: 0,
+    },
+  ]);
+  assert.equal(approvalStateName(s.approvals[0].state), "denied");
+  assert.equal(approvalStateName(ApprovalState.SUPERSEDED), "superseded");
+  // A session never held has none.
+  assert.deepEqual(decodeSession(bytes("0a0161")).approvals, []);
+});
+
+test("an approval_requested watch event decodes", () => {
+  // approval_requested { call_id "c3", tool "t", state PENDING }
+  const e = decodeWatchEvent(bytes("32090a0263331a01744001"));
+  assert.equal(e.kind, "approval_requested");
+  if (e.kind === "approval_requested") {
+    assert.equal(e.approval.callId, "c3");
+    assert.equal(e.approval.tool, "t");
+    assert.equal(e.approval.state, ApprovalState.PENDING);
+  }
+});
+
+test("DecideToolCalls and the held-status filter encode as proto3 does", () => {
+  // session_id "s", decisions [{call_id "c1", APPROVE}, {call_id "c2", DENY, comment "é no"}],
+  // idempotency_key "k"
+  assert.equal(
+    hex(
+      encode.decideToolCalls(
+        "s",
+        [
+          { callId: "c1", verdict: ToolCallVerdict.APPROVE, comment: "" },
+          { callId: "c2", verdict: ToolCallVerdict.DENY, comment: "é no" },
+        ],
+        "k",
+      ),
+    ),
+    "0a017312060a0263311001120d0a02633210021a05c3a9206e6f1a016b",
+  );
+  // page_size 100, statuses [AWAITING_CONFIRMATION, AWAITING_APPROVAL]
+  assert.equal(
+    hex(encode.listSessions("", 100, "", [SessionStatus.AWAITING_CONFIRMATION, SessionStatus.AWAITING_APPROVAL])),
+    "106422020708",
+  );
 });

@@ -42,6 +42,15 @@ export class Writer {
     return this;
   }
 
+  /** An embedded message (written even when empty: it is an element of a
+   * repeated field, whose presence counts). */
+  message(field: number, body: Uint8Array): this {
+    this.tag(field, 2);
+    this.varint(body.length);
+    for (const x of body) this.bytes.push(x);
+    return this;
+  }
+
   /** A repeated enum, packed (as proto3 encodes it). */
   packed(field: number, values: number[]): this {
     if (values.length > 0) {
@@ -157,6 +166,7 @@ export const SessionStatus = {
   FAILED: 5,
   CANCELLED: 6,
   AWAITING_CONFIRMATION: 7,
+  AWAITING_APPROVAL: 8,
 } as const;
 
 /** Every status a session can have, in enum order (UNSPECIFIED left out). */
@@ -171,6 +181,7 @@ const STATUS_NAMES = [
   "failed",
   "cancelled",
   "awaiting_confirmation",
+  "awaiting_approval",
 ];
 
 /** The status as the server's config and CLI spell it (`awaiting_confirmation`). */
@@ -198,6 +209,29 @@ const ROLE_NAMES = ["unspecified", "user", "assistant", "tool", "notice", "compa
 export function roleName(role: number): string {
   return ROLE_NAMES[role] ?? `role_${role}`;
 }
+
+export const ApprovalState = {
+  UNSPECIFIED: 0,
+  PENDING: 1,
+  APPROVED: 2,
+  DENIED: 3,
+  EXPIRED: 4,
+  SUPERSEDED: 5,
+  CANCELLED: 6,
+} as const;
+
+const APPROVAL_STATE_NAMES = ["unspecified", "pending", "approved", "denied", "expired", "superseded", "cancelled"];
+
+/** An approval's state in lower case (`pending`, `approved`, ...). */
+export function approvalStateName(state: number): string {
+  return APPROVAL_STATE_NAMES[state] ?? `state_${state}`;
+}
+
+export const ToolCallVerdict = {
+  UNSPECIFIED: 0,
+  APPROVE: 1,
+  DENY: 2,
+} as const;
 
 // ---------- messages ----------
 
@@ -267,6 +301,57 @@ export function decodeRecoveryPlan(buf: Uint8Array): RecoveryPlan {
   return m;
 }
 
+/** A tool call held for a human's decision before it first runs. */
+export interface Approval {
+  callId: string;
+  assistantSeq: number;
+  tool: string;
+  server: string;
+  argumentsJson: string;
+  sideEffect: string;
+  rule: string;
+  state: number;
+  requestedAt: number;
+  expiresAt: number;
+  decidedBy: string;
+  comment: string;
+  decidedAt: number;
+}
+
+export function decodeApproval(buf: Uint8Array): Approval {
+  const m: Approval = {
+    callId: "",
+    assistantSeq: 0,
+    tool: "",
+    server: "",
+    argumentsJson: "",
+    sideEffect: "",
+    rule: "",
+    state: 0,
+    requestedAt: 0,
+    expiresAt: 0,
+    decidedBy: "",
+    comment: "",
+    decidedAt: 0,
+  };
+  for (const [n, f] of fields(buf)) {
+    if (n === 1) m.callId = str(f);
+    else if (n === 2) m.assistantSeq = num(f);
+    else if (n === 3) m.tool = str(f);
+    else if (n === 4) m.server = str(f);
+    else if (n === 5) m.argumentsJson = str(f);
+    else if (n === 6) m.sideEffect = str(f);
+    else if (n === 7) m.rule = str(f);
+    else if (n === 8) m.state = num(f);
+    else if (n === 9) m.requestedAt = timestamp(f);
+    else if (n === 10) m.expiresAt = timestamp(f);
+    else if (n === 11) m.decidedBy = str(f);
+    else if (n === 12) m.comment = str(f);
+    else if (n === 13) m.decidedAt = timestamp(f);
+  }
+  return m;
+}
+
 export interface Session {
   id: string;
   incidentId: string;
@@ -282,6 +367,8 @@ export interface Session {
   lastRecoveryPlan: RecoveryPlan | null;
   costUsd: number;
   costComplete: boolean;
+  /** The latest hold's approval requests, in call order (empty: none). */
+  approvals: Approval[];
 }
 
 export function decodeSession(buf: Uint8Array): Session {
@@ -300,6 +387,7 @@ export function decodeSession(buf: Uint8Array): Session {
     lastRecoveryPlan: null,
     costUsd: 0,
     costComplete: false,
+    approvals: [],
   };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.id = str(f);
@@ -316,6 +404,7 @@ export function decodeSession(buf: Uint8Array): Session {
     else if (n === 12) m.lastRecoveryPlan = decodeRecoveryPlan(sub(f));
     else if (n === 19) m.costUsd = double(f);
     else if (n === 20) m.costComplete = bool(f);
+    else if (n === 22) m.approvals.push(decodeApproval(sub(f)));
   }
   return m;
 }
@@ -404,6 +493,7 @@ export type WatchEvent =
   | { kind: "lagged"; lastDeliveredSeq: number; headSeq: number }
   | { kind: "heartbeat"; headSeq: number }
   | { kind: "text_delta"; delta: TextDelta }
+  | { kind: "approval_requested"; approval: Approval }
   | { kind: "unknown" };
 
 export function decodeWatchEvent(buf: Uint8Array): WatchEvent {
@@ -442,6 +532,8 @@ export function decodeWatchEvent(buf: Uint8Array): WatchEvent {
         else if (k === 5) d.attempt = num(g);
       }
       event = { kind: "text_delta", delta: d };
+    } else if (n === 6) {
+      event = { kind: "approval_requested", approval: decodeApproval(body) };
     }
   }
   return event;
@@ -540,6 +632,13 @@ export function decodeSendMessage(buf: Uint8Array): number {
 
 // ---------- requests ----------
 
+export interface ToolCallDecision {
+  callId: string;
+  /** ToolCallVerdict.APPROVE or DENY. */
+  verdict: number;
+  comment: string;
+}
+
 export const encode = {
   createIncident: (title: string, description: string) =>
     new Writer().string(1, title).string(2, description).finish(),
@@ -559,4 +658,11 @@ export const encode = {
     new Writer().string(1, sessionId).uint(2, afterSeq).finish(),
   getReport: (sessionId: string, burst: number) =>
     new Writer().string(1, sessionId).uint(2, burst).finish(),
+  decideToolCalls: (sessionId: string, decisions: ToolCallDecision[], idempotencyKey: string) => {
+    const w = new Writer().string(1, sessionId);
+    for (const d of decisions) {
+      w.message(2, new Writer().string(1, d.callId).uint(2, d.verdict).string(3, d.comment).finish());
+    }
+    return w.string(3, idempotencyKey).finish();
+  },
 };
