@@ -326,6 +326,24 @@
   function roleName(role) {
     return ROLE_NAMES[role] ?? `role_${role}`;
   }
+  var ApprovalState = {
+    UNSPECIFIED: 0,
+    PENDING: 1,
+    APPROVED: 2,
+    DENIED: 3,
+    EXPIRED: 4,
+    SUPERSEDED: 5,
+    CANCELLED: 6
+  };
+  var APPROVAL_STATE_NAMES = ["unspecified", "pending", "approved", "denied", "expired", "superseded", "cancelled"];
+  function approvalStateName(state) {
+    return APPROVAL_STATE_NAMES[state] ?? `state_${state}`;
+  }
+  var ToolCallVerdict = {
+    UNSPECIFIED: 0,
+    APPROVE: 1,
+    DENY: 2
+  };
   function decodeIncident(buf) {
     const m = { id: "", title: "", description: "", createdAt: 0 };
     for (const [n, f] of fields(buf)) {
@@ -4529,6 +4547,130 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     incidentCache.set(id, incident);
     return incident;
   }
+  var approvalDrafts = /* @__PURE__ */ new Map();
+  var approvalErrors = /* @__PURE__ */ new Map();
+  var approvalsInFlight = /* @__PURE__ */ new Set();
+  function approvalKey(sessionId, callId) {
+    return `${sessionId}/${callId}`;
+  }
+  var CODE_NAMES = new Map(Object.entries(Code).map(([name, n]) => [n, name]));
+  function errorText(e) {
+    if (e instanceof GrpcError) return `${CODE_NAMES.get(e.code) ?? `code ${e.code}`}: ${e.message}`;
+    return String(e);
+  }
+  function prettyArguments(json) {
+    try {
+      return JSON.stringify(JSON.parse(json), null, 2);
+    } catch {
+      return json;
+    }
+  }
+  function pendingApprovals(s) {
+    return s.approvals.filter((a) => a.state === ApprovalState.PENDING);
+  }
+  function decisionText(a) {
+    const by = a.decidedBy ? ` by ${a.decidedBy}` : "";
+    const comment = a.comment ? `: ${a.comment}` : "";
+    const at2 = a.decidedAt ? ` (${when(a.decidedAt)})` : "";
+    return `${approvalStateName(a.state)}${by}${comment}${at2}`;
+  }
+  function decideCall(sessionId, callId, verdict, done, rerender) {
+    const key = approvalKey(sessionId, callId);
+    if (approvalsInFlight.has(key)) return;
+    approvalsInFlight.add(key);
+    approvalErrors.delete(key);
+    rerender();
+    const comment = (approvalDrafts.get(key) ?? "").trim();
+    call("DecideToolCalls", encode.decideToolCalls(sessionId, [{ callId, verdict, comment }], newKey())).then(async (bytes) => {
+      const s = decodeSession(bytes);
+      approvalDrafts.delete(key);
+      try {
+        await done(s);
+      } catch {
+      } finally {
+        approvalsInFlight.delete(key);
+        rerender();
+      }
+    }).catch((e) => {
+      approvalsInFlight.delete(key);
+      approvalErrors.set(key, errorText(e));
+      rerender();
+    });
+  }
+  function approvalCard(sessionId, a, actionable, done, rerender) {
+    const key = approvalKey(sessionId, a.callId);
+    const state = approvalStateName(a.state);
+    const card = h("li", {
+      class: `approval approval-${state}`,
+      "data-session-id": sessionId,
+      "data-call-id": a.callId,
+      "data-state": state
+    });
+    card.append(
+      h(
+        "div",
+        { class: "approval-head" },
+        h("code", { class: "approval-tool" }, a.tool),
+        a.server ? ` on ${a.server}` : "",
+        " ",
+        h("span", { class: `approval-state approval-state-${state}` }, state)
+      ),
+      h("pre", { class: "approval-args", "aria-label": "arguments" }, prettyArguments(a.argumentsJson))
+    );
+    const facts = h("dl", { class: "approval-facts" });
+    const fact = (name, value, cls) => {
+      if (value) facts.append(h("dt", {}, name), h("dd", { class: cls }, value));
+    };
+    fact("Side effect", a.sideEffect, "approval-side-effect");
+    fact("Why held", a.rule, "approval-rule");
+    fact("Call", a.callId, "approval-call-id");
+    fact("Requested", when(a.requestedAt), "approval-requested");
+    if (a.state === ApprovalState.PENDING) fact("Expires", when(a.expiresAt), "approval-expires");
+    else fact("Decision", decisionText(a), "approval-decision");
+    card.append(facts);
+    if (actionable && a.state === ApprovalState.PENDING) {
+      const busy = approvalsInFlight.has(key);
+      const box = h("textarea", {
+        class: "approval-comment",
+        rows: "2",
+        maxlength: "4096",
+        "data-focus-key": `comment:${key}`
+      });
+      box.setAttribute("aria-label", `Comment on ${a.tool} (${a.callId})`);
+      box.value = approvalDrafts.get(key) ?? "";
+      box.addEventListener("input", () => approvalDrafts.set(key, box.value));
+      const button = (label, action, verdict) => {
+        const b2 = h("button", { type: "button", "data-action": action, "data-focus-key": `${action}:${key}` }, label);
+        b2.disabled = busy;
+        b2.setAttribute("aria-label", `${label} ${a.tool} (${a.callId})`);
+        b2.addEventListener("click", () => decideCall(sessionId, a.callId, verdict, done, rerender));
+        return b2;
+      };
+      card.append(
+        h("label", { class: "approval-comment-label" }, "Comment (optional; the model sees it when denied)", box),
+        h(
+          "div",
+          { class: "actions" },
+          button("Approve", "approve", ToolCallVerdict.APPROVE),
+          button("Deny", "deny", ToolCallVerdict.DENY)
+        )
+      );
+    }
+    const error = approvalErrors.get(key);
+    if (error) card.append(h("p", { class: "approval-error", role: "alert" }, error));
+    return card;
+  }
+  function replaceKeepingFocus(el, children) {
+    const active = document.activeElement;
+    const focusKey = active && el.contains(active) ? active.dataset.focusKey : void 0;
+    const caret = active instanceof HTMLTextAreaElement ? [active.selectionStart, active.selectionEnd] : null;
+    el.replaceChildren(...children);
+    if (!focusKey) return;
+    const again = [...el.querySelectorAll("[data-focus-key]")].find((e) => e.dataset.focusKey === focusKey);
+    if (!again) return;
+    again.focus();
+    if (caret && again instanceof HTMLTextAreaElement) again.setSelectionRange(caret[0], caret[1]);
+  }
   var HOLDS = [
     {
       kind: "confirmation",
@@ -4538,8 +4680,20 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         { label: "Confirm and continue", method: "ContinueSession", action: "confirm" },
         { label: "Cancel session", method: "CancelSession", action: "cancel" }
       ]
+    },
+    {
+      kind: "approval",
+      status: SessionStatus.AWAITING_APPROVAL,
+      why: (s) => {
+        const n = pendingApprovals(s).length;
+        return `${n} tool call${n === 1 ? "" : "s"} held for your approval.`;
+      },
+      actions: [{ label: "Cancel session", method: "CancelSession", action: "cancel" }]
     }
   ];
+  function waitingCount(s, hold) {
+    return hold.kind === "approval" ? pendingApprovals(s).length : 1;
+  }
   function holdWhy(s) {
     const plan = s.lastRecoveryPlan;
     if (!plan) return "Held for confirmation.";
@@ -4550,14 +4704,25 @@ Please report this to https://github.com/markedjs/marked.`, e) {
   var WAITING_POLL_MAX_MS = 3e4;
   var WAITING_MAX_PAGES = 5;
   var waitingRun = null;
+  var waitingAgain = null;
   var waitingShown = "";
-  function waitingNow() {
+  var waitingHeld = [];
+  var waitingMore = false;
+  function waitingNow(fresh = false) {
     if (!waitingRun) {
       waitingRun = readWaiting().finally(() => {
         waitingRun = null;
       });
+      return waitingRun;
     }
-    return waitingRun;
+    if (!fresh) return waitingRun;
+    if (!waitingAgain) {
+      waitingAgain = waitingRun.catch(() => void 0).then(() => {
+        waitingAgain = null;
+        return waitingNow();
+      });
+    }
+    return waitingAgain;
   }
   async function readWaiting() {
     const statuses = HOLDS.map((h2) => h2.status);
@@ -4571,46 +4736,73 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       if (!pageToken) break;
       more = pages + 1 === WAITING_MAX_PAGES;
     }
-    const items = [];
-    for (const s of held) {
+    const shown = [];
+    for (const listed of held) {
+      let s = listed;
+      if (s.status === SessionStatus.AWAITING_APPROVAL && s.approvals.length === 0) {
+        try {
+          s = decodeSession(await call("GetSession", encode.sessionId(s.id)));
+        } catch (e) {
+          if (e instanceof GrpcError && e.code === Code.NOT_FOUND) continue;
+          throw e;
+        }
+      }
       const hold = HOLDS.find((h2) => h2.status === s.status);
-      if (hold) items.push(await waitingItem(s, hold));
+      if (!hold || waitingCount(s, hold) === 0) continue;
+      shown.push({ session: s, hold, title: await incidentTitle(s.incidentId) });
     }
+    waitingHeld = shown;
+    waitingMore = more;
+    renderWaiting();
+  }
+  function renderWaiting() {
+    const items = waitingHeld.map((w2) => waitingItem(w2.session, w2.hold, w2.title));
+    const total = waitingHeld.reduce((n2, w2) => n2 + waitingCount(w2.session, w2.hold), 0);
+    const more = waitingMore;
     const list = $2("waiting-list");
     const signature = JSON.stringify([items.map((i) => i.outerHTML), more]);
     if (signature === waitingShown && list.dataset.state === "loaded") return;
     waitingShown = signature;
-    list.replaceChildren(...items);
+    replaceKeepingFocus(list, items);
     if (items.length === 0) list.append(h("li", { class: "empty" }, "Nothing waits for you."));
     if (more) list.append(h("li", { class: "empty" }, "More are held than shown here."));
     list.dataset.state = "loaded";
-    list.dataset.count = String(items.length);
+    list.dataset.count = String(total);
     const count = $2("waiting-count");
-    const n = `${items.length}${more ? "+" : ""}`;
+    const n = `${total}${more ? "+" : ""}`;
     count.textContent = n;
-    count.dataset.count = String(items.length);
-    document.title = items.length ? `(${n}) waiting \xB7 Inquest console` : "Inquest console";
+    count.dataset.count = String(total);
+    document.title = total ? `(${n}) waiting \xB7 Inquest console` : "Inquest console";
   }
-  async function waitingItem(s, hold) {
-    let title = s.incidentId;
+  async function incidentTitle(id) {
     try {
-      title = (await incidentById(s.incidentId)).title;
+      return (await incidentById(id)).title;
     } catch (e) {
       if (!(e instanceof GrpcError && e.code === Code.NOT_FOUND)) throw e;
+      return id;
     }
+  }
+  function waitingItem(s, hold, title) {
     const actions = h("div", { class: "actions" });
     for (const a of hold.actions) {
       const button = h("button", { type: "button", "data-action": a.action }, a.label);
       button.addEventListener("click", () => {
         clearError();
         button.disabled = true;
-        call(a.method, encode.sessionId(s.id)).then(() => waitingNow()).catch((e) => {
+        call(a.method, encode.sessionId(s.id)).then(() => waitingNow(true)).catch((e) => {
           button.disabled = false;
           showError(e);
         });
       });
       actions.append(button);
     }
+    const cards = hold.kind === "approval" ? h(
+      "ol",
+      { class: "approvals" },
+      ...s.approvals.map(
+        (a) => approvalCard(s.id, a, true, () => waitingNow(true), renderWaiting)
+      )
+    ) : "";
     return h(
       "li",
       { class: "waiting", "data-session-id": s.id, "data-kind": hold.kind, "data-status": statusName(s.status) },
@@ -4624,12 +4816,14 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         ` \xB7 ${s.turnCount} turns`
       ),
       h("p", { class: "why" }, hold.why(s)),
+      cards,
       actions
     );
   }
   async function pollWaiting() {
     let delay = WAITING_POLL_MS;
     for (; ; ) {
+      while (hooks.holdWaiting) await sleep(20);
       try {
         await waitingNow();
         delay = WAITING_POLL_MS;
@@ -4792,12 +4986,15 @@ Please report this to https://github.com/markedjs/marked.`, e) {
        * arrives late never overwrites a newer one. */
       __publicField(this, "reads", 0);
       __publicField(this, "shown", 0);
+      __publicField(this, "approvalsShown", "");
       __publicField(this, "refreshTimer", null);
     }
     async open() {
       showView("session-view");
       $2("session-title").textContent = `Session ${this.id}`;
       $2("turns").replaceChildren();
+      $2("approval-list").replaceChildren();
+      show($2("approvals"), false);
       show($2("report"), false);
       this.renderStreaming();
       this.setWatchState("connecting");
@@ -4820,9 +5017,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       el.dataset.reconnects = String(this.reconnects);
       el.textContent = state === "live" ? "live" : state === "reconnecting" ? `reconnecting (after seq ${this.timeline.lastSeq})` : state === "ended" ? "not running" : state;
     }
-    async readSession(method) {
+    async readSession(method, request = encode.sessionId(this.id)) {
       const n = ++this.reads;
-      const s = decodeSession(await call(method, encode.sessionId(this.id)));
+      const s = decodeSession(await call(method, request));
       if (n < this.shown) return null;
       this.shown = n;
       this.applySession(s);
@@ -4847,13 +5044,48 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       show($2("confirm-button"), s.status === SessionStatus.AWAITING_CONFIRMATION);
       show(
         $2("cancel-button"),
-        ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION || s.status === SessionStatus.IDLE
+        ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION || s.status === SessionStatus.AWAITING_APPROVAL || s.status === SessionStatus.IDLE
       );
+      this.renderApprovals();
       const plan = s.lastRecoveryPlan;
       const confirmWhy = $2("confirm-why");
       confirmWhy.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? holdWhy(s) : "";
       show(confirmWhy, confirmWhy.textContent !== "");
       $2("follow-up-send").disabled = s.status === SessionStatus.CANCELLED;
+    }
+    /** The latest hold's calls: Approve / Deny while the session waits for
+     * them, then how each was decided. */
+    renderApprovals() {
+      const s = this.session;
+      const section = $2("approvals");
+      if (!s || s.approvals.length === 0) {
+        show(section, false);
+        $2("approval-list").replaceChildren();
+        this.approvalsShown = "";
+        return;
+      }
+      const held = s.status === SessionStatus.AWAITING_APPROVAL;
+      const cards = s.approvals.map(
+        (a) => approvalCard(s.id, a, held, (next) => this.decided(next), () => this.rerenderApprovals())
+      );
+      const signature = JSON.stringify(cards.map((c) => c.outerHTML));
+      if (signature === this.approvalsShown) return;
+      this.approvalsShown = signature;
+      replaceKeepingFocus($2("approval-list"), cards);
+      section.dataset.pending = String(held ? pendingApprovals(s).length : 0);
+      show(section, true);
+    }
+    rerenderApprovals() {
+      if (!this.stopped) this.renderApprovals();
+    }
+    /** A decision was taken here: show the session it answered, and follow
+     * the burst it started once nothing is left pending. */
+    async decided(s) {
+      if (this.stopped) return;
+      this.shown = ++this.reads;
+      this.applySession(s);
+      if (s.status !== SessionStatus.AWAITING_APPROVAL) void this.watch();
+      void waitingNow(true).catch(() => void 0);
     }
     async loadReport() {
       let report;
@@ -4955,6 +5187,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         case "text_delta":
           if (this.timeline.applyDelta(event.delta)) this.renderStreaming();
           break;
+        case "approval_requested":
+          this.scheduleRefresh();
+          break;
         case "heartbeat":
         case "lagged":
         case "unknown":
@@ -5043,7 +5278,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     }
   };
   var current = null;
-  var hooks = { holdReconnect: false };
+  var hooks = { holdReconnect: false, holdWaiting: false };
   function setupSessionActions() {
     const guard = (f) => () => {
       clearError();
@@ -5100,7 +5335,10 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       hooks.holdReconnect = hold;
     },
     seqs: () => current?.timeline.seqs() ?? [],
-    reconnects: () => current?.reconnects ?? 0
+    reconnects: () => current?.reconnects ?? 0,
+    holdWaiting: (hold) => {
+      hooks.holdWaiting = hold;
+    }
   };
   setupToken();
   setupNewInvestigation();

@@ -5,13 +5,17 @@
 
 import { Code, GrpcError, serverStream, unary } from "./grpcweb";
 import {
+  type Approval,
   type Incident,
   type Report,
   type Session,
   type SessionTurn,
   ALL_STATUSES,
+  ApprovalState,
   SessionStatus,
+  ToolCallVerdict,
   TurnRole,
+  approvalStateName,
   decodeIncident,
   decodeList,
   decodeReport,
@@ -182,13 +186,190 @@ async function incidentById(id: string): Promise<Incident> {
   return incident;
 }
 
+// ---------- approvals ----------
+
+/**
+ * The cards of tool calls held for a human (`Session.approvals`), shared by
+ * the waiting list and the session page. Everything in them (tool,
+ * arguments, rule, comment) came from a model, a tool or a person: it is
+ * set as text, never parsed as HTML. What a person typed into a comment
+ * box, a decision in flight and its error are kept here by call, so a
+ * card rebuilt by a poll keeps them.
+ */
+const approvalDrafts = new Map<string, string>();
+const approvalErrors = new Map<string, string>();
+const approvalsInFlight = new Set<string>();
+
+function approvalKey(sessionId: string, callId: string): string {
+  return `${sessionId}/${callId}`;
+}
+
+const CODE_NAMES = new Map<number, string>(Object.entries(Code).map(([name, n]) => [n, name]));
+
+/** An error as shown in place: the gRPC code's name and the server's words. */
+function errorText(e: unknown): string {
+  if (e instanceof GrpcError) return `${CODE_NAMES.get(e.code) ?? `code ${e.code}`}: ${e.message}`;
+  return String(e);
+}
+
+/** Arguments as stored, indented when they are JSON. */
+function prettyArguments(json: string): string {
+  try {
+    return JSON.stringify(JSON.parse(json), null, 2);
+  } catch {
+    return json;
+  }
+}
+
+function pendingApprovals(s: Session): Approval[] {
+  return s.approvals.filter((a) => a.state === ApprovalState.PENDING);
+}
+
+/** What was decided, by whom, and their comment. */
+function decisionText(a: Approval): string {
+  const by = a.decidedBy ? ` by ${a.decidedBy}` : "";
+  const comment = a.comment ? `: ${a.comment}` : "";
+  const at = a.decidedAt ? ` (${when(a.decidedAt)})` : "";
+  return `${approvalStateName(a.state)}${by}${comment}${at}`;
+}
+
+/**
+ * Decides one call. `done` gets the session as DecideToolCalls answered it;
+ * `rerender` redraws the cards (an error or the busy state changed).
+ */
+function decideCall(
+  sessionId: string,
+  callId: string,
+  verdict: number,
+  done: (s: Session) => Promise<void> | void,
+  rerender: () => void,
+): void {
+  const key = approvalKey(sessionId, callId);
+  if (approvalsInFlight.has(key)) return;
+  approvalsInFlight.add(key);
+  approvalErrors.delete(key);
+  rerender();
+  const comment = (approvalDrafts.get(key) ?? "").trim();
+  // A fresh key per click: a second click is a second decision, which the
+  // server refuses once the first was taken (the call is no longer pending).
+  call("DecideToolCalls", encode.decideToolCalls(sessionId, [{ callId, verdict, comment }], newKey()))
+    .then(async (bytes) => {
+      const s = decodeSession(bytes);
+      approvalDrafts.delete(key);
+      // Busy until the view shows the decision, so the buttons of a call
+      // already decided cannot be clicked again meanwhile.
+      try {
+        await done(s);
+      } catch {
+        // The decision stands; the next poll or read shows it.
+      } finally {
+        approvalsInFlight.delete(key);
+        rerender();
+      }
+    })
+    .catch((e) => {
+      approvalsInFlight.delete(key);
+      approvalErrors.set(key, errorText(e));
+      rerender();
+    });
+}
+
+/**
+ * One approval's card: buttons and a comment box while it is pending in a
+ * session that waits for it (`actionable`), its decision once made.
+ */
+function approvalCard(
+  sessionId: string,
+  a: Approval,
+  actionable: boolean,
+  done: (s: Session) => Promise<void> | void,
+  rerender: () => void,
+): HTMLElement {
+  const key = approvalKey(sessionId, a.callId);
+  const state = approvalStateName(a.state);
+  const card = h("li", {
+    class: `approval approval-${state}`,
+    "data-session-id": sessionId,
+    "data-call-id": a.callId,
+    "data-state": state,
+  });
+  card.append(
+    h(
+      "div",
+      { class: "approval-head" },
+      h("code", { class: "approval-tool" }, a.tool),
+      a.server ? ` on ${a.server}` : "",
+      " ",
+      h("span", { class: `approval-state approval-state-${state}` }, state),
+    ),
+    h("pre", { class: "approval-args", "aria-label": "arguments" }, prettyArguments(a.argumentsJson)),
+  );
+  const facts = h("dl", { class: "approval-facts" });
+  const fact = (name: string, value: string, cls: string) => {
+    if (value) facts.append(h("dt", {}, name), h("dd", { class: cls }, value));
+  };
+  fact("Side effect", a.sideEffect, "approval-side-effect");
+  fact("Why held", a.rule, "approval-rule");
+  fact("Call", a.callId, "approval-call-id");
+  fact("Requested", when(a.requestedAt), "approval-requested");
+  if (a.state === ApprovalState.PENDING) fact("Expires", when(a.expiresAt), "approval-expires");
+  else fact("Decision", decisionText(a), "approval-decision");
+  card.append(facts);
+  if (actionable && a.state === ApprovalState.PENDING) {
+    const busy = approvalsInFlight.has(key);
+    const box = h("textarea", {
+      class: "approval-comment",
+      rows: "2",
+      maxlength: "4096",
+      "data-focus-key": `comment:${key}`,
+    });
+    box.setAttribute("aria-label", `Comment on ${a.tool} (${a.callId})`);
+    box.value = approvalDrafts.get(key) ?? "";
+    box.addEventListener("input", () => approvalDrafts.set(key, box.value));
+    const button = (label: string, action: string, verdict: number) => {
+      const b = h("button", { type: "button", "data-action": action, "data-focus-key": `${action}:${key}` }, label);
+      b.disabled = busy;
+      b.setAttribute("aria-label", `${label} ${a.tool} (${a.callId})`);
+      b.addEventListener("click", () => decideCall(sessionId, a.callId, verdict, done, rerender));
+      return b;
+    };
+    card.append(
+      h("label", { class: "approval-comment-label" }, "Comment (optional; the model sees it when denied)", box),
+      h(
+        "div",
+        { class: "actions" },
+        button("Approve", "approve", ToolCallVerdict.APPROVE),
+        button("Deny", "deny", ToolCallVerdict.DENY),
+      ),
+    );
+  }
+  const error = approvalErrors.get(key);
+  if (error) card.append(h("p", { class: "approval-error", role: "alert" }, error));
+  return card;
+}
+
+/** Replaces `el`'s children, keeping the keyboard focus (and a comment
+ * box's caret) on the element that stands for the same thing. */
+function replaceKeepingFocus(el: HTMLElement, children: Node[]): void {
+  const active = document.activeElement as HTMLElement | null;
+  const focusKey = active && el.contains(active) ? active.dataset.focusKey : undefined;
+  const caret =
+    active instanceof HTMLTextAreaElement ? [active.selectionStart, active.selectionEnd] : null;
+  el.replaceChildren(...children);
+  if (!focusKey) return;
+  const again = [...el.querySelectorAll<HTMLElement>("[data-focus-key]")].find((e) => e.dataset.focusKey === focusKey);
+  if (!again) return;
+  again.focus();
+  if (caret && again instanceof HTMLTextAreaElement) again.setSelectionRange(caret[0], caret[1]);
+}
+
 // ---------- waiting for you ----------
 
 /**
  * What a session can be held for, each with why it waits and the actions
- * that release it. Recovery confirmations are the only hold today; another
- * (an approval, a queued message) is one more entry here, with its status
- * and its actions.
+ * that release it: a recovery confirmation, or tool calls held for
+ * approval (each decided on its own card). Another hold (a queued message)
+ * is one more entry here, with its status and its actions.
  */
 interface Hold {
   kind: string;
@@ -207,7 +388,22 @@ const HOLDS: Hold[] = [
       { label: "Cancel session", method: "CancelSession", action: "cancel" },
     ],
   },
+  {
+    kind: "approval",
+    status: SessionStatus.AWAITING_APPROVAL,
+    why: (s) => {
+      const n = pendingApprovals(s).length;
+      return `${n} tool call${n === 1 ? "" : "s"} held for your approval.`;
+    },
+    actions: [{ label: "Cancel session", method: "CancelSession", action: "cancel" }],
+  },
 ];
+
+/** What a held session counts for in the title and header: each call
+ * waiting for approval, or the session itself for a confirmation. */
+function waitingCount(s: Session, hold: Hold): number {
+  return hold.kind === "approval" ? pendingApprovals(s).length : 1;
+}
 
 /** Why a held session waits, as the session page says it. */
 function holdWhy(s: Session): string {
@@ -223,16 +419,33 @@ const WAITING_POLL_MAX_MS = 30000;
 const WAITING_MAX_PAGES = 5;
 
 let waitingRun: Promise<void> | null = null;
+let waitingAgain: Promise<void> | null = null;
 let waitingShown = "";
+/** The last sessions read, to redraw the cards without a read. */
+let waitingHeld: Array<{ session: Session; hold: Hold; title: string }> = [];
+let waitingMore = false;
 
-/** Reads the held sessions now (one read at a time). */
-function waitingNow(): Promise<void> {
+/**
+ * Reads the held sessions now (one read at a time). `fresh`: after an
+ * action, a read already under way may predate it, so read once more after.
+ */
+function waitingNow(fresh = false): Promise<void> {
   if (!waitingRun) {
     waitingRun = readWaiting().finally(() => {
       waitingRun = null;
     });
+    return waitingRun;
   }
-  return waitingRun;
+  if (!fresh) return waitingRun;
+  if (!waitingAgain) {
+    waitingAgain = waitingRun
+      .catch(() => undefined)
+      .then(() => {
+        waitingAgain = null;
+        return waitingNow();
+      });
+  }
+  return waitingAgain;
 }
 
 async function readWaiting(): Promise<void> {
@@ -247,36 +460,63 @@ async function readWaiting(): Promise<void> {
     if (!pageToken) break;
     more = pages + 1 === WAITING_MAX_PAGES;
   }
-  const items: HTMLElement[] = [];
-  for (const s of held) {
+  const shown: typeof waitingHeld = [];
+  for (const listed of held) {
+    let s = listed;
+    // The approvals themselves are read per session (GetSession), so a
+    // list response that leaves them out still shows every card.
+    if (s.status === SessionStatus.AWAITING_APPROVAL && s.approvals.length === 0) {
+      try {
+        s = decodeSession(await call("GetSession", encode.sessionId(s.id)));
+      } catch (e) {
+        if (e instanceof GrpcError && e.code === Code.NOT_FOUND) continue;
+        throw e;
+      }
+    }
     const hold = HOLDS.find((h) => h.status === s.status);
-    if (hold) items.push(await waitingItem(s, hold));
+    // Decided meanwhile (no longer held, or no call left pending).
+    if (!hold || waitingCount(s, hold) === 0) continue;
+    shown.push({ session: s, hold, title: await incidentTitle(s.incidentId) });
   }
+  waitingHeld = shown;
+  waitingMore = more;
+  renderWaiting();
+}
+
+/** Draws the list from the last read (after a read, or when a card's busy
+ * state or error changed). */
+function renderWaiting(): void {
+  const items = waitingHeld.map((w) => waitingItem(w.session, w.hold, w.title));
+  const total = waitingHeld.reduce((n, w) => n + waitingCount(w.session, w.hold), 0);
+  const more = waitingMore;
   const list = $("waiting-list");
   // Unchanged since the last read: keep the DOM, so focus stays on its
   // button and the live region does not announce the same list again.
   const signature = JSON.stringify([items.map((i) => i.outerHTML), more]);
   if (signature === waitingShown && list.dataset.state === "loaded") return;
   waitingShown = signature;
-  list.replaceChildren(...items);
+  replaceKeepingFocus(list, items);
   if (items.length === 0) list.append(h("li", { class: "empty" }, "Nothing waits for you."));
   if (more) list.append(h("li", { class: "empty" }, "More are held than shown here."));
   list.dataset.state = "loaded";
-  list.dataset.count = String(items.length);
+  list.dataset.count = String(total);
   const count = $("waiting-count");
-  const n = `${items.length}${more ? "+" : ""}`;
+  const n = `${total}${more ? "+" : ""}`;
   count.textContent = n;
-  count.dataset.count = String(items.length);
-  document.title = items.length ? `(${n}) waiting · Inquest console` : "Inquest console";
+  count.dataset.count = String(total);
+  document.title = total ? `(${n}) waiting · Inquest console` : "Inquest console";
 }
 
-async function waitingItem(s: Session, hold: Hold): Promise<HTMLElement> {
-  let title = s.incidentId;
+async function incidentTitle(id: string): Promise<string> {
   try {
-    title = (await incidentById(s.incidentId)).title;
+    return (await incidentById(id)).title;
   } catch (e) {
     if (!(e instanceof GrpcError && e.code === Code.NOT_FOUND)) throw e;
+    return id;
   }
+}
+
+function waitingItem(s: Session, hold: Hold, title: string): HTMLElement {
   const actions = h("div", { class: "actions" });
   for (const a of hold.actions) {
     const button = h("button", { type: "button", "data-action": a.action }, a.label);
@@ -284,7 +524,7 @@ async function waitingItem(s: Session, hold: Hold): Promise<HTMLElement> {
       clearError();
       button.disabled = true;
       call(a.method, encode.sessionId(s.id))
-        .then(() => waitingNow())
+        .then(() => waitingNow(true))
         .catch((e) => {
           button.disabled = false;
           showError(e);
@@ -292,6 +532,16 @@ async function waitingItem(s: Session, hold: Hold): Promise<HTMLElement> {
     });
     actions.append(button);
   }
+  const cards =
+    hold.kind === "approval"
+      ? h(
+          "ol",
+          { class: "approvals" },
+          ...s.approvals.map((a) =>
+            approvalCard(s.id, a, true, () => waitingNow(true), renderWaiting),
+          ),
+        )
+      : "";
   return h(
     "li",
     { class: "waiting", "data-session-id": s.id, "data-kind": hold.kind, "data-status": statusName(s.status) },
@@ -305,6 +555,7 @@ async function waitingItem(s: Session, hold: Hold): Promise<HTMLElement> {
       ` · ${s.turnCount} turns`,
     ),
     h("p", { class: "why" }, hold.why(s)),
+    cards,
     actions,
   );
 }
@@ -313,6 +564,7 @@ async function waitingItem(s: Session, hold: Hold): Promise<HTMLElement> {
 async function pollWaiting(): Promise<void> {
   let delay = WAITING_POLL_MS;
   for (;;) {
+    while (hooks.holdWaiting) await sleep(20);
     try {
       await waitingNow();
       delay = WAITING_POLL_MS;
@@ -505,6 +757,8 @@ class SessionPage {
     showView("session-view");
     $("session-title").textContent = `Session ${this.id}`;
     $("turns").replaceChildren();
+    $("approval-list").replaceChildren();
+    show($("approvals"), false);
     show($("report"), false);
     this.renderStreaming();
     this.setWatchState("connecting");
@@ -543,9 +797,9 @@ class SessionPage {
   private reads = 0;
   private shown = 0;
 
-  private async readSession(method: string): Promise<Session | null> {
+  private async readSession(method: string, request = encode.sessionId(this.id)): Promise<Session | null> {
     const n = ++this.reads;
-    const s = decodeSession(await call(method, encode.sessionId(this.id)));
+    const s = decodeSession(await call(method, request));
     if (n < this.shown) return null;
     this.shown = n;
     this.applySession(s);
@@ -579,13 +833,58 @@ class SessionPage {
       $("cancel-button"),
       ACTIVE.includes(s.status) ||
         s.status === SessionStatus.AWAITING_CONFIRMATION ||
+        s.status === SessionStatus.AWAITING_APPROVAL ||
         s.status === SessionStatus.IDLE,
     );
+    this.renderApprovals();
     const plan = s.lastRecoveryPlan;
     const confirmWhy = $("confirm-why");
     confirmWhy.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? holdWhy(s) : "";
     show(confirmWhy, confirmWhy.textContent !== "");
     ($("follow-up-send") as HTMLButtonElement).disabled = s.status === SessionStatus.CANCELLED;
+  }
+
+  private approvalsShown = "";
+
+  /** The latest hold's calls: Approve / Deny while the session waits for
+   * them, then how each was decided. */
+  private renderApprovals(): void {
+    const s = this.session;
+    const section = $("approvals");
+    if (!s || s.approvals.length === 0) {
+      show(section, false);
+      $("approval-list").replaceChildren();
+      this.approvalsShown = "";
+      return;
+    }
+    const held = s.status === SessionStatus.AWAITING_APPROVAL;
+    const cards = s.approvals.map((a) =>
+      approvalCard(s.id, a, held, (next) => this.decided(next), () => this.rerenderApprovals()),
+    );
+    // Unchanged: keep the DOM, and with it the focus and a comment typed.
+    const signature = JSON.stringify(cards.map((c) => c.outerHTML));
+    if (signature === this.approvalsShown) return;
+    this.approvalsShown = signature;
+    replaceKeepingFocus($("approval-list"), cards);
+    section.dataset.pending = String(held ? pendingApprovals(s).length : 0);
+    show(section, true);
+  }
+
+  private rerenderApprovals(): void {
+    if (!this.stopped) this.renderApprovals();
+  }
+
+  /** A decision was taken here: show the session it answered, and follow
+   * the burst it started once nothing is left pending. */
+  private async decided(s: Session): Promise<void> {
+    if (this.stopped) return;
+    // Newer than any read still under way: an older answer arriving late
+    // must not bring the buttons back.
+    this.shown = ++this.reads;
+    this.applySession(s);
+    if (s.status !== SessionStatus.AWAITING_APPROVAL) void this.watch();
+    // The list's count follows at once, not at its next poll.
+    void waitingNow(true).catch(() => undefined);
   }
 
   private async loadReport(): Promise<void> {
@@ -707,6 +1006,11 @@ class SessionPage {
       case "text_delta":
         if (this.timeline.applyDelta(event.delta)) this.renderStreaming();
         break;
+      case "approval_requested":
+        // The session is held: its approvals (all of them, with their
+        // state) come with the session.
+        this.scheduleRefresh();
+        break;
       case "heartbeat":
       case "lagged":
       case "unknown":
@@ -811,7 +1115,7 @@ class SessionPage {
 let current: SessionPage | null = null;
 
 /** Set by the browser tests through `window.inquestConsole`. */
-const hooks = { holdReconnect: false };
+const hooks = { holdReconnect: false, holdWaiting: false };
 
 function setupSessionActions(): void {
   const guard = (f: () => Promise<void>) => () => {
@@ -885,6 +1189,8 @@ declare global {
       holdReconnect(hold: boolean): void;
       seqs(): number[];
       reconnects(): number;
+      /** Pause the waiting list's poll (a read after an action still runs). */
+      holdWaiting(hold: boolean): void;
     };
   }
 }
@@ -896,6 +1202,9 @@ window.inquestConsole = {
   },
   seqs: () => current?.timeline.seqs() ?? [],
   reconnects: () => current?.reconnects ?? 0,
+  holdWaiting: (hold: boolean) => {
+    hooks.holdWaiting = hold;
+  },
 };
 
 setupToken();
