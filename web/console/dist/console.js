@@ -4574,30 +4574,32 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     const at2 = a.decidedAt ? ` (${when(a.decidedAt)})` : "";
     return `${approvalStateName(a.state)}${by}${comment}${at2}`;
   }
-  function decideCall(sessionId, callId, verdict, done, rerender) {
+  function decideCall(sessionId, callId, verdict, host) {
     const key = approvalKey(sessionId, callId);
     if (approvalsInFlight.has(key)) return;
     approvalsInFlight.add(key);
     approvalErrors.delete(key);
-    rerender();
+    host.redraw();
     const comment = (approvalDrafts.get(key) ?? "").trim();
     call("DecideToolCalls", encode.decideToolCalls(sessionId, [{ callId, verdict, comment }], newKey())).then(async (bytes) => {
       const s = decodeSession(bytes);
       approvalDrafts.delete(key);
       try {
-        await done(s);
+        await host.decided(s);
       } catch {
       } finally {
         approvalsInFlight.delete(key);
-        rerender();
+        host.redraw();
       }
     }).catch((e) => {
       approvalsInFlight.delete(key);
-      approvalErrors.set(key, errorText(e));
-      rerender();
+      const what = verdict === ToolCallVerdict.APPROVE ? "Approve" : "Deny";
+      approvalErrors.set(key, `${what} failed: ${errorText(e)}`);
+      host.redraw();
+      host.reread().catch(() => void 0);
     });
   }
-  function approvalCard(sessionId, a, actionable, done, rerender) {
+  function approvalCard(sessionId, a, actionable, host) {
     const key = approvalKey(sessionId, a.callId);
     const state = approvalStateName(a.state);
     const card = h("li", {
@@ -4643,7 +4645,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         const b2 = h("button", { type: "button", "data-action": action, "data-focus-key": `${action}:${key}` }, label);
         b2.disabled = busy;
         b2.setAttribute("aria-label", `${label} ${a.tool} (${a.callId})`);
-        b2.addEventListener("click", () => decideCall(sessionId, a.callId, verdict, done, rerender));
+        b2.addEventListener("click", () => decideCall(sessionId, a.callId, verdict, host));
         return b2;
       };
       card.append(
@@ -4799,9 +4801,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     const cards = hold.kind === "approval" ? h(
       "ol",
       { class: "approvals" },
-      ...s.approvals.map(
-        (a) => approvalCard(s.id, a, true, () => waitingNow(true), renderWaiting)
-      )
+      ...s.approvals.map((a) => approvalCard(s.id, a, true, waitingHost))
     ) : "";
     return h(
       "li",
@@ -4820,6 +4820,11 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       actions
     );
   }
+  var waitingHost = {
+    decided: () => waitingNow(true),
+    redraw: renderWaiting,
+    reread: () => waitingNow(true)
+  };
   async function pollWaiting() {
     let delay = WAITING_POLL_MS;
     for (; ; ) {
@@ -4987,6 +4992,15 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       __publicField(this, "reads", 0);
       __publicField(this, "shown", 0);
       __publicField(this, "approvalsShown", "");
+      __publicField(this, "cardHost", {
+        decided: (s) => this.decided(s),
+        redraw: () => {
+          if (!this.stopped) this.renderApprovals();
+        },
+        reread: async () => {
+          if (!this.stopped) await this.readSession("GetSession");
+        }
+      });
       __publicField(this, "refreshTimer", null);
     }
     async open() {
@@ -5065,18 +5079,13 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         return;
       }
       const held = s.status === SessionStatus.AWAITING_APPROVAL;
-      const cards = s.approvals.map(
-        (a) => approvalCard(s.id, a, held, (next) => this.decided(next), () => this.rerenderApprovals())
-      );
+      const cards = s.approvals.map((a) => approvalCard(s.id, a, held, this.cardHost));
       const signature = JSON.stringify(cards.map((c) => c.outerHTML));
       if (signature === this.approvalsShown) return;
       this.approvalsShown = signature;
       replaceKeepingFocus($2("approval-list"), cards);
       section.dataset.pending = String(held ? pendingApprovals(s).length : 0);
       show(section, true);
-    }
-    rerenderApprovals() {
-      if (!this.stopped) this.renderApprovals();
     }
     /** A decision was taken here: show the session it answered, and follow
      * the burst it started once nothing is left pending. */

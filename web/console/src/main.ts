@@ -233,22 +233,23 @@ function decisionText(a: Approval): string {
   return `${approvalStateName(a.state)}${by}${comment}${at}`;
 }
 
-/**
- * Decides one call. `done` gets the session as DecideToolCalls answered it;
- * `rerender` redraws the cards (an error or the busy state changed).
- */
-function decideCall(
-  sessionId: string,
-  callId: string,
-  verdict: number,
-  done: (s: Session) => Promise<void> | void,
-  rerender: () => void,
-): void {
+/** Where approval cards are shown: the waiting list or a session page. */
+interface CardHost {
+  /** DecideToolCalls answered with this session. */
+  decided(s: Session): Promise<void>;
+  /** Redraws the cards from what was last read (busy state, errors). */
+  redraw(): void;
+  /** Reads the session(s) again and redraws. */
+  reread(): Promise<void>;
+}
+
+/** Decides one call, showing a refusal on its card. */
+function decideCall(sessionId: string, callId: string, verdict: number, host: CardHost): void {
   const key = approvalKey(sessionId, callId);
   if (approvalsInFlight.has(key)) return;
   approvalsInFlight.add(key);
   approvalErrors.delete(key);
-  rerender();
+  host.redraw();
   const comment = (approvalDrafts.get(key) ?? "").trim();
   // A fresh key per click: a second click is a second decision, which the
   // server refuses once the first was taken (the call is no longer pending).
@@ -259,18 +260,22 @@ function decideCall(
       // Busy until the view shows the decision, so the buttons of a call
       // already decided cannot be clicked again meanwhile.
       try {
-        await done(s);
+        await host.decided(s);
       } catch {
         // The decision stands; the next poll or read shows it.
       } finally {
         approvalsInFlight.delete(key);
-        rerender();
+        host.redraw();
       }
     })
     .catch((e) => {
       approvalsInFlight.delete(key);
-      approvalErrors.set(key, errorText(e));
-      rerender();
+      const what = verdict === ToolCallVerdict.APPROVE ? "Approve" : "Deny";
+      approvalErrors.set(key, `${what} failed: ${errorText(e)}`);
+      host.redraw();
+      // Refused (decided elsewhere, the session moved on): show what
+      // stands now, the refusal kept on the card.
+      host.reread().catch(() => undefined);
     });
 }
 
@@ -278,13 +283,7 @@ function decideCall(
  * One approval's card: buttons and a comment box while it is pending in a
  * session that waits for it (`actionable`), its decision once made.
  */
-function approvalCard(
-  sessionId: string,
-  a: Approval,
-  actionable: boolean,
-  done: (s: Session) => Promise<void> | void,
-  rerender: () => void,
-): HTMLElement {
+function approvalCard(sessionId: string, a: Approval, actionable: boolean, host: CardHost): HTMLElement {
   const key = approvalKey(sessionId, a.callId);
   const state = approvalStateName(a.state);
   const card = h("li", {
@@ -330,7 +329,7 @@ function approvalCard(
       const b = h("button", { type: "button", "data-action": action, "data-focus-key": `${action}:${key}` }, label);
       b.disabled = busy;
       b.setAttribute("aria-label", `${label} ${a.tool} (${a.callId})`);
-      b.addEventListener("click", () => decideCall(sessionId, a.callId, verdict, done, rerender));
+      b.addEventListener("click", () => decideCall(sessionId, a.callId, verdict, host));
       return b;
     };
     card.append(
@@ -537,9 +536,7 @@ function waitingItem(s: Session, hold: Hold, title: string): HTMLElement {
       ? h(
           "ol",
           { class: "approvals" },
-          ...s.approvals.map((a) =>
-            approvalCard(s.id, a, true, () => waitingNow(true), renderWaiting),
-          ),
+          ...s.approvals.map((a) => approvalCard(s.id, a, true, waitingHost)),
         )
       : "";
   return h(
@@ -559,6 +556,12 @@ function waitingItem(s: Session, hold: Hold, title: string): HTMLElement {
     actions,
   );
 }
+
+const waitingHost: CardHost = {
+  decided: () => waitingNow(true),
+  redraw: renderWaiting,
+  reread: () => waitingNow(true),
+};
 
 /** The count in the header and title stays current on every view. */
 async function pollWaiting(): Promise<void> {
@@ -858,9 +861,7 @@ class SessionPage {
       return;
     }
     const held = s.status === SessionStatus.AWAITING_APPROVAL;
-    const cards = s.approvals.map((a) =>
-      approvalCard(s.id, a, held, (next) => this.decided(next), () => this.rerenderApprovals()),
-    );
+    const cards = s.approvals.map((a) => approvalCard(s.id, a, held, this.cardHost));
     // Unchanged: keep the DOM, and with it the focus and a comment typed.
     const signature = JSON.stringify(cards.map((c) => c.outerHTML));
     if (signature === this.approvalsShown) return;
@@ -870,9 +871,15 @@ class SessionPage {
     show(section, true);
   }
 
-  private rerenderApprovals(): void {
-    if (!this.stopped) this.renderApprovals();
-  }
+  private readonly cardHost: CardHost = {
+    decided: (s) => this.decided(s),
+    redraw: () => {
+      if (!this.stopped) this.renderApprovals();
+    },
+    reread: async () => {
+      if (!this.stopped) await this.readSession("GetSession");
+    },
+  };
 
   /** A decision was taken here: show the session it answered, and follow
    * the burst it started once nothing is left pending. */
