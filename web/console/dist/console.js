@@ -5043,7 +5043,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       await this.readSession("GetSession");
       const s = this.session;
       if (!s) return;
-      if (!ACTIVE.includes(s.status) && s.headSeq > 0) await this.loadReport();
+      if (!ACTIVE.includes(s.status) && s.status !== SessionStatus.AWAITING_APPROVAL && s.headSeq > 0) {
+        await this.loadReport();
+      }
     }
     applySession(s) {
       this.session = s;
@@ -5052,7 +5054,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       status.dataset.status = statusName(s.status);
       $2("session-exit").textContent = s.exitReason ? `exit: ${s.exitReason}` : "";
       $2("session-counters").textContent = `${s.turnCount} turns \xB7 ${s.toolCalls} tool calls \xB7 session tokens ${s.inputTokens} in / ${s.outputTokens} out \xB7 ` + money(s.costUsd, s.costComplete, s.inputTokens > 0 || s.outputTokens > 0);
-      if (ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION) {
+      if (ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION || s.status === SessionStatus.AWAITING_APPROVAL) {
         show($2("report"), false);
       }
       show($2("confirm-button"), s.status === SessionStatus.AWAITING_CONFIRMATION);
@@ -5308,6 +5310,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
   }
   function route() {
     clearError();
+    approvalErrors.clear();
     current?.close();
     current = null;
     incidents?.close();

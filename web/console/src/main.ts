@@ -813,7 +813,10 @@ class SessionPage {
     await this.readSession("GetSession");
     const s = this.session;
     if (!s) return;
-    if (!ACTIVE.includes(s.status) && s.headSeq > 0) await this.loadReport();
+    // A held round has no report yet: it is written when the round ends.
+    if (!ACTIVE.includes(s.status) && s.status !== SessionStatus.AWAITING_APPROVAL && s.headSeq > 0) {
+      await this.loadReport();
+    }
   }
 
   private applySession(s: Session): void {
@@ -825,8 +828,13 @@ class SessionPage {
     $("session-counters").textContent =
       `${s.turnCount} turns · ${s.toolCalls} tool calls · session tokens ${s.inputTokens} in / ${s.outputTokens} out · ` +
       money(s.costUsd, s.costComplete, s.inputTokens > 0 || s.outputTokens > 0);
-    // A new burst (a follow-up, a confirmation) makes the last report stale.
-    if (ACTIVE.includes(s.status) || s.status === SessionStatus.AWAITING_CONFIRMATION) {
+    // A new burst (a follow-up, a confirmation, a decision) makes the last
+    // report stale.
+    if (
+      ACTIVE.includes(s.status) ||
+      s.status === SessionStatus.AWAITING_CONFIRMATION ||
+      s.status === SessionStatus.AWAITING_APPROVAL
+    ) {
       show($("report"), false);
     }
     show($("confirm-button"), s.status === SessionStatus.AWAITING_CONFIRMATION);
@@ -1153,6 +1161,8 @@ function setupSessionActions(): void {
 // links and the session page's back link use), #/session/<id>.
 function route(): void {
   clearError();
+  // A refusal explains a click on the view it was made on.
+  approvalErrors.clear();
   current?.close();
   current = null;
   incidents?.close();
