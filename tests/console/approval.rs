@@ -8,7 +8,8 @@
 //! refusal in place; the last is denied with a comment from the session
 //! page. Then the burst continues: the approved calls run once each, the
 //! denied one never, its result says who denied it and why, and the session
-//! completes with its report.
+//! completes with its report. And a call held while the session page
+//! watches appears there live and is approved there, with a comment.
 
 use std::path::PathBuf;
 
@@ -410,4 +411,133 @@ async fn held_calls_are_approved_and_denied_in_the_browser_and_the_session_compl
         )
         .await;
     browser.step("completed").await;
+}
+
+#[tokio::test]
+async fn a_call_held_while_the_page_watches_appears_there_and_is_approved_there() {
+    let mcp = CountedMcp::new();
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    // The model's first answer waits until the page is watching.
+    fake.hold_answers();
+    fake.reply(
+        FakeReply::text("Restarting checkout.")
+            .call("r1", "restart_service", r#"{"service":"checkout"}"#)
+            .usage(100, 20),
+    )
+    .reply(FakeReply::text("Checkout restarted.").usage(150, 10))
+    .reply(FakeReply::text("A restart fixed checkout.").usage(40, 8));
+    let entry = inquest_tests::resume::fake_provider(&fake, "fake");
+    let section = McpSection::new(&mcp.file);
+    let app = inquest_tests::spawn_app_with(|c| {
+        c.providers = vec![entry];
+        c.mcp = Some(section);
+        c.approval = ApprovalSection::default();
+    })
+    .await;
+    let mut client = app.client().await;
+    let incident = client
+        .create_incident(pb::CreateIncidentRequest {
+            title: "Checkout slow".into(),
+            description: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let session = client
+        .start_session(pb::StartSessionRequest {
+            incident_id: incident.id,
+            message: "Why is checkout slow?".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+
+    let mut browser = Browser::start("approval-live").await;
+    browser.goto(&session_url(&app, &session)).await;
+    wait_for_turns(&browser, 1).await;
+    browser
+        .wait_until(
+            "the page watching the running session",
+            "return document.getElementById('watch-state').dataset.state === 'live' && \
+                    document.getElementById('approvals').hidden;",
+            json!([]),
+        )
+        .await;
+    browser.step("running").await;
+
+    // The model asks for the call while the page watches: the hold arrives
+    // live (ApprovalRequested, then the stream ends), without a reload.
+    fake.release_answers();
+    browser
+        .wait_until(
+            "the held call shown on the page",
+            "const e = document.querySelector('#approval-list .approval[data-call-id=\"r1\"]'); \
+             return !!e && e.dataset.state === 'pending' && !!e.querySelector('button[data-action=\"approve\"]') && \
+                    document.getElementById('session-status').dataset.status === 'awaiting_approval' && \
+                    document.getElementById('waiting-count').textContent === '1';",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        browser
+            .js(
+                "return document.getElementById('report').hidden;",
+                json!([])
+            )
+            .await,
+        json!(true),
+        "a held round shows no report"
+    );
+    assert!(mcp.restarts().is_empty(), "nothing runs before a decision");
+    // The call in the turn says what it waits for.
+    assert_eq!(
+        browser
+            .js(
+                "const e = document.querySelector('#turns .tool-call[data-call-id=\"r1\"]'); \
+                 return [e.dataset.state, e.dataset.approval, e.querySelector('.call-state').textContent];",
+                json!([]),
+            )
+            .await,
+        json!(["requested", "pending", "awaiting approval"])
+    );
+    browser.step("held-live").await;
+
+    browser
+        .type_into(
+            "#approval-list .approval[data-call-id=\"r1\"] textarea.approval-comment",
+            "go ahead",
+        )
+        .await;
+    browser
+        .click("#approval-list .approval[data-call-id=\"r1\"] button[data-action=\"approve\"]")
+        .await;
+    wait_for_call(&browser, "r1", "done").await;
+    wait_for_status(&browser, "completed").await;
+    wait_for_report(&browser).await;
+    let r1 = card(&browser, "#approval-list", "r1").await;
+    assert_eq!(r1["state"], "approved");
+    assert_eq!(r1["buttons"], json!([]));
+    assert!(
+        r1["decision"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("approved by anonymous: go ahead")),
+        "{r1}"
+    );
+    assert_eq!(
+        text_of(&browser, "report-summary").await,
+        "A restart fixed checkout."
+    );
+    assert_eq!(mcp.restarts(), ["checkout"], "the approved call ran once");
+    let stored = stored_seqs(&mut client, &session).await;
+    wait_for_turns(&browser, stored.len()).await;
+    browser
+        .wait_until(
+            "nothing waits any more",
+            "return document.getElementById('waiting-count').textContent === '0';",
+            json!([]),
+        )
+        .await;
+    browser.step("approved").await;
 }

@@ -5074,6 +5074,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     renderApprovals() {
       const s = this.session;
       const section = $2("approvals");
+      this.markHeldCalls();
       if (!s || s.approvals.length === 0) {
         show(section, false);
         $2("approval-list").replaceChildren();
@@ -5088,6 +5089,21 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       replaceKeepingFocus($2("approval-list"), cards);
       section.dataset.pending = String(held ? pendingApprovals(s).length : 0);
       show(section, true);
+    }
+    /** A call of the timeline not started yet says it waits for a person
+     * (its card above has the buttons), rather than just "requested". */
+    markHeldCalls() {
+      for (const a of this.session?.approvals ?? []) {
+        const view = this.timeline.calls.get(a.callId);
+        if (view && view.state !== "requested") continue;
+        for (const el of document.querySelectorAll(
+          `#turns .tool-call[data-call-id="${CSS.escape(a.callId)}"]`
+        )) {
+          el.dataset.approval = approvalStateName(a.state);
+          const state = el.querySelector(".call-state");
+          if (state) state.textContent = a.state === ApprovalState.PENDING ? "awaiting approval" : "requested";
+        }
+      }
     }
     /** A decision was taken here: show the session it answered, and follow
      * the burst it started once nothing is left pending. */
@@ -5184,6 +5200,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
           const outcome = this.timeline.applyTurn(event.turn);
           if (outcome.added) {
             this.renderTurn(event.turn);
+            this.markHeldCalls();
             this.scheduleRefresh();
           }
           for (const c of outcome.changed) this.renderCall(c);

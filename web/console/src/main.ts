@@ -862,6 +862,7 @@ class SessionPage {
   private renderApprovals(): void {
     const s = this.session;
     const section = $("approvals");
+    this.markHeldCalls();
     if (!s || s.approvals.length === 0) {
       show(section, false);
       $("approval-list").replaceChildren();
@@ -877,6 +878,22 @@ class SessionPage {
     replaceKeepingFocus($("approval-list"), cards);
     section.dataset.pending = String(held ? pendingApprovals(s).length : 0);
     show(section, true);
+  }
+
+  /** A call of the timeline not started yet says it waits for a person
+   * (its card above has the buttons), rather than just "requested". */
+  private markHeldCalls(): void {
+    for (const a of this.session?.approvals ?? []) {
+      const view = this.timeline.calls.get(a.callId);
+      if (view && view.state !== "requested") continue;
+      for (const el of document.querySelectorAll<HTMLElement>(
+        `#turns .tool-call[data-call-id="${CSS.escape(a.callId)}"]`,
+      )) {
+        el.dataset.approval = approvalStateName(a.state);
+        const state = el.querySelector(".call-state");
+        if (state) state.textContent = a.state === ApprovalState.PENDING ? "awaiting approval" : "requested";
+      }
+    }
   }
 
   private readonly cardHost: CardHost = {
@@ -1007,6 +1024,7 @@ class SessionPage {
         const outcome = this.timeline.applyTurn(event.turn);
         if (outcome.added) {
           this.renderTurn(event.turn);
+          this.markHeldCalls();
           this.scheduleRefresh();
         }
         for (const c of outcome.changed) this.renderCall(c);
