@@ -286,6 +286,14 @@ async fn held_calls_are_approved_and_denied_in_the_browser_and_the_session_compl
     browser
         .js("window.inquestConsole.holdWaiting(true);", json!([]))
         .await;
+    // A read already under way could still see the decision below.
+    browser
+        .wait_until(
+            "the waiting list's reads settled",
+            "return !window.inquestConsole.waitingBusy();",
+            json!([]),
+        )
+        .await;
     client
         .decide_tool_calls(pb::DecideToolCallsRequest {
             session_id: session.clone(),

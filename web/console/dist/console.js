@@ -5367,7 +5367,8 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     reconnects: () => current?.reconnects ?? 0,
     holdWaiting: (hold) => {
       hooks.holdWaiting = hold;
-    }
+    },
+    waitingBusy: () => waitingRun !== null || waitingAgain !== null
   };
   setupToken();
   setupNewInvestigation();

@@ -1226,6 +1226,8 @@ declare global {
       reconnects(): number;
       /** Pause the waiting list's poll (a read after an action still runs). */
       holdWaiting(hold: boolean): void;
+      /** Whether a read of the waiting list is under way. */
+      waitingBusy(): boolean;
     };
   }
 }
@@ -1240,6 +1242,7 @@ window.inquestConsole = {
   holdWaiting: (hold: boolean) => {
     hooks.holdWaiting = hold;
   },
+  waitingBusy: () => waitingRun !== null || waitingAgain !== null,
 };
 
 setupToken();
