@@ -9,7 +9,9 @@
 //! page. Then the burst continues: the approved calls run once each, the
 //! denied one never, its result says who denied it and why, and the session
 //! completes with its report. And a call held while the session page
-//! watches appears there live and is approved there, with a comment.
+//! watches appears there live and is approved there, with a comment; a
+//! comment being typed in the list keeps its text and focus when the list
+//! is redrawn; a held session is cancelled from the list.
 
 use std::path::PathBuf;
 
@@ -548,4 +550,114 @@ async fn a_call_held_while_the_page_watches_appears_there_and_is_approved_there(
         )
         .await;
     browser.step("approved").await;
+}
+
+/// Starts a session on a new incident titled `title`.
+async fn start(client: &mut Client, title: &str) -> String {
+    let incident = client
+        .create_incident(pb::CreateIncidentRequest {
+            title: title.into(),
+            description: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    client
+        .start_session(pb::StartSessionRequest {
+            incident_id: incident.id,
+            message: format!("What is wrong with {title}?"),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id
+}
+
+#[tokio::test]
+async fn a_comment_being_typed_survives_the_list_redrawing_and_a_held_session_is_cancelled_from_it()
+{
+    let mcp = CountedMcp::new();
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("Restarting cart.").call(
+        "a1",
+        "restart_service",
+        r#"{"service":"cart"}"#,
+    ))
+    .reply(FakeReply::text("Restarting queue.").call(
+        "b1",
+        "restart_service",
+        r#"{"service":"queue"}"#,
+    ));
+    let entry = inquest_tests::resume::fake_provider(&fake, "fake");
+    let section = McpSection::new(&mcp.file);
+    let app = inquest_tests::spawn_app_with(|c| {
+        c.providers = vec![entry];
+        c.mcp = Some(section);
+        c.approval = ApprovalSection::default();
+    })
+    .await;
+    let mut client = app.client().await;
+    let a = start(&mut client, "cart").await;
+    until_status(&mut client, &a, pb::SessionStatus::AwaitingApproval).await;
+
+    let mut browser = Browser::start("approval-cancel").await;
+    browser.goto(&format!("{}/console/", app.endpoint())).await;
+    browser
+        .wait_until(
+            "a1 listed",
+            "return !!document.querySelector('#waiting-list .approval[data-call-id=\"a1\"] textarea') && \
+                    document.getElementById('waiting-count').textContent === '1';",
+            json!([]),
+        )
+        .await;
+    let box_a1 = "#waiting-list .approval[data-call-id=\"a1\"] textarea.approval-comment";
+    browser.type_into(box_a1, "half-typed").await;
+
+    // Another session is held: the list is redrawn with both, and the box
+    // being typed in keeps its text and the keyboard focus.
+    let b = start(&mut client, "queue").await;
+    until_status(&mut client, &b, pb::SessionStatus::AwaitingApproval).await;
+    browser
+        .wait_until(
+            "two held sessions",
+            "return document.querySelectorAll('#waiting-list li.waiting').length === 2 && \
+                    document.getElementById('waiting-count').textContent === '2';",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        browser
+            .js(
+                "const e = document.querySelector(arguments[0]); \
+                 return [e.value, document.activeElement === e];",
+                json!([box_a1]),
+            )
+            .await,
+        json!(["half-typed", true])
+    );
+    browser.step("typing-kept").await;
+
+    // Cancel from the list ends the held session; its call never runs.
+    browser
+        .click(&format!(
+            "#waiting-list li.waiting[data-session-id=\"{a}\"] > .actions button[data-action=\"cancel\"]"
+        ))
+        .await;
+    browser
+        .wait_until(
+            "the cancelled session left the list",
+            "return !document.querySelector(`#waiting-list li.waiting[data-session-id=\"${arguments[0]}\"]`) && \
+                    document.getElementById('waiting-count').textContent === '1';",
+            json!([a]),
+        )
+        .await;
+    let cancelled = get_session(&mut client, &a).await;
+    assert_eq!(cancelled.status(), pb::SessionStatus::Cancelled);
+    assert_eq!(
+        approval(&cancelled, "a1").state(),
+        pb::ApprovalState::Cancelled
+    );
+    assert!(mcp.restarts().is_empty(), "a cancelled hold runs nothing");
+    browser.step("cancelled").await;
 }
