@@ -45,9 +45,19 @@ impl World {
     /// `None` (the test skips) when the MCP SDK is missing and
     /// `INQUEST_REQUIRE_MCP` is not set.
     pub async fn new() -> Option<World> {
+        Self::with_approval("off").await
+    }
+
+    /// [`World::new`] whose replicas hold calls for approval under
+    /// `[approval] mode = approval`.
+    pub async fn with_approval(approval: &str) -> Option<World> {
         let python = inquest_testkit::mcp::python()?;
         let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
-        let config = ReplicaConfig::new(&fake_provider_toml(&fake.base_url()), Some(&python));
+        let config = ReplicaConfig::with_approval(
+            &fake_provider_toml(&fake.base_url()),
+            Some(&python),
+            approval,
+        );
         let database = inquest_tests::fresh_database().await;
         let url = database.url.clone();
         Some(World {

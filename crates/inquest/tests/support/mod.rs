@@ -295,8 +295,15 @@ pub struct ReplicaConfig {
 
 impl ReplicaConfig {
     /// `providers` is TOML for one or more `[[providers]]` tables, e.g.
-    /// from [`fake_provider_toml`].
+    /// from [`fake_provider_toml`]. No call waits for approval
+    /// (`[approval] mode = "off"`): these tests are about other things.
     pub fn new(providers: &str, python: Option<&str>) -> ReplicaConfig {
+        Self::with_approval(providers, python, "off")
+    }
+
+    /// [`ReplicaConfig::new`] with `[approval] mode = approval` (`"off"`,
+    /// `"mutating"` or `"all"`).
+    pub fn with_approval(providers: &str, python: Option<&str>, approval: &str) -> ReplicaConfig {
         let dir = tempfile::Builder::new()
             .prefix("inquest-replicas-")
             .tempdir_in("/tmp")
@@ -305,7 +312,7 @@ impl ReplicaConfig {
         let mut toml = format!(
             "[lease]\nttl = \"{}ms\"\nrenew_interval = \"500ms\"\nreap_interval = \"200ms\"\n\n\
              [store]\nmax_connections = 4\n\n[shutdown]\ngrace = \"5s\"\n\n\
-             [approval]\nmode = \"off\"\n\n{providers}\n",
+             [approval]\nmode = \"{approval}\"\n\n{providers}\n",
             TEST_LEASE_TTL.as_millis()
         );
         if let Some(python) = python {
