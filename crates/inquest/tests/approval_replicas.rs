@@ -8,7 +8,8 @@
 //! - `kill9_after_approvals_requested_*`: the replica that asked is killed
 //!   after the hold is stored and before its burst closed; another claims
 //!   the orphan and closes it into `awaiting_approval` without asking the
-//!   model again; the approval, made there, runs the call once.
+//!   model again (a decision before that is refused and writes nothing);
+//!   the approval, made there, runs the call once.
 //! - `a_decision_on_another_replica_*`: a hold made on A, decided on B,
 //!   with a watcher on each replica from before the decision: both see
 //!   `ApprovalRequested`, then every turn once, the approved call's
@@ -19,6 +20,8 @@
 //! - `kill9_after_approval_started_*`: it dies after the mark, before the
 //!   call reaches its server; the next claimer holds the call for a human
 //!   (`interrupted_turn`) and never re-runs it because it was approved.
+//! - `kill9_while_an_approved_call_runs_*`: it dies while the approved
+//!   call runs in its MCP server; likewise held, never re-run.
 //! - `the_cli_*`: `inquest watch` (on A) shows the held call and how to
 //!   approve it and keeps following; `inquest approve` and `inquest deny`
 //!   (on B) decide; the model is told who denied and why.
@@ -36,6 +39,7 @@ use std::{
 };
 
 use inquest_proto::v1::{self as pb, watch_event::Event};
+use inquest_server::reason::{ErrorReason, Reason};
 use inquest_testkit::fake::FakeReply;
 use inquest_tests::watching::{collect, watch};
 use support::{
@@ -109,11 +113,16 @@ async fn decide(
 /// The session's hold is exactly `call_id` (restart_service on the
 /// incident server, held by the mode), in `state`.
 fn assert_hold(s: &pb::Session, call_id: &str, state: pb::ApprovalState) {
+    assert_hold_of(s, call_id, "restart_service", state);
+}
+
+/// [`assert_hold`] of a call to `tool`.
+fn assert_hold_of(s: &pb::Session, call_id: &str, tool: &str, state: pb::ApprovalState) {
     assert_eq!(s.approvals.len(), 1, "{s:?}");
     let a = &s.approvals[0];
     assert_eq!(
         (a.call_id.as_str(), a.tool.as_str(), a.server.as_str()),
-        (call_id, "restart_service", "incident"),
+        (call_id, tool, "incident"),
         "{a:?}"
     );
     assert_eq!(
@@ -123,15 +132,21 @@ fn assert_hold(s: &pb::Session, call_id: &str, state: pb::ApprovalState) {
     assert_eq!(a.state(), state, "{a:?}");
 }
 
-/// Held on `c`'s replica: `awaiting_approval`, no lease, the call pending.
+/// Held on `c`'s replica: `awaiting_approval`, no lease, the restart
+/// `call_id` pending.
 async fn wait_held(c: &mut Client, id: &str, call_id: &str) -> pb::Session {
+    wait_held_of(c, id, call_id, "restart_service").await
+}
+
+/// [`wait_held`] for a call to `tool`.
+async fn wait_held_of(c: &mut Client, id: &str, call_id: &str, tool: &str) -> pb::Session {
     let held = wait_status(c, id, pb::SessionStatus::AwaitingApproval).await;
     assert_eq!(held.exit_reason, "awaiting_approval", "{held:?}");
     assert!(
         held.lease_owner.is_empty(),
         "a hold keeps no lease: {held:?}"
     );
-    assert_hold(&held, call_id, pb::ApprovalState::Pending);
+    assert_hold_of(&held, call_id, tool, pb::ApprovalState::Pending);
     held
 }
 
@@ -229,6 +244,31 @@ async fn kill9_after_approvals_requested_the_next_claimer_closes_the_hold_and_it
     );
     assert_eq!(world.config.executions(), 0);
     assert_eq!(world.fake.request_count(), 1);
+    // Stored but not yet held: its burst has not closed, so nobody can
+    // decide it yet, and a try writes nothing.
+    let early = cb
+        .decide_tool_calls(pb::DecideToolCallsRequest {
+            session_id: id.clone(),
+            decisions: vec![pb::ToolCallDecision {
+                call_id: RESTART.into(),
+                verdict: pb::ToolCallVerdict::Approve.into(),
+                comment: String::new(),
+            }],
+            idempotency_key: String::new(),
+        })
+        .await
+        .expect_err("a decision before the burst closed into the hold");
+    assert_eq!(early.code(), tonic::Code::FailedPrecondition, "{early:?}");
+    assert_eq!(
+        ErrorReason::of(&early).map(|r| r.reason),
+        Some(Reason::ApprovalNotPending),
+        "{early:?}"
+    );
+    assert_hold(
+        &get_session(&mut cb, &id).await,
+        RESTART,
+        pb::ApprovalState::Pending,
+    );
     a.kill9().await;
 
     let held = wait_held(&mut cb, &id, RESTART).await;
@@ -588,6 +628,83 @@ async fn kill9_after_approval_started_holds_for_confirmation_and_never_reruns() 
         "an approved call that may have run is never re-run silently"
     );
     b.stop().await;
+}
+
+/// Held on A, approved on B, so B runs the approved `slow_restart` (30 s,
+/// counted when it starts); B dies while it runs. A's claim holds the
+/// session for a human (`interrupted_turn`): the call may have run, and
+/// having been approved once does not let it run again. `ContinueSession`
+/// answers it with the synthetic error; it ran once in all.
+#[tokio::test]
+async fn kill9_while_an_approved_call_runs_holds_for_confirmation_and_never_reruns() {
+    const SLOW: &str = "call-slow";
+    let _permit = GATE.acquire().await.unwrap();
+    let Some(world) = world().await else {
+        return;
+    };
+    let (a, b, _guard) = two_replicas(&world, None).await;
+    world
+        .fake
+        .reply(FakeReply::text("Restarting checkout slowly.").call(
+            SLOW,
+            "slow_restart",
+            r#"{"service":"checkout","seconds":30}"#,
+        ));
+    let mut ca = a.client().await;
+    let mut cb = b.client().await;
+    let id = started(&mut ca).await;
+    wait_held_of(&mut ca, &id, SLOW, "slow_restart").await;
+    let decided = decide(&mut cb, &id, SLOW, pb::ToolCallVerdict::Approve, "").await;
+    assert_hold_of(&decided, SLOW, "slow_restart", pb::ApprovalState::Approved);
+    eventually("the approved call started", || async {
+        (world.config.executions() == 1).then_some(())
+    })
+    .await;
+    let running = get_session(&mut ca, &id).await;
+    assert_eq!(running.status(), pb::SessionStatus::Running, "{running:?}");
+    assert_eq!(running.lease_owner, "replica-b", "the decider runs it");
+    let before = turns(&mut ca, &id).await;
+    assert_eq!(before.len(), 2, "{before:#?}");
+    b.kill9().await;
+
+    let held = wait_status(&mut ca, &id, pb::SessionStatus::AwaitingConfirmation).await;
+    assert!(a.logged(CLAIMED_ORPHAN), "A took the orphan over");
+    assert_eq!(held.lease_epoch, running.lease_epoch + 1, "{held:?}");
+    let plan = held
+        .last_recovery_plan
+        .as_ref()
+        .expect("a stored recovery plan");
+    assert_eq!(plan.kind, "interrupted_turn", "{plan:?}");
+    assert_eq!(plan.repaired_call_ids, [SLOW]);
+    assert_eq!(
+        plan.interrupted_calls[0].side_effect, "mutating",
+        "{plan:?}"
+    );
+    let recovered = turns(&mut ca, &id).await;
+    assert_gapless(&recovered);
+    assert_prefix(&before, &recovered);
+    assert_eq!(
+        recovered.iter().map(role).collect::<Vec<_>>(),
+        [
+            pb::TurnRole::User,
+            pb::TurnRole::Assistant,
+            pb::TurnRole::Notice
+        ],
+        "{recovered:#?}"
+    );
+    assert_eq!(world.config.executions(), 1, "not re-run");
+    assert_eq!(world.fake.request_count(), 1, "the model was not asked");
+
+    let last = confirm_and_complete(&world, &mut ca, &id, SLOW).await;
+    assert_gapless(&last);
+    assert_prefix(&recovered, &last);
+    assert_eq!(last.len(), 4, "{last:#?}");
+    assert!(
+        last.iter().all(|t| t.tool_call_id != SLOW),
+        "no result for the cut-off call is ever stored: {last:#?}"
+    );
+    assert_eq!(world.config.executions(), 1, "the approved call ran once");
+    a.stop().await;
 }
 
 // ---------------------------------------------------------------------
