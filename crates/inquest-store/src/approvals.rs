@@ -565,17 +565,31 @@ pub(crate) async fn supersede(
     origin: &ReplicaId,
     session: SessionId,
 ) -> Result<Vec<Turn>, StoreError> {
-    // Approved calls of a partial decision never started (no burst ran
-    // since): they are answered too, so the message does not leave them
-    // dangling for a recovery plan to hold as "may have run".
+    // A call is pending only while its session is held (or in the moment
+    // before a crashed burst's hold is closed, when SendMessage is refused
+    // as running): no pending call, no hold to supersede.
+    let rows = tx
+        .query(
+            "SELECT call_id, assistant_seq FROM approvals \
+             WHERE session_id = $1 AND state = 'pending' ORDER BY assistant_seq, position",
+            &[session.as_uuid()],
+        )
+        .await?;
+    let Some(last) = rows.last() else {
+        return Ok(Vec::new());
+    };
+    let hold: i64 = get(last, 1)?;
+    // Approved calls of the same hold (a partial decision) never started:
+    // no burst ran since. They are answered too, so the message does not
+    // leave them dangling for a recovery plan to hold as "may have run".
     let approved = tx
         .query(
             "SELECT a.call_id, a.tool FROM approvals a WHERE a.session_id = $1 \
-               AND a.state = 'approved' AND a.started_at IS NULL \
+               AND a.assistant_seq = $2 AND a.state = 'approved' AND a.started_at IS NULL \
                AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.session_id = a.session_id \
                                AND t.tool_call_id = a.call_id) \
-             ORDER BY a.assistant_seq, a.position",
-            &[session.as_uuid()],
+             ORDER BY a.position",
+            &[session.as_uuid(), &hold],
         )
         .await?;
     let mut turns = Vec::new();
@@ -588,13 +602,6 @@ pub(crate) async fn supersede(
         };
         turns.push(insert_turn(tx, origin, session, None, None, &result).await?);
     }
-    let rows = tx
-        .query(
-            "SELECT call_id FROM approvals WHERE session_id = $1 AND state = 'pending' \
-             ORDER BY assistant_seq, position",
-            &[session.as_uuid()],
-        )
-        .await?;
     let decisions = rows
         .iter()
         .map(|r| get::<String>(r, 0).map(|id| (id, Decision::Supersede)))
