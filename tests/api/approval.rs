@@ -580,3 +580,59 @@ async fn only_an_operator_of_the_tenant_decides_and_a_cancel_ends_the_hold() {
     assert_eq!(decide.entry.actor_name, "acme-operator");
     app.stop().await.unwrap();
 }
+
+/// A follow-up answers only the hold it supersedes: an approved call of
+/// an earlier hold left without a result (a recovery notice repaired it,
+/// as after a crash while its sibling ran) is not answered again, long
+/// after its turn, where the result would answer no open call.
+#[tokio::test]
+async fn a_follow_up_leaves_earlier_holds_alone() {
+    let Some(python) = mcp::python() else {
+        return;
+    };
+    let tools = Tools::new(&python);
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("Restarting.").call(
+        "c1",
+        "restart_service",
+        r#"{"service":"api"}"#,
+    ))
+    .reply(FakeReply::text("Restarted."))
+    .reply(FakeReply::text("S: restarted"))
+    .reply(FakeReply::text("Still fine."))
+    .reply(FakeReply::text("S: fine"));
+    let app = app(&fake, &tools, ApprovalSection::default()).await;
+    let mut client = app.client().await;
+    let id = start(&mut client, "api is failing").await;
+    until_status(&mut client, &id, pb::SessionStatus::AwaitingApproval).await;
+    let approve = vec![decision("c1", pb::ToolCallVerdict::Approve, "")];
+    decide(&mut client, &id, approve, "").await.unwrap();
+    until_status(&mut client, &id, pb::SessionStatus::Completed).await;
+    // What a crash mid-hold leaves: a sibling call of that hold approved,
+    // never started, never answered.
+    let db = inquest_tests::connect(&app.db_url).await;
+    db.execute(
+        "INSERT INTO approvals (session_id, call_id, tenant, assistant_seq, position, tool, \
+           server, arguments, side_effect, rule, state, expires_at, decided_by, decided_at) \
+         VALUES ($1, 'c-old', 'default', 2, 1, 'restart_service', 'incident', '{}', \
+           'mutating', 'require (mode \"mutating\")', 'approved', now() + interval '1 hour', \
+           'someone', now())",
+        &[&uuid::Uuid::parse_str(&id).unwrap()],
+    )
+    .await
+    .unwrap();
+    let before = turns(&mut client, &id).await.len();
+    send(&mut client, &id, "is it stable?").await;
+    let (report, _) = finished(&mut client, &id, 2).await;
+    assert_eq!(report.exit_reason, "awaiting_user");
+    let stored = turns(&mut client, &id).await;
+    assert_eq!(
+        stored[before].role(),
+        pb::TurnRole::User,
+        "{:?}",
+        &stored[before..]
+    );
+    assert!(stored.iter().all(|t| t.tool_call_id != "c-old"));
+    assert_eq!(tools.executions(), 1);
+    app.stop().await.unwrap();
+}
