@@ -686,6 +686,82 @@ async fn concurrent_retries_make_one_incident_and_one_session() {
     app.stop().await.unwrap();
 }
 
+/// A storm: 12 distinct groups at once, from two tenants, past a cap of 3
+/// per hour for acme and 1 for globex (its override). Every group is an
+/// incident; only the cap's worth start sessions; the others say why,
+/// and a later notification of a capped group does not pass the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_groups_starts_at_most_the_cap_and_the_rest_say_why() {
+    let app = spawn_with_auth(|c| {
+        c.alerts.max_started_per_hour = 3;
+        c.tenants.overrides.insert(
+            "globex".into(),
+            inquest_server::config::tenants::LimitsEntry {
+                alerts_max_started_per_hour: Some(1),
+                ..Default::default()
+            },
+        );
+    })
+    .await;
+    let acme = token(&app, "acme", Role::Operator).await;
+    let globex = token(&app, "globex", Role::Operator).await;
+    let mut sends = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        let token = if i % 3 == 2 {
+            globex.clone()
+        } else {
+            acme.clone()
+        };
+        let (addr, body) = (
+            app.addr,
+            payload(
+                &format!("storm-{i}"),
+                vec![raw_alert(&format!("f{i}"), "critical")],
+            ),
+        );
+        sends.spawn(async move { send_to(addr, Some(&token), body).await });
+    }
+    for (status, answer) in sends.join_all().await {
+        assert_eq!(status, 200, "{answer}");
+    }
+    for (token, cap, groups) in [(&acme, 3, 8), (&globex, 1, 4)] {
+        let listed = incidents(&app, token).await;
+        assert_eq!(listed.len(), groups, "every group is an incident");
+        let (mut started, mut skipped) = (0, 0);
+        for incident in &listed {
+            let sessions = sessions_of(&app, token, &incident.id).await;
+            let why = origin(&app, token, &incident.id).await.session_skipped;
+            match sessions.len() {
+                1 => {
+                    started += 1;
+                    assert!(why.is_empty(), "{why}");
+                }
+                0 => {
+                    skipped += 1;
+                    assert!(why.contains("alerts.max_started_per_hour"), "{why:?}");
+                    assert!(why.contains(&format!("is {cap}")), "{why}");
+                }
+                n => panic!("{n} sessions for one group"),
+            }
+        }
+        assert_eq!((started, skipped), (cap, groups - cap));
+    }
+    // A capped group's next notification (a new alert) still finds the
+    // hour full: nothing more starts.
+    let (status, answer) = send(
+        &app,
+        Some(&globex),
+        payload(
+            "storm-2",
+            vec![raw_alert("f2", "critical"), raw_alert("f2b", "critical")],
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(app.count("sessions").await, 4);
+    app.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_database_answers_503_and_the_retry_stores_it() {
     let app = spawn_with_auth(|c| c.store.op_timeout = Duration::from_secs(2)).await;

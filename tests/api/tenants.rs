@@ -416,6 +416,7 @@ async fn the_running_burst_limit_is_per_tenant_and_refusals_write_nothing() {
                 max_running_bursts: Some(1),
                 daily_token_budget: None,
                 max_watch_streams: None,
+                alerts_max_started_per_hour: None,
                 approval: None,
             },
         );
@@ -499,6 +500,7 @@ async fn a_spent_daily_token_budget_stops_new_bursts_of_that_tenant_only() {
                 max_running_bursts: None,
                 daily_token_budget: Some(500),
                 max_watch_streams: None,
+                alerts_max_started_per_hour: None,
                 approval: None,
             },
         );

@@ -36,6 +36,7 @@ pub fn alert_origin(o: inquest_store::AlertOrigin) -> pb::AlertOrigin {
         group_key: o.group_key,
         events_total: o.events_total,
         resolved_at: o.resolved_at.map(timestamp),
+        session_skipped: o.session_skipped.unwrap_or_default(),
         events: o
             .events
             .into_iter()

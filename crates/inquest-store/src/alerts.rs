@@ -131,8 +131,20 @@ pub struct AlertOrigin {
     pub resolved_at: Option<OffsetDateTime>,
     /// How many alert events the incident has (all, not only those read).
     pub events_total: i64,
+    /// Why the matching trigger started no session (the storm cap), while
+    /// none is started.
+    pub session_skipped: Option<String>,
     /// The newest events, newest first.
     pub events: Vec<AlertEvent>,
+}
+
+/// What [`Store::reserve_alert_start`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartReservation {
+    /// The group may start its session.
+    Reserved,
+    /// The tenant's cap is reached: `started` in the last hour.
+    Capped { started: i64 },
 }
 
 /// `t` as PostgreSQL keeps it (microseconds): Alertmanager sends
@@ -187,6 +199,75 @@ impl Store {
             )
             .await?;
             Ok(())
+        })
+        .await
+    }
+
+    /// Reserves one of `tenant`'s alert-started investigations of the last
+    /// hour for `group_key` when fewer than `cap` are reserved (a group that
+    /// reserved before keeps its reservation); otherwise records `why` on
+    /// the group and answers false. One transaction under a per-tenant
+    /// lock: concurrent notifications cannot pass the cap together.
+    pub async fn reserve_alert_start(
+        &self,
+        tenant: &Tenant,
+        group_key: &str,
+        cap: u32,
+    ) -> Result<StartReservation, StoreError> {
+        self.run("reserve_alert_start", async |c| {
+            let tx = c.transaction().await?;
+            // A per-tenant key, apart from the event log's (V22) and the
+            // migration lock's.
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(1768845670, hashtext($1))",
+                &[&tenant.as_str()],
+            )
+            .await?;
+            let mine: Option<Option<OffsetDateTime>> = tx
+                .query_opt(
+                    "SELECT start_reserved_at FROM alert_groups WHERE tenant = $1 AND group_key = $2",
+                    &[&tenant.as_str(), &group_key],
+                )
+                .await?
+                .map(|r| get(&r, 0))
+                .transpose()?;
+            if let Some(Some(at)) = mine
+                && at > OffsetDateTime::now_utc() - time::Duration::hours(1)
+            {
+                tx.commit().await?;
+                return Ok(StartReservation::Reserved);
+            }
+            let recent: i64 = get(
+                &tx.query_one(
+                    "SELECT count(*) FROM alert_groups WHERE tenant = $1 \
+                     AND start_reserved_at > now() - interval '1 hour'",
+                    &[&tenant.as_str()],
+                )
+                .await?,
+                0,
+            )?;
+            if recent < i64::from(cap) {
+                tx.execute(
+                    "UPDATE alert_groups SET start_reserved_at = now(), session_skipped = NULL \
+                     WHERE tenant = $1 AND group_key = $2",
+                    &[&tenant.as_str(), &group_key],
+                )
+                .await?;
+                tx.commit().await?;
+                return Ok(StartReservation::Reserved);
+            }
+            let why = format!(
+                "no session started: {recent} investigations were started by this tenant's \
+                 alerts in the last hour, the limit (alerts.max_started_per_hour) is {cap}; a \
+                 later notification of this group tries again"
+            );
+            tx.execute(
+                "UPDATE alert_groups SET session_skipped = $3 WHERE tenant = $1 AND group_key = $2",
+                &[&tenant.as_str(), &group_key, &why],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(StartReservation::Capped { started: recent })
         })
         .await
     }
@@ -258,7 +339,7 @@ impl Store {
                 .query_opt(
                     "SELECT source, receiver, external_url, group_key, \
                      (SELECT count(*) FROM alert_events e WHERE e.incident_id = g.incident_id), \
-                     resolved_at \
+                     resolved_at, CASE WHEN session_id IS NULL THEN session_skipped END \
                      FROM alert_groups g WHERE tenant = $1 AND incident_id = $2",
                     &[&tenant.as_str(), incident.as_uuid()],
                 )
@@ -293,6 +374,7 @@ impl Store {
                 group_key: get(&group, 3)?,
                 events_total: get(&group, 4)?,
                 resolved_at: get(&group, 5)?,
+                session_skipped: get(&group, 6)?,
                 events,
             }))
         })

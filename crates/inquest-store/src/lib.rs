@@ -50,7 +50,7 @@ use tracing::Instrument;
 
 pub use alerts::{
     AlertEvent, AlertNotification, AlertOrigin, AlertSeen, AlertsRecorded, FollowUp,
-    PendingFollowUp,
+    PendingFollowUp, StartReservation,
 };
 pub use approvals::{ApprovalRow, DecideOutcome, NewApproval};
 pub use audit::{AuditEntry, AuditEvent, AuditPage};

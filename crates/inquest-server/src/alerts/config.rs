@@ -4,6 +4,7 @@
 //! [alerts]
 //! max_body_bytes = 1048576   # a larger notification is refused 413
 //! max_alerts = 1000          # alerts in one notification; more is 413
+//! max_started_per_hour = 60  # investigations a tenant's alerts start per hour
 //!
 //! [[alerts.triggers]]        # the first that matches starts a session
 //! match = { severity = "critical" }   # every label equal, on a firing alert
@@ -30,6 +31,11 @@ pub struct AlertsSection {
     pub max_body_bytes: usize,
     /// Most alerts accepted in one notification (413 above it).
     pub max_alerts: usize,
+    /// Investigations a tenant's alerts may start per hour (a storm's
+    /// cap); past it incidents are still recorded, without a session, and
+    /// say why. `[tenants.overrides.<tenant>] alerts_max_started_per_hour`
+    /// sets one tenant's own.
+    pub max_started_per_hour: u32,
     /// Tried in order; the first that matches a group starts its session.
     pub triggers: Vec<Trigger>,
 }
@@ -39,6 +45,7 @@ impl Default for AlertsSection {
         Self {
             max_body_bytes: 1024 * 1024,
             max_alerts: 1000,
+            max_started_per_hour: 60,
             triggers: Vec::new(),
         }
     }
@@ -114,6 +121,12 @@ impl AlertsSection {
         }
         if !(1..=100_000).contains(&self.max_alerts) {
             return Err("alerts.max_alerts must be between 1 and 100000".into());
+        }
+        if self.max_started_per_hour == 0 {
+            return Err(
+                "alerts.max_started_per_hour must be > 0 (leave out [[alerts.triggers]] to start none)"
+                    .into(),
+            );
         }
         for (i, t) in self.triggers.iter().enumerate() {
             if t.matches.is_empty() && t.match_re.is_empty() {

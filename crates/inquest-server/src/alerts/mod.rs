@@ -45,7 +45,7 @@ use inquest_auth::{Principal, Role};
 use inquest_core::{IdempotencyKey, IncidentText, Limits, Tenant, UserMessage};
 use inquest_engine::{runner::Runner, turn_log::TurnLog};
 use inquest_store::{
-    AlertNotification, AlertSeen, PendingFollowUp, SendOutcome, Store, StoreError,
+    AlertNotification, AlertSeen, PendingFollowUp, SendOutcome, StartReservation, Store, StoreError,
 };
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -392,6 +392,24 @@ impl Alerts {
                 format!("the trigger's prompt: {e}"),
             )
         })?;
+        // A storm's cap, counted per tenant over the last hour; the
+        // incident stands without a session and says why.
+        let cap = self
+            .tenants
+            .alert_starts_per_hour(tenant, self.section.max_started_per_hour);
+        match self
+            .store
+            .reserve_alert_start(tenant, group_key, cap)
+            .await
+            .map_err(|e| store_answer(&e))?
+        {
+            StartReservation::Reserved => {}
+            StartReservation::Capped { started } => {
+                metrics::counter!("inquest_alert_sessions_capped_total").increment(1);
+                tracing::warn!(incident_id = %incident, started, cap, "a trigger matched but the tenant's alerts reached alerts.max_started_per_hour: no session started");
+                return Ok(None);
+            }
+        }
         let key = IdempotencyKey::parse_optional(SESSION_KEY.to_owned())
             .map_err(|e| Answer::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
         let (log, runner) = (self.log.clone(), self.runner.clone());

@@ -32,6 +32,8 @@ pub struct LimitsEntry {
     pub max_running_bursts: Option<u32>,
     pub daily_token_budget: Option<u64>,
     pub max_watch_streams: Option<usize>,
+    /// The tenant's own `[alerts] max_started_per_hour`.
+    pub alerts_max_started_per_hour: Option<u32>,
     /// The tenant's own `[approval]`, replacing the default whole.
     pub approval: Option<crate::config::approval::ApprovalSection>,
 }
@@ -67,6 +69,15 @@ impl TenantsSection {
             max_running_bursts: own.max_running_bursts.or(self.max_running_bursts),
             daily_token_budget: own.daily_token_budget.or(self.daily_token_budget),
         }
+    }
+
+    /// How many investigations `tenant`'s alerts may start per hour:
+    /// its override, else `default` (`[alerts] max_started_per_hour`).
+    pub fn alert_starts_per_hour(&self, tenant: &Tenant, default: u32) -> u32 {
+        self.overrides
+            .get(tenant.as_str())
+            .and_then(|own| own.alerts_max_started_per_hour)
+            .unwrap_or(default)
     }
 
     /// How many watch streams `tenant` may have open on a replica.

@@ -134,6 +134,10 @@ const ZEROED: &[Zeroed] = &[
         label: None,
     },
     Zeroed {
+        name: "inquest_alert_sessions_capped_total",
+        label: None,
+    },
+    Zeroed {
         name: "inquest_alert_follow_ups_total",
         label: Some(("outcome", &["sent", "ended"])),
     },
@@ -199,6 +203,10 @@ fn describe_counters() {
     describe_counter!(
         "inquest_approvals_denied_by_rule_total",
         "Tool calls a deny rule of the approval policy refused at once."
+    );
+    describe_counter!(
+        "inquest_alert_sessions_capped_total",
+        "Trigger sessions not started because the tenant's alerts reached alerts.max_started_per_hour (the incident is recorded and says why)."
     );
     describe_counter!(
         "inquest_alert_follow_ups_total",
