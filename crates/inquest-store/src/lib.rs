@@ -41,6 +41,7 @@ mod text;
 pub mod tls;
 mod tokens;
 mod turns;
+mod webhooks;
 
 use std::{future::Future, time::Duration};
 
@@ -66,6 +67,9 @@ pub use reports::{NewReport, ReportRow};
 pub use sessions::{SessionPage, SessionRow, StartedSession};
 pub use tokens::{ApiToken, IssuedToken};
 pub use turns::{Appended, TurnPage, WriteId};
+pub use webhooks::{
+    AttemptPage, AttemptRow, MAX_ATTEMPTS_KEPT, NewAttempt, NewWebhook, WebhookRow,
+};
 
 /// Tunables of the store. Defaults suit one replica on a small machine.
 #[derive(Debug, Clone)]
