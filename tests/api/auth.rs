@@ -193,6 +193,59 @@ async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, S
             .list_events(with(pb::ListEventsRequest::default(), token))
             .await
             .map(drop),
+        // Refused as a loopback target when it gets past auth: no traffic.
+        "CreateWebhook" => c
+            .create_webhook(with(
+                pb::CreateWebhookRequest {
+                    url: "https://127.0.0.1:9/".into(),
+                    ..Default::default()
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "ListWebhooks" => c
+            .list_webhooks(with(pb::ListWebhooksRequest {}, token))
+            .await
+            .map(drop),
+        "DeleteWebhook" => c
+            .delete_webhook(with(
+                pb::DeleteWebhookRequest {
+                    webhook_id: UNKNOWN.into(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "RotateWebhookSecret" => c
+            .rotate_webhook_secret(with(
+                pb::RotateWebhookSecretRequest {
+                    webhook_id: UNKNOWN.into(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "ListWebhookDeliveries" => c
+            .list_webhook_deliveries(with(
+                pb::ListWebhookDeliveriesRequest {
+                    webhook_id: UNKNOWN.into(),
+                    ..Default::default()
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "RedeliverEvent" => c
+            .redeliver_event(with(
+                pb::RedeliverEventRequest {
+                    webhook_id: UNKNOWN.into(),
+                    event_id: 1,
+                },
+                token,
+            ))
+            .await
+            .map(drop),
         other => panic!("no call for {other}"),
     };
     match result {

@@ -137,6 +137,7 @@ struct Foreign {
     incidents: Vec<String>,
     sessions: Vec<String>,
     tokens: Vec<String>,
+    webhooks: Vec<String>,
     pages: Vec<String>,
     /// GetIncident and GetSession of each, before the sweep.
     before: Vec<String>,
@@ -161,6 +162,7 @@ impl Foreign {
             incidents: Vec::new(),
             sessions: Vec::new(),
             tokens: vec![issued.token.id.to_string()],
+            webhooks: Vec::new(),
             pages: Vec::new(),
             before: Vec::new(),
         };
@@ -193,6 +195,15 @@ impl Foreign {
             .into_iter()
             .filter(|t| !t.is_empty())
             .collect();
+        let hook = client
+            .create_webhook(pb::CreateWebhookRequest {
+                url: format!("https://127.0.0.1:{}/red", CLOSED_PORT),
+                ..Default::default()
+            })
+            .await
+            .expect("red creates a webhook")
+            .into_inner();
+        foreign.webhooks.extend(hook.webhook.map(|w| w.id));
         foreign.before = foreign.state().await;
         foreign
     }
@@ -222,9 +233,27 @@ impl Foreign {
             .expect("the other tenant's token still works")
             .into_inner();
         state.push(format!("{tokens:?}"));
+        let webhooks = self
+            .client
+            .list_webhooks(pb::ListWebhooksRequest {})
+            .await
+            .expect("the other tenant's webhooks still list")
+            .into_inner();
+        // Its delivery counters move with its own events; what the sweep
+        // must not change is which webhooks it has, where they send, and
+        // what they send.
+        for w in &webhooks.webhooks {
+            state.push(format!(
+                "{} {} {:?} {}",
+                w.id, w.url, w.event_types, w.description
+            ));
+        }
         state
     }
 }
+
+/// A loopback port nothing listens on: where the sweep's webhooks send.
+const CLOSED_PORT: u16 = 9;
 
 /// Calls per run (about 3 s in a debug build).
 const CALLS: usize = 600;
@@ -264,6 +293,7 @@ fn codes_of(reason: Reason) -> &'static [Code] {
         | Reason::IncidentNotFound
         | Reason::ReportNotFound
         | Reason::TokenNotFound
+        | Reason::WebhookNotFound
         | Reason::UnknownService => &[Code::NotFound],
         Reason::SessionRunning
         | Reason::AwaitingConfirmation
@@ -385,6 +415,8 @@ struct Sweep {
     foreign_incidents: Vec<String>,
     foreign_sessions: Vec<String>,
     foreign_tokens: Vec<String>,
+    foreign_webhooks: Vec<String>,
+    webhooks: Vec<String>,
     foreign_pages: Vec<String>,
 }
 
@@ -406,6 +438,8 @@ impl Sweep {
             foreign_incidents: Vec::new(),
             foreign_sessions: Vec::new(),
             foreign_tokens: Vec::new(),
+            foreign_webhooks: Vec::new(),
+            webhooks: Vec::new(),
             foreign_pages: Vec::new(),
         }
     }
@@ -415,6 +449,7 @@ impl Sweep {
             Pool::Incident => &self.foreign_incidents,
             Pool::Session => &self.foreign_sessions,
             Pool::Token => &self.foreign_tokens,
+            Pool::Webhook => &self.foreign_webhooks,
             Pool::IncidentPage | Pool::SessionPage | Pool::AuditPage => &self.foreign_pages,
         }
     }
@@ -426,6 +461,7 @@ impl Sweep {
             .iter()
             .chain(&self.foreign_sessions)
             .chain(&self.foreign_tokens)
+            .chain(&self.foreign_webhooks)
             .filter(|id| shown.contains(id.as_str()))
             .collect();
         if !leaked.is_empty() {
@@ -503,6 +539,7 @@ impl Sweep {
             .iter()
             .chain(&self.sessions)
             .chain(&self.tokens)
+            .chain(&self.webhooks)
             .cloned()
             .collect::<Vec<_>>();
         if !mangle || real.is_empty() {
@@ -532,6 +569,7 @@ impl Sweep {
             Pool::Incident => &self.incidents,
             Pool::Session => &self.sessions,
             Pool::Token => &self.tokens,
+            Pool::Webhook => &self.webhooks,
             Pool::IncidentPage => &self.incident_pages,
             Pool::SessionPage => &self.session_pages,
             Pool::AuditPage => &self.audit_pages,
@@ -677,6 +715,7 @@ enum Pool {
     Incident,
     Session,
     Token,
+    Webhook,
     IncidentPage,
     SessionPage,
     AuditPage,
@@ -771,6 +810,10 @@ async fn hostile_sweep(tenants: bool) {
         if tenants {
             c.auth.mode = AuthMode::Required;
         }
+        // Webhooks the sweep makes send to a closed port on loopback,
+        // never off this host.
+        c.webhooks.allow_private_targets = true;
+        c.webhooks.allow_http = true;
     })
     .await;
     let mut sweep = Sweep::new(seed);
@@ -779,6 +822,7 @@ async fn hostile_sweep(tenants: bool) {
         sweep.foreign_incidents = foreign.incidents.clone();
         sweep.foreign_sessions = foreign.sessions.clone();
         sweep.foreign_tokens = foreign.tokens.clone();
+        sweep.foreign_webhooks = foreign.webhooks.clone();
         sweep.foreign_pages = foreign.pages.clone();
         let blue = app
             .store
@@ -1141,6 +1185,99 @@ async fn hostile_sweep(tenants: bool) {
                 if !page.next_page_token.is_empty() {
                     sweep.audit_pages.push(page.next_page_token);
                 }
+            }
+            "CreateWebhook" => {
+                let url = match sweep.rng.below(8) {
+                    0..3 => format!("https://127.0.0.1:{CLOSED_PORT}/hook"),
+                    3 => format!("http://[::1]:{CLOSED_PORT}/"),
+                    4 => format!("ftp://127.0.0.1:{CLOSED_PORT}/"),
+                    5 => format!("https://u:p@127.0.0.1:{CLOSED_PORT}/"),
+                    _ => sweep.text(),
+                };
+                let event_types = match sweep.rng.below(4) {
+                    0 | 1 => Vec::new(),
+                    2 => vec!["report.ready".to_owned(), "report.ready".to_owned()],
+                    _ => vec![sweep.text()],
+                };
+                let description = sweep.text();
+                let format = sweep
+                    .rng
+                    .pick(&["", "", "standard", "slack", "Standard"])
+                    .to_owned();
+                let req = format!(
+                    "url={} event_types={:?} description={} format={format:?}",
+                    show(&url),
+                    event_types.iter().map(|t| show(t)).collect::<Vec<_>>(),
+                    show(&description)
+                );
+                let call = client.create_webhook(pb::CreateWebhookRequest {
+                    url,
+                    event_types,
+                    description,
+                    format,
+                });
+                if let Some(created) = sweep.check(n, rpc, &req, unary(call).await)
+                    && let Some(hook) = created.webhook
+                {
+                    sweep.webhooks.push(hook.id);
+                }
+            }
+            "ListWebhooks" => {
+                let call = client.list_webhooks(pb::ListWebhooksRequest {});
+                if let Some(list) = sweep.check(n, rpc, "", unary(call).await)
+                    && list
+                        .webhooks
+                        .iter()
+                        .any(|w| !sweep.webhooks.contains(&w.id))
+                {
+                    sweep
+                        .bad
+                        .push(format!("#{n} {rpc}: a webhook the sweep did not make"));
+                }
+            }
+            "DeleteWebhook" => {
+                let webhook_id = sweep.id(Pool::Webhook);
+                let req = format!("webhook_id={}", show(&webhook_id));
+                let call = client.delete_webhook(pb::DeleteWebhookRequest { webhook_id });
+                sweep.check(n, rpc, &req, unary(call).await);
+            }
+            "RotateWebhookSecret" => {
+                let webhook_id = sweep.id(Pool::Webhook);
+                let req = format!("webhook_id={}", show(&webhook_id));
+                let call =
+                    client.rotate_webhook_secret(pb::RotateWebhookSecretRequest { webhook_id });
+                sweep.check(n, rpc, &req, unary(call).await);
+            }
+            "ListWebhookDeliveries" => {
+                let webhook_id = sweep.id(Pool::Webhook);
+                let page_size = sweep.count();
+                let page_token = sweep.page_token(Pool::AuditPage);
+                let req = format!(
+                    "webhook_id={} page_size={page_size} page_token={}",
+                    show(&webhook_id),
+                    show(&page_token)
+                );
+                let call = client.list_webhook_deliveries(pb::ListWebhookDeliveriesRequest {
+                    webhook_id,
+                    page_size,
+                    page_token,
+                });
+                sweep.check(n, rpc, &req, unary(call).await);
+            }
+            "RedeliverEvent" => {
+                let webhook_id = sweep.id(Pool::Webhook);
+                let event_id = match sweep.rng.below(5) {
+                    0 => -1,
+                    1 => i64::MAX,
+                    2 => 0,
+                    _ => i64::from(sweep.rng.pick(&[1u32, 2, 3, 5, 8, 13])),
+                };
+                let req = format!("webhook_id={} event_id={event_id}", show(&webhook_id));
+                let call = client.redeliver_event(pb::RedeliverEventRequest {
+                    webhook_id,
+                    event_id,
+                });
+                sweep.check(n, rpc, &req, unary(call).await);
             }
             other => unreachable!("{other} is in RPCS but the sweep has no request for it"),
         }

@@ -47,3 +47,4 @@ mod turns;
 mod watch;
 mod watch_lag;
 mod watch_tools;
+mod webhooks_api;

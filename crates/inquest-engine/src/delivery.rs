@@ -1,7 +1,11 @@
-//! Delivers the event log to the configured webhooks: one task per webhook
-//! on every replica, of which only the holder of the webhook's lease (a
-//! row of `webhook_cursors`) sends, so one stream is delivered by one
-//! replica at a time, in id order.
+//! Delivers the event log to webhooks: the configured ones
+//! (`[[events.webhooks]]`, every tenant's events unless one is named, the
+//! cursor a row of `webhook_cursors`) and those made over the API (one
+//! tenant's events, the cursor in their `webhooks` row, each attempt
+//! recorded in `webhook_attempts`). One task per webhook on every replica,
+//! of which only the holder of the webhook's lease sends, so one stream is
+//! delivered by one replica at a time, in id order. API webhooks are read
+//! from the table every [`SCAN`]: a new one starts, a deleted one stops.
 //!
 //! At least once: the cursor moves past an event only after the receiver
 //! answered 2xx (or the event is not for this webhook); an event whose
@@ -10,13 +14,23 @@
 //! attempt is retried with jittered backoff, without end: the next event
 //! waits, so the order holds. A replica that stops gives its leases up; one
 //! that dies leaves them to expire ([`LEASE_TTL`]).
+//!
+//! API webhooks go through [`crate::targets`]: their client refuses
+//! forbidden addresses on every connection, and their secret is read
+//! before each attempt, so a rotation signs the next attempt.
 
-use std::time::Duration;
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
 
-use inquest_core::{Backoff, error_chain};
-use inquest_store::{EventRow, Store};
+use inquest_core::{Backoff, Tenant, error_chain};
+use inquest_store::{EventRow, NewAttempt, Store, StoreError};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use uuid::Uuid;
 
+use crate::targets::TargetPolicy;
 use crate::webhooks::Webhook;
 
 /// How long a replica holds a webhook's stream without renewing (each
@@ -26,36 +40,76 @@ pub const LEASE_TTL: Duration = Duration::from_secs(15);
 /// How often an idle stream looks for new events, and a replica without a
 /// stream's lease tries to take it.
 const POLL: Duration = Duration::from_millis(200);
+/// How often the table of API webhooks is read for new and deleted ones.
+pub const SCAN: Duration = Duration::from_secs(2);
+/// API webhooks delivered by one replica at most (each is one task).
+const MAX_API_STREAMS: u32 = 1000;
 /// Events read at once.
 const BATCH: u32 = 100;
 /// A receiver must answer within this, or the attempt failed.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The first retry's delay; doubling to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// At most this much of an error (a receiver's status line, a transport
-/// error) is kept in `webhook_cursors.last_error`.
+/// error, a refusal) is kept.
 const MAX_ERROR_CHARS: usize = 512;
 
-/// The configured webhooks and the HTTP client that reaches them, made
-/// at startup so a client that cannot be built stops it.
-pub struct Deliveries {
-    client: reqwest::Client,
-    webhooks: Vec<Webhook>,
+/// reqwest is built without a default TLS provider (see the root
+/// Cargo.toml); the agent installs the same one for its clients.
+pub(crate) fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Err only if another thread installed one in between: fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
 }
 
-impl Deliveries {
-    /// `None` without webhooks: nothing to deliver, no client.
-    pub fn new(webhooks: Vec<Webhook>) -> Result<Option<Self>, String> {
-        if webhooks.is_empty() {
-            return Ok(None);
+/// What one POST ended with.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// The receiver's status; `None` when none came.
+    pub status: Option<u16>,
+    /// `None` after a 2xx; else why not, secrets redacted, cut.
+    pub error: Option<String>,
+    pub duration: Duration,
+}
+
+impl Attempt {
+    pub fn delivered(&self) -> bool {
+        self.error.is_none()
+    }
+
+    fn failed(status: Option<u16>, error: &str, started: Instant) -> Self {
+        let error = inquest_redact::redact(error);
+        Self {
+            status,
+            error: Some(error.chars().take(MAX_ERROR_CHARS).collect()),
+            duration: started.elapsed(),
         }
-        // reqwest is built without a default TLS provider (see the root
-        // Cargo.toml); the agent installs the same one for its clients.
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            // Err only if another thread installed one in between: fine.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
+    }
+}
+
+/// Signs and POSTs one event to one webhook. For API webhooks it holds
+/// the `[webhooks]` policy, checked before each attempt, and a client
+/// whose resolver applies it.
+#[derive(Clone)]
+pub struct Sender {
+    client: reqwest::Client,
+    policy: Option<TargetPolicy>,
+}
+
+impl Sender {
+    /// For API webhooks: `policy` on every attempt and connection.
+    pub fn guarded(policy: TargetPolicy) -> Result<Self, String> {
+        Ok(Self {
+            client: policy.client(ATTEMPT_TIMEOUT)?,
+            policy: Some(policy),
+        })
+    }
+
+    /// For the configured webhooks: the operator's own URLs, unchecked.
+    fn configured() -> Result<Self, String> {
+        install_tls_provider();
         // No redirects: an event goes only to the URL in the config.
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -63,14 +117,86 @@ impl Deliveries {
             .connect_timeout(ATTEMPT_TIMEOUT)
             .build()
             .map_err(|e| format!("cannot build the webhook HTTP client: {}", error_chain(&e)))?;
-        Ok(Some(Self { client, webhooks }))
+        Ok(Self {
+            client,
+            policy: None,
+        })
     }
 
-    /// Opens each webhook's cursor, then starts one delivery task per
-    /// webhook, owned by `tasks`, until `shutdown`. Called before the
-    /// replica serves: a new webhook receives every event of the requests
-    /// it serves (a cursor that cannot be opened now is opened by its
-    /// task, later).
+    /// One signed POST of `event` to `hook`.
+    pub async fn send(&self, hook: &Webhook, event: &EventRow) -> Attempt {
+        let started = Instant::now();
+        if let Some(policy) = &self.policy
+            && let Err(why) = policy.check_url(hook.url.as_str())
+        {
+            return Attempt::failed(None, &why, started);
+        }
+        let body = body(event);
+        let id = format!("evt_{}", event.id);
+        // Signed at send time: receivers refuse timestamps too far from
+        // their clock, and a retry can come much later than the event.
+        let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
+        let signature = hook.signature(&id, timestamp, &body);
+        let sent = self
+            .client
+            .post(hook.url.clone())
+            .header("content-type", "application/json")
+            .header("webhook-id", &id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature)
+            .body(body)
+            .send()
+            .await;
+        match sent {
+            // The body is not read: only the status counts, and a huge
+            // or slow body cannot hold the stream up.
+            Ok(response) if response.status().is_success() => Attempt {
+                status: Some(response.status().as_u16()),
+                error: None,
+                duration: started.elapsed(),
+            },
+            Ok(response) => Attempt::failed(
+                Some(response.status().as_u16()),
+                &format!("receiver answered {}", response.status()),
+                started,
+            ),
+            Err(e) => Attempt::failed(
+                None,
+                &format!("cannot reach the receiver: {}", error_chain(&e)),
+                started,
+            ),
+        }
+    }
+}
+
+/// The configured webhooks, and the senders of both kinds, made at
+/// startup so a client that cannot be built stops it.
+pub struct Deliveries {
+    configured: Sender,
+    webhooks: Vec<Webhook>,
+    api: Sender,
+}
+
+impl Deliveries {
+    pub fn new(webhooks: Vec<Webhook>, policy: TargetPolicy) -> Result<Self, String> {
+        Ok(Self {
+            configured: Sender::configured()?,
+            webhooks,
+            api: Sender::guarded(policy)?,
+        })
+    }
+
+    /// The sender of API webhooks (RedeliverEvent sends with it).
+    pub fn api_sender(&self) -> Sender {
+        self.api.clone()
+    }
+
+    /// Opens each configured webhook's cursor, then starts one delivery
+    /// task per configured webhook and the task that follows the API
+    /// webhooks, owned by `tasks`, until `shutdown`. Called before the
+    /// replica serves: a new configured webhook receives every event of
+    /// the requests it serves (a cursor that cannot be opened now is
+    /// opened by its task, later).
     pub async fn spawn(&self, store: &Store, tasks: &TaskTracker, shutdown: &CancellationToken) {
         for hook in &self.webhooks {
             if let Err(e) = store.open_webhook_cursor(&hook.name).await {
@@ -78,13 +204,69 @@ impl Deliveries {
             }
         }
         for hook in &self.webhooks {
-            let stream = Stream {
-                store: store.clone(),
-                client: self.client.clone(),
-                hook: hook.clone(),
-                shutdown: shutdown.clone(),
-            };
+            let stream = Stream::new(
+                store.clone(),
+                self.configured.clone(),
+                Source::Configured(hook.clone()),
+                shutdown.clone(),
+            );
             tasks.spawn(stream.run());
+        }
+        let follow = follow_api_webhooks(
+            store.clone(),
+            self.api.clone(),
+            tasks.clone(),
+            shutdown.clone(),
+        );
+        tasks.spawn(follow);
+    }
+}
+
+/// Keeps one stream running per API webhook in the table: a new one is
+/// started, a deleted (or disabled) one stopped, within [`SCAN`].
+async fn follow_api_webhooks(
+    store: Store,
+    sender: Sender,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    let mut running: HashMap<Uuid, CancellationToken> = HashMap::new();
+    loop {
+        match store.active_webhooks(MAX_API_STREAMS).await {
+            Ok(rows) => {
+                running.retain(|id, stop| {
+                    let keep = rows.iter().any(|r| r.id == *id);
+                    if !keep {
+                        stop.cancel();
+                    }
+                    keep
+                });
+                for row in rows {
+                    if running.contains_key(&row.id) {
+                        continue;
+                    }
+                    let Ok(tenant) = Tenant::parse(&row.tenant) else {
+                        tracing::warn!(webhook = %row.id, "a webhook's tenant is not a tenant name; not delivered");
+                        continue;
+                    };
+                    let stop = shutdown.child_token();
+                    let stream = Stream::new(
+                        store.clone(),
+                        sender.clone(),
+                        Source::Api { id: row.id, tenant },
+                        stop.clone(),
+                    );
+                    tasks.spawn(stream.run());
+                    running.insert(row.id, stop);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %error_chain(&e), "cannot read the webhooks; trying again");
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(SCAN) => {}
         }
     }
 }
@@ -94,38 +276,67 @@ enum Stop {
     Shutdown,
     /// Another replica holds the stream now.
     LeaseLost,
+    /// The API webhook was deleted.
+    Gone,
+}
+
+/// Whose stream, and where its cursor lives.
+enum Source {
+    Configured(Webhook),
+    Api { id: Uuid, tenant: Tenant },
 }
 
 struct Stream {
     store: Store,
-    client: reqwest::Client,
-    hook: Webhook,
+    sender: Sender,
+    source: Source,
+    /// For logs: the configured name, or the API webhook's id.
+    label: String,
     shutdown: CancellationToken,
+    /// The API webhook's secret last registered for redaction: a rotated
+    /// one is registered once, when first seen.
+    registered: Mutex<String>,
 }
 
 impl Stream {
+    fn new(store: Store, sender: Sender, source: Source, shutdown: CancellationToken) -> Self {
+        let label = match &source {
+            Source::Configured(hook) => hook.name.clone(),
+            Source::Api { id, .. } => id.to_string(),
+        };
+        Self {
+            store,
+            sender,
+            source,
+            label,
+            shutdown,
+            registered: Mutex::new(String::new()),
+        }
+    }
+
     async fn run(self) {
-        let name = self.hook.name.clone();
-        while let Err(e) = self.store.open_webhook_cursor(&name).await {
-            tracing::warn!(webhook = %name, error = %error_chain(&e), "cannot open the webhook's cursor; trying again");
-            if self.pause(POLL * 5).await.is_err() {
-                return;
+        let name = self.label.clone();
+        if let Source::Configured(hook) = &self.source {
+            while let Err(e) = self.store.open_webhook_cursor(&hook.name).await {
+                tracing::warn!(webhook = %name, error = %error_chain(&e), "cannot open the webhook's cursor; trying again");
+                if self.pause(POLL * 5).await.is_err() {
+                    return;
+                }
             }
         }
         loop {
-            let claimed = self.store.claim_webhook(&name, LEASE_TTL).await;
-            let delivered = match claimed {
+            let delivered = match self.claim().await {
                 Ok(Some(delivered)) => delivered,
                 Ok(None) => {
                     if self.pause(POLL).await.is_err() {
-                        return;
+                        break;
                     }
                     continue;
                 }
                 Err(e) => {
                     tracing::warn!(webhook = %name, error = %error_chain(&e), "cannot claim the webhook's stream; trying again");
                     if self.pause(POLL * 5).await.is_err() {
-                        return;
+                        break;
                     }
                     continue;
                 }
@@ -141,20 +352,90 @@ impl Stream {
                     tracing::info!(webhook = %name, "another replica delivers this webhook now");
                 }
                 Err(Stop::Shutdown) => break,
+                Err(Stop::Gone) => return,
             }
         }
-        if let Err(e) = self.store.release_webhook(&name).await {
+        if let Err(e) = self.release().await {
             tracing::warn!(webhook = %name, error = %error_chain(&e), "cannot release the webhook's stream; it passes on when its lease expires");
+        }
+    }
+
+    async fn claim(&self) -> Result<Option<i64>, StoreError> {
+        match &self.source {
+            Source::Configured(hook) => self.store.claim_webhook(&hook.name, LEASE_TTL).await,
+            Source::Api { id, .. } => self.store.claim_api_webhook(*id, LEASE_TTL).await,
+        }
+    }
+
+    async fn release(&self) -> Result<(), StoreError> {
+        match &self.source {
+            Source::Configured(hook) => self.store.release_webhook(&hook.name).await,
+            Source::Api { id, .. } => self.store.release_api_webhook(*id).await,
+        }
+    }
+
+    async fn read_after(&self, delivered: i64) -> Result<Vec<EventRow>, StoreError> {
+        match &self.source {
+            Source::Configured(_) => self.store.events_after(delivered, BATCH).await,
+            Source::Api { tenant, .. } => {
+                self.store
+                    .list_events(tenant, delivered, &[], None, BATCH)
+                    .await
+            }
+        }
+    }
+
+    /// The webhook as it is for this attempt of `event`: `None` when the
+    /// event is not for it. An API webhook is read again (its secret may
+    /// have been rotated); deleted, the stream stops.
+    async fn current(&self, event: &EventRow) -> Result<Option<Webhook>, Stop> {
+        let hook = match &self.source {
+            Source::Configured(hook) => hook.clone(),
+            Source::Api { id, .. } => {
+                let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered();
+                let row = loop {
+                    match self.store.webhook_now(*id).await {
+                        Ok(Some(row)) => break row,
+                        Ok(None) => return Err(Stop::Gone),
+                        Err(e) => {
+                            tracing::warn!(webhook = %self.label, error = %error_chain(&e), "cannot read the webhook; trying again");
+                            self.pause(backoff.next_delay()).await?;
+                        }
+                    }
+                };
+                self.register(&row.secret);
+                match Webhook::from_row(&row) {
+                    Ok(hook) => hook,
+                    Err(e) => {
+                        // Checked at CreateWebhook: only a row edited by
+                        // hand gets here. It waits, as a failing receiver.
+                        tracing::warn!(webhook = %self.label, error = %e, "the webhook's row is unusable");
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        Ok(hook.wants(&event.kind, &event.tenant).then_some(hook))
+    }
+
+    fn register(&self, secret: &str) {
+        let mut last = self
+            .registered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *last != secret {
+            inquest_redact::register(secret);
+            secret.clone_into(&mut last);
         }
     }
 
     /// Delivers the events after `delivered`, in order; `true` when there
     /// were any.
     async fn deliver_after(&self, delivered: i64) -> Result<bool, Stop> {
-        let events = match self.store.events_after(delivered, BATCH).await {
+        let events = match self.read_after(delivered).await {
             Ok(events) => events,
             Err(e) => {
-                tracing::warn!(webhook = %self.hook.name, error = %error_chain(&e), "cannot read events; trying again");
+                tracing::warn!(webhook = %self.label, error = %error_chain(&e), "cannot read events; trying again");
                 self.pause(POLL * 5).await?;
                 return Ok(false);
             }
@@ -163,8 +444,7 @@ impl Stream {
             return Ok(false);
         };
         for event in &events {
-            if self.hook.wants(&event.kind, &event.tenant) {
-                self.deliver(event).await?;
+            if self.deliver(event).await? {
                 self.advance(event.id).await?;
             }
         }
@@ -174,56 +454,89 @@ impl Stream {
         Ok(true)
     }
 
-    async fn advance(&self, id: i64) -> Result<(), Stop> {
+    async fn advance(&self, event: i64) -> Result<(), Stop> {
         let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered();
         loop {
-            match self
-                .store
-                .advance_webhook(&self.hook.name, id, LEASE_TTL)
-                .await
-            {
+            let moved = match &self.source {
+                Source::Configured(hook) => {
+                    self.store
+                        .advance_webhook(&hook.name, event, LEASE_TTL)
+                        .await
+                }
+                Source::Api { id, .. } => {
+                    self.store.advance_api_webhook(*id, event, LEASE_TTL).await
+                }
+            };
+            match moved {
                 Ok(true) => return Ok(()),
                 Ok(false) => return Err(Stop::LeaseLost),
                 Err(e) => {
                     // Not moving the cursor is safe: the event is sent
                     // again (at least once).
-                    tracing::warn!(webhook = %self.hook.name, event = id, error = %error_chain(&e), "cannot record a delivery; trying again");
+                    tracing::warn!(webhook = %self.label, event, error = %error_chain(&e), "cannot record a delivery; trying again");
                     self.pause(backoff.next_delay()).await?;
                 }
             }
         }
     }
 
-    /// Sends `event` until the receiver answers 2xx.
-    async fn deliver(&self, event: &EventRow) -> Result<(), Stop> {
-        let body = body(event);
-        let id = format!("evt_{}", event.id);
+    /// Sends `event` until the receiver answers 2xx; `false` when it is
+    /// not for this webhook.
+    async fn deliver(&self, event: &EventRow) -> Result<bool, Stop> {
         let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered();
         loop {
-            let error = tokio::select! {
+            let Some(hook) = self.current(event).await? else {
+                return Ok(false);
+            };
+            let attempt = tokio::select! {
                 () = self.shutdown.cancelled() => return Err(Stop::Shutdown),
-                outcome = self.attempt(&id, &body) => match outcome {
-                    Ok(()) => {
-                        metrics::counter!("inquest_webhook_attempts_total", "outcome" => "delivered").increment(1);
-                        return Ok(());
-                    }
-                    Err(error) => error,
-                },
+                attempt = self.sender.send(&hook, event) => attempt,
+            };
+            self.record(event, &attempt).await;
+            let Some(error) = attempt.error else {
+                metrics::counter!("inquest_webhook_attempts_total", "outcome" => "delivered")
+                    .increment(1);
+                return Ok(true);
             };
             metrics::counter!("inquest_webhook_attempts_total", "outcome" => "failed").increment(1);
-            tracing::warn!(webhook = %self.hook.name, event = event.id, %error, "webhook delivery failed; retrying");
-            match self
-                .store
-                .webhook_failed(&self.hook.name, &error, LEASE_TTL)
-                .await
-            {
+            tracing::warn!(webhook = %self.label, event = event.id, %error, "webhook delivery failed; retrying");
+            let marked = match &self.source {
+                Source::Configured(hook) => {
+                    self.store
+                        .webhook_failed(&hook.name, &error, LEASE_TTL)
+                        .await
+                }
+                Source::Api { id, .. } => {
+                    self.store.api_webhook_failed(*id, &error, LEASE_TTL).await
+                }
+            };
+            match marked {
                 Ok(true) => {}
                 Ok(false) => return Err(Stop::LeaseLost),
                 Err(e) => {
-                    tracing::warn!(webhook = %self.hook.name, error = %error_chain(&e), "cannot record a failed delivery");
+                    tracing::warn!(webhook = %self.label, error = %error_chain(&e), "cannot record a failed delivery");
                 }
             }
             self.pause_holding(backoff.next_delay()).await?;
+        }
+    }
+
+    /// An API webhook's attempt goes to its history; losing one record is
+    /// logged, never a reason to send again.
+    async fn record(&self, event: &EventRow, attempt: &Attempt) {
+        let Source::Api { id, .. } = &self.source else {
+            return;
+        };
+        let new = NewAttempt {
+            webhook: *id,
+            event_id: event.id,
+            status_code: attempt.status,
+            error: attempt.error.as_deref(),
+            duration: attempt.duration,
+            redelivery: false,
+        };
+        if let Err(e) = self.store.record_webhook_attempt(new).await {
+            tracing::warn!(webhook = %self.label, event = event.id, error = %error_chain(&e), "cannot record a webhook attempt");
         }
     }
 
@@ -238,43 +551,16 @@ impl Stream {
                 return Ok(());
             }
             self.pause(left.min(LEASE_TTL / 3)).await?;
-            match self.store.claim_webhook(&self.hook.name, LEASE_TTL).await {
+            match self.claim().await {
                 Ok(Some(_)) => {}
                 Ok(None) => return Err(Stop::LeaseLost),
                 // The database is away: the next attempt's record says
                 // whether the lease survived.
                 Err(e) => {
-                    tracing::warn!(webhook = %self.hook.name, error = %error_chain(&e), "cannot renew the webhook's lease");
+                    tracing::warn!(webhook = %self.label, error = %error_chain(&e), "cannot renew the webhook's lease");
                 }
             }
         }
-    }
-
-    /// One POST; the error as kept in the cursor row, secrets redacted.
-    async fn attempt(&self, id: &str, body: &[u8]) -> Result<(), String> {
-        // Signed at send time: receivers refuse timestamps too far from
-        // their clock, and a retry can come much later than the event.
-        let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
-        let signature = self.hook.signature(id, timestamp, body);
-        let sent = self
-            .client
-            .post(self.hook.url.clone())
-            .header("content-type", "application/json")
-            .header("webhook-id", id)
-            .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature)
-            .body(body.to_vec())
-            .send()
-            .await;
-        let error = match sent {
-            // The body is not read: only the status counts, and a huge
-            // or slow body cannot hold the stream up.
-            Ok(response) if response.status().is_success() => return Ok(()),
-            Ok(response) => format!("receiver answered {}", response.status()),
-            Err(e) => format!("cannot reach the receiver: {}", error_chain(&e)),
-        };
-        let error = inquest_redact::redact(&error);
-        Err(error.chars().take(MAX_ERROR_CHARS).collect())
     }
 
     /// Sleeps `delay`, or stops at shutdown.

@@ -178,6 +178,30 @@ pub fn parse_secret(secret: &str) -> Option<Vec<u8>> {
 }
 
 impl Webhook {
+    /// An API webhook (migration V25) ready to deliver to: only its
+    /// tenant's events. The error names what is wrong, never the secret.
+    pub fn from_row(row: &inquest_store::WebhookRow) -> Result<Self, String> {
+        let key = parse_secret(&row.secret).ok_or("the secret is not whsec_<base64>")?;
+        let url = reqwest::Url::parse(&row.url).map_err(|e| format!("url is not a URL: {e}"))?;
+        Ok(Webhook {
+            name: row.id.to_string(),
+            url,
+            key,
+            types: row.event_types.iter().cloned().collect(),
+            tenant: Some(row.tenant.clone()),
+        })
+    }
+
+    /// A new signing secret: `whsec_` and the base64 of 24 random bytes.
+    pub fn new_secret() -> Result<String, String> {
+        let mut key = [0u8; 24];
+        getrandom::fill(&mut key).map_err(|e| format!("no random source for a secret: {e}"))?;
+        Ok(format!(
+            "whsec_{}",
+            base64::engine::general_purpose::STANDARD.encode(key)
+        ))
+    }
+
     /// Whether this webhook receives an event of `kind` in `tenant`.
     pub fn wants(&self, kind: &str, tenant: &str) -> bool {
         (self.types.is_empty() || self.types.contains(kind))

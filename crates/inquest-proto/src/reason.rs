@@ -149,6 +149,10 @@ reasons! {
     TokenBudgetExhausted => "TOKEN_BUDGET_EXHAUSTED",
     /// NOT_FOUND: an API token id this tenant has no token of (`token_id`).
     TokenNotFound => "TOKEN_NOT_FOUND",
+    /// NOT_FOUND: a webhook id this tenant has no webhook of
+    /// (`webhook_id`), or RedeliverEvent of an event it has not
+    /// (`event_id`).
+    WebhookNotFound => "WEBHOOK_NOT_FOUND",
     /// NOT_FOUND from the health service: a service name it does not know.
     UnknownService => "UNKNOWN_SERVICE",
     /// INTERNAL: a fault of the server (logged there, never described).

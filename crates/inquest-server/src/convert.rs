@@ -482,6 +482,38 @@ pub fn event(e: &inquest_store::EventRow) -> pb::Event {
     }
 }
 
+/// A webhook as the API shows it: never its secret.
+pub fn webhook(w: &inquest_store::WebhookRow) -> pb::Webhook {
+    pb::Webhook {
+        id: w.id.to_string(),
+        url: w.url.clone(),
+        event_types: w.event_types.clone(),
+        description: w.description.clone(),
+        format: w.format.clone(),
+        created_at: Some(timestamp(w.created_at)),
+        disabled_at: w.disabled_at.map(timestamp),
+        disabled_reason: w.disabled_reason.clone().unwrap_or_default(),
+        delivered_event_id: w.delivered_id,
+        failed_attempts: u32::try_from(w.failed_attempts).unwrap_or(0),
+        last_error: w.last_error.clone().unwrap_or_default(),
+    }
+}
+
+pub fn webhook_delivery(a: &inquest_store::AttemptRow) -> pb::WebhookDelivery {
+    pb::WebhookDelivery {
+        id: a.id,
+        event_id: a.event_id,
+        attempted_at: Some(timestamp(a.attempted_at)),
+        status_code: a
+            .status_code
+            .and_then(|c| u32::try_from(c).ok())
+            .unwrap_or(0),
+        error: a.error.clone().unwrap_or_default(),
+        duration_ms: u64::try_from(a.duration_ms).unwrap_or(0),
+        redelivery: a.redelivery,
+    }
+}
+
 pub fn audit_event(e: &inquest_store::AuditEvent) -> pb::AuditEvent {
     let id = |v: Option<String>| v.unwrap_or_default();
     pb::AuditEvent {

@@ -78,9 +78,12 @@ pub struct Application {
     /// Idempotency keys older than this are deleted, every
     /// `key_cleanup_interval`.
     key_retention: Duration,
-    /// `[[events.webhooks]]`, secrets read: delivered by
-    /// `inquest_engine::delivery` once the replica serves.
-    deliveries: Option<inquest_engine::delivery::Deliveries>,
+    /// `[[events.webhooks]]`, secrets read, and the API webhooks'
+    /// sender: delivered by `inquest_engine::delivery` once the replica
+    /// serves.
+    deliveries: inquest_engine::delivery::Deliveries,
+    /// `[webhooks]`: where API webhooks may send.
+    webhook_policy: inquest_engine::targets::TargetPolicy,
     key_cleanup_interval: Duration,
     /// The agent (none without providers) and its MCP connections.
     agent: BuiltAgent,
@@ -113,7 +116,7 @@ impl Application {
             .iter()
             .map(inquest_engine::webhooks::WebhookSection::load)
             .collect::<Result<Vec<_>, _>>()
-            .and_then(inquest_engine::delivery::Deliveries::new)
+            .and_then(|hooks| inquest_engine::delivery::Deliveries::new(hooks, config.webhooks))
             .map_err(anyhow::Error::msg)?;
         let runtime = AgentRuntime::new(config.runtime.agent_threads)?;
         // After the agent runtime's threads exist (they keep the process's
@@ -224,6 +227,7 @@ impl Application {
             grace: config.shutdown.grace,
             key_retention: config.limits.idempotency_key_retention,
             deliveries,
+            webhook_policy: config.webhooks,
             key_cleanup_interval: config.limits.idempotency_cleanup_interval(),
             refuse_bursts: config.require_agent && agent.agent.is_none(),
             agent,
@@ -415,9 +419,7 @@ impl Application {
         {
             oidc.spawn_refresher(tasks, shutdown.clone());
         }
-        if let Some(deliveries) = &self.deliveries {
-            deliveries.spawn(&self.store, tasks, shutdown).await;
-        }
+        self.deliveries.spawn(&self.store, tasks, shutdown).await;
         spawn_idempotency_cleanup(
             &self.store,
             tasks,
@@ -485,6 +487,10 @@ impl Application {
             self.api,
             runner,
             self.pages,
+            crate::service::webhooks::WebhookApi {
+                policy: self.webhook_policy,
+                sender: self.deliveries.api_sender(),
+            },
         )
         .with_tenants(self.tenants)
         .refusing_bursts(self.refuse_bursts)

@@ -50,6 +50,9 @@ pub struct Config {
     /// `[events]`: webhooks that receive the event log (the engine's
     /// `webhooks`).
     pub events: inquest_engine::webhooks::EventsSection,
+    /// `[webhooks]`: where webhooks made over the API may send (the
+    /// engine's `targets`).
+    pub webhooks: inquest_engine::targets::TargetPolicy,
     pub admin: AdminSection,
     /// `[auth]`: bearer tokens (`mode = "none"` by default, loopback only).
     pub auth: crate::edge::auth::AuthSection,
@@ -98,6 +101,7 @@ impl Default for Config {
             runtime: Default::default(),
             lease: inquest_engine::LeaseSection::default(),
             events: Default::default(),
+            webhooks: Default::default(),
             admin: AdminSection::default(),
             tls: None,
             http: Default::default(),

@@ -30,6 +30,7 @@ mod messages;
 pub mod pages;
 mod sessions;
 mod turns;
+pub mod webhooks;
 
 use pages::{PageList, PageTokens};
 
@@ -77,6 +78,8 @@ pub struct InvestigationsService {
     /// No model provider on a server that needs one: calls that would
     /// open a burst are refused rather than left waiting for nobody.
     refuse_bursts: bool,
+    /// `[webhooks]` and the sender RedeliverEvent posts with.
+    webhooks: webhooks::WebhookApi,
 }
 
 impl InvestigationsService {
@@ -87,9 +90,11 @@ impl InvestigationsService {
         api: ApiLimits,
         runner: Runner,
         pages: PageTokens,
+        webhooks: webhooks::WebhookApi,
     ) -> Self {
         Self {
             pages,
+            webhooks,
             audit: Audit::new(store.clone()),
             store,
             log: watches.log.clone(),
@@ -415,5 +420,53 @@ impl Investigations for InvestigationsService {
         request: Request<pb::ListEventsRequest>,
     ) -> Result<Response<pb::ListEventsResponse>, Status> {
         self.do_list_events(request).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn create_webhook(
+        &self,
+        request: Request<pb::CreateWebhookRequest>,
+    ) -> Result<Response<pb::CreateWebhookResponse>, Status> {
+        self.webhooks_create(request).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn list_webhooks(
+        &self,
+        request: Request<pb::ListWebhooksRequest>,
+    ) -> Result<Response<pb::ListWebhooksResponse>, Status> {
+        self.webhooks_list(request).await
+    }
+
+    #[tracing::instrument(skip_all, fields(webhook_id = %request.get_ref().webhook_id))]
+    async fn delete_webhook(
+        &self,
+        request: Request<pb::DeleteWebhookRequest>,
+    ) -> Result<Response<pb::DeleteWebhookResponse>, Status> {
+        self.webhooks_delete(request).await
+    }
+
+    #[tracing::instrument(skip_all, fields(webhook_id = %request.get_ref().webhook_id))]
+    async fn rotate_webhook_secret(
+        &self,
+        request: Request<pb::RotateWebhookSecretRequest>,
+    ) -> Result<Response<pb::CreateWebhookResponse>, Status> {
+        self.webhooks_rotate(request).await
+    }
+
+    #[tracing::instrument(skip_all, fields(webhook_id = %request.get_ref().webhook_id))]
+    async fn list_webhook_deliveries(
+        &self,
+        request: Request<pb::ListWebhookDeliveriesRequest>,
+    ) -> Result<Response<pb::ListWebhookDeliveriesResponse>, Status> {
+        self.webhooks_deliveries(request).await
+    }
+
+    #[tracing::instrument(skip_all, fields(webhook_id = %request.get_ref().webhook_id))]
+    async fn redeliver_event(
+        &self,
+        request: Request<pb::RedeliverEventRequest>,
+    ) -> Result<Response<pb::WebhookDelivery>, Status> {
+        self.webhooks_redeliver(request).await
     }
 }

@@ -20,6 +20,7 @@ pub enum PageList {
     Incidents,
     Sessions,
     AuditEvents,
+    WebhookDeliveries,
 }
 
 impl PageList {
@@ -28,6 +29,7 @@ impl PageList {
             PageList::Incidents => "incidents",
             PageList::Sessions => "sessions",
             PageList::AuditEvents => "audit_events",
+            PageList::WebhookDeliveries => "webhook_deliveries",
         }
     }
 }

@@ -1,0 +1,793 @@
+//! Webhooks managed over the API (migration V25), through the real server:
+//! created, listed, rotated, deleted, their deliveries listed and an event
+//! redelivered; each delivery checked by a receiver that verifies the
+//! signature with the PyPI `standardwebhooks` package (not ours); tenants
+//! kept apart; and the `[webhooks]` refusals, at CreateWebhook and on the
+//! address each delivery connects to.
+
+use std::time::Duration;
+
+use inquest_auth::Role;
+use inquest_core::{IncidentText, Limits, Tenant};
+use inquest_proto::v1 as pb;
+use inquest_server::edge::auth::AuthMode;
+use inquest_server::reason::{ErrorReason, Reason};
+use inquest_tests::{TestApp, spawn_app_with};
+use tonic::{Code, Request, metadata::MetadataValue};
+
+/// A receiver that verifies each delivery with `standardwebhooks` against
+/// every secret in a file (read again on each request, so a test can add
+/// the rotated one), answers 401 when none verifies, 500 to the first
+/// `fail` requests on `fail_path`, else 204. One JSON line per request:
+/// which secrets verified it.
+const RECEIVER: &str = r#"
+import http.server, json, sys, threading
+from standardwebhooks.webhooks import Webhook
+secrets_file, fail_path, fail = sys.argv[1], sys.argv[2], int(sys.argv[3])
+seen, lock = {}, threading.Lock()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        with open(secrets_file) as f:
+            secrets = [line.strip() for line in f if line.strip()]
+        verified_by = []
+        for i, secret in enumerate(secrets):
+            try:
+                Webhook(secret).verify(body, headers)
+                verified_by.append(i)
+            except Exception:
+                pass
+        with lock:
+            n = seen.get(self.path, 0)
+            seen[self.path] = n + 1
+        if not verified_by:
+            status = 401
+        elif self.path == fail_path and n < fail:
+            status = 500
+        else:
+            status = 204
+        message = json.loads(body) if verified_by else {}
+        print(json.dumps({"path": self.path, "id": headers.get("webhook-id"),
+                          "verified_by": verified_by, "status": status,
+                          "type": message.get("type"),
+                          "tenant": message.get("data", {}).get("tenant")}), flush=True)
+        self.send_response(status)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(json.dumps({"port": server.server_address[1]}), flush=True)
+server.serve_forever()
+"#;
+
+#[derive(Debug, Clone, serde::Deserialize)]
+struct Received {
+    path: String,
+    id: Option<String>,
+    verified_by: Vec<usize>,
+    status: u16,
+    tenant: Option<String>,
+}
+
+struct Receiver {
+    port: u16,
+    secrets: std::path::PathBuf,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
+    _child: tokio::process::Child,
+}
+
+impl Receiver {
+    async fn start(fail_path: &str, fail: u32) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let secrets = std::env::temp_dir().join(format!("inquest-whsec-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&secrets, "").unwrap();
+        let python = std::env::var("INQUEST_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+        let mut child = tokio::process::Command::new(&python)
+            .args(["-c", RECEIVER])
+            .arg(&secrets)
+            .args([fail_path, &fail.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("the receiver did not start in 20 s");
+        let Ok(Some(first)) = first else {
+            let out = child.wait_with_output().await.unwrap();
+            panic!(
+                "the webhook receiver did not start: {}\nIt needs the PyPI package \
+                 standardwebhooks==1.1.0: set INQUEST_TEST_PYTHON to the venv \
+                 `cargo xtask test` makes (target/test-python/bin/python).",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let port: serde_json::Value = serde_json::from_str(&first).unwrap();
+        let port = u16::try_from(port["port"].as_u64().unwrap()).unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let received: Received = serde_json::from_str(&line).unwrap();
+                sink.lock().unwrap().push(received);
+            }
+        });
+        Self {
+            port,
+            secrets,
+            seen,
+            _child: child,
+        }
+    }
+
+    /// Adds a secret to those the receiver verifies with (numbered 0, 1,
+    /// ... in `verified_by`).
+    fn know(&self, secret: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.secrets)
+            .unwrap();
+        writeln!(f, "{secret}").unwrap();
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn seen(&self) -> Vec<Received> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Waits until `done` holds for what was received (30 s at most).
+    async fn wait_for(&self, what: &str, done: impl Fn(&[Received]) -> bool) -> Vec<Received> {
+        for _ in 0..300 {
+            let seen = self.seen();
+            if done(&seen) {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{what}: the receiver saw {:#?}", self.seen());
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.secrets);
+    }
+}
+
+/// Event ids (`evt_<n>`) answered 2xx on `path`, in arrival order.
+fn delivered(seen: &[Received], path: &str) -> Vec<i64> {
+    seen.iter()
+        .filter(|r| r.path == path && (200..300).contains(&r.status))
+        .map(|r| event_number(r.id.as_deref()))
+        .collect()
+}
+
+fn event_number(id: Option<&str>) -> i64 {
+    id.and_then(|id| id.strip_prefix("evt_"))
+        .and_then(|n| n.parse().ok())
+        .unwrap()
+}
+
+fn with<T>(message: T, token: &str) -> Request<T> {
+    let mut request = Request::new(message);
+    let value: MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
+    request.metadata_mut().insert("authorization", value);
+    request
+}
+
+async fn token(app: &TestApp, tenant: &str, role: Role) -> String {
+    app.store
+        .create_token(role.as_str(), &Tenant::parse(tenant).unwrap(), role, None)
+        .await
+        .unwrap()
+        .secret
+}
+
+async fn incident(app: &TestApp, tenant: &str, title: &str) {
+    app.store
+        .create_incident(
+            &Tenant::parse(tenant).unwrap(),
+            &IncidentText::parse(title.into(), String::new(), &Limits::default()).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+/// Ids of `tenant`'s events, oldest first.
+async fn event_ids(db: &tokio_postgres::Client, tenant: &str) -> Vec<i64> {
+    db.query(
+        "SELECT id FROM events WHERE tenant = $1 ORDER BY id",
+        &[&tenant],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+fn reason(status: &tonic::Status) -> Option<Reason> {
+    ErrorReason::of(status).map(|r| r.reason)
+}
+
+/// A server whose API webhooks may send to a plain-http receiver on this
+/// host, with authentication on.
+async fn open_app() -> TestApp {
+    spawn_app_with(|c| {
+        c.auth.mode = AuthMode::Required;
+        c.webhooks.allow_private_targets = true;
+        c.webhooks.allow_http = true;
+    })
+    .await
+}
+
+/// The whole life of a webhook: created, it receives its tenant's events
+/// (never another tenant's), signed, in order; a refused first attempt is
+/// in its delivery list before the 2xx; after a rotation the next delivery
+/// verifies with the new secret only; an event redelivered comes again
+/// under the same `webhook-id`; deleted, it receives nothing more.
+#[tokio::test]
+async fn a_webhook_made_over_the_api_receives_its_tenants_events_signed_and_in_order() {
+    let app = open_app().await;
+    let admin = token(&app, "default", Role::Admin).await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    let receiver = Receiver::start("/flaky", 1).await;
+    let mut c = app.client().await;
+
+    let created = c
+        .create_webhook(with(
+            pb::CreateWebhookRequest {
+                url: receiver.url("/flaky"),
+                event_types: Vec::new(),
+                description: "on call".into(),
+                format: String::new(),
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let hook = created.webhook.unwrap();
+    assert!(
+        created.secret.starts_with("whsec_"),
+        "a Standard Webhooks secret"
+    );
+    assert_eq!(hook.format, "standard");
+    receiver.know(&created.secret);
+
+    // The tenant's events, with another tenant's between them.
+    incident(&app, "default", "first").await;
+    incident(&app, "red", "not ours").await;
+    incident(&app, "default", "second").await;
+    let ours = event_ids(&db, "default").await;
+    assert_eq!(ours.len(), 2);
+    let seen = receiver
+        .wait_for("the tenant's two events", |seen| {
+            delivered(seen, "/flaky") == ours
+        })
+        .await;
+    assert!(
+        seen.iter()
+            .all(|r| r.verified_by == [0] && r.tenant.as_deref() == Some("default")),
+        "{seen:#?}"
+    );
+    // The first attempt was answered 500 and sent again under its id.
+    assert_eq!(seen[0].status, 500);
+    assert_eq!(event_number(seen[0].id.as_deref()), ours[0]);
+
+    // ListWebhooks shows it without a secret (the message has no field for
+    // one) and with its cursor.
+    let listed = c
+        .list_webhooks(with(pb::ListWebhooksRequest {}, &admin))
+        .await
+        .unwrap()
+        .into_inner()
+        .webhooks;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, hook.id);
+    assert_eq!(listed[0].description, "on call");
+    assert!(!format!("{listed:?}").contains(&created.secret));
+
+    // The deliveries, newest first: the second event's 2xx, the first's
+    // 2xx, then its 500.
+    let deliveries = c
+        .list_webhook_deliveries(with(
+            pb::ListWebhookDeliveriesRequest {
+                webhook_id: hook.id.clone(),
+                page_size: 0,
+                page_token: String::new(),
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .deliveries;
+    let shown: Vec<(i64, u32)> = deliveries
+        .iter()
+        .map(|d| (d.event_id, d.status_code))
+        .collect();
+    assert_eq!(shown, vec![(ours[1], 204), (ours[0], 204), (ours[0], 500)]);
+    assert!(deliveries[2].error.contains("500"), "{:?}", deliveries[2]);
+    assert!(deliveries[0].error.is_empty());
+    // Paged: one at a time reaches the same three.
+    let mut paged = Vec::new();
+    let mut page_token = String::new();
+    for _ in 0..5 {
+        let page = c
+            .list_webhook_deliveries(with(
+                pb::ListWebhookDeliveriesRequest {
+                    webhook_id: hook.id.clone(),
+                    page_size: 1,
+                    page_token: page_token.clone(),
+                },
+                &admin,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        paged.extend(page.deliveries.iter().map(|d| d.id));
+        page_token = page.next_page_token;
+        if page_token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(paged, deliveries.iter().map(|d| d.id).collect::<Vec<_>>());
+
+    // Rotated: the next delivery verifies with the new secret only.
+    let rotated = c
+        .rotate_webhook_secret(with(
+            pb::RotateWebhookSecretRequest {
+                webhook_id: hook.id.clone(),
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(rotated.secret.starts_with("whsec_"));
+    assert_ne!(rotated.secret, created.secret);
+    receiver.know(&rotated.secret);
+    incident(&app, "default", "third").await;
+    let third = *event_ids(&db, "default").await.last().unwrap();
+    let seen = receiver
+        .wait_for("the event after the rotation", |seen| {
+            delivered(seen, "/flaky").contains(&third)
+        })
+        .await;
+    let after: Vec<&Received> = seen
+        .iter()
+        .filter(|r| event_number(r.id.as_deref()) == third)
+        .collect();
+    assert!(after.iter().all(|r| r.verified_by == [1]), "{after:#?}");
+
+    // Redelivered: the first event again, same webhook-id, recorded.
+    let before = receiver.seen().len();
+    let redelivery = c
+        .redeliver_event(with(
+            pb::RedeliverEventRequest {
+                webhook_id: hook.id.clone(),
+                event_id: ours[0],
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(redelivery.status_code, 204, "{redelivery:?}");
+    assert!(redelivery.redelivery);
+    let seen = receiver
+        .wait_for("the redelivery", |seen| seen.len() > before)
+        .await;
+    let again = &seen[before];
+    assert_eq!(
+        again.id.as_deref(),
+        Some(format!("evt_{}", ours[0]).as_str())
+    );
+    assert_eq!(again.verified_by, [1]);
+    let newest = c
+        .list_webhook_deliveries(with(
+            pb::ListWebhookDeliveriesRequest {
+                webhook_id: hook.id.clone(),
+                page_size: 1,
+                page_token: String::new(),
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .deliveries;
+    assert_eq!(newest[0].id, redelivery.id);
+    assert_eq!(newest[0].event_id, ours[0]);
+    assert!(newest[0].redelivery);
+
+    // Deleted: twice is fine; nothing more arrives; the id is gone.
+    for deleted in [true, false] {
+        let answer = c
+            .delete_webhook(with(
+                pb::DeleteWebhookRequest {
+                    webhook_id: hook.id.clone(),
+                },
+                &admin,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.deleted, deleted);
+    }
+    // The stream stops within the table scan.
+    tokio::time::sleep(inquest_engine::delivery::SCAN * 2).await;
+    let count = receiver.seen().len();
+    incident(&app, "default", "after the delete").await;
+    tokio::time::sleep(inquest_engine::delivery::SCAN * 2).await;
+    assert_eq!(receiver.seen().len(), count, "{:#?}", receiver.seen());
+    let gone = c
+        .list_webhook_deliveries(with(
+            pb::ListWebhookDeliveriesRequest {
+                webhook_id: hook.id.clone(),
+                ..Default::default()
+            },
+            &admin,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound);
+    assert!(
+        c.list_webhooks(with(pb::ListWebhooksRequest {}, &admin))
+            .await
+            .unwrap()
+            .into_inner()
+            .webhooks
+            .is_empty()
+    );
+
+    // Every call was audited with the webhook named.
+    let audit = c
+        .list_audit_events(with(pb::ListAuditEventsRequest::default(), &admin))
+        .await
+        .unwrap()
+        .into_inner()
+        .events;
+    let methods: Vec<&str> = audit.iter().map(|e| e.method.as_str()).collect();
+    for method in [
+        "CreateWebhook",
+        "RotateWebhookSecret",
+        "RedeliverEvent",
+        "DeleteWebhook",
+    ] {
+        assert!(
+            methods.contains(&method),
+            "{method} not audited: {methods:?}"
+        );
+    }
+    assert!(
+        audit
+            .iter()
+            .all(|e| !e.message.contains(&created.secret) && !e.message.contains(&rotated.secret))
+    );
+    app.stop().await.unwrap();
+}
+
+/// Another tenant's webhook is NOT_FOUND for every call that names it,
+/// exactly as an unknown id, and absent from the list; another tenant's
+/// event cannot be redelivered. A viewer and an operator may not manage
+/// webhooks.
+#[tokio::test]
+async fn another_tenants_webhook_is_not_found_and_only_admins_manage_webhooks() {
+    let app = open_app().await;
+    let admin = token(&app, "default", Role::Admin).await;
+    let red = token(&app, "red", Role::Admin).await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    let mut c = app.client().await;
+    // Nothing listens on port 9: the webhooks' attempts fail, harmlessly.
+    let theirs = c
+        .create_webhook(with(
+            pb::CreateWebhookRequest {
+                url: "https://127.0.0.1:9/red".into(),
+                ..Default::default()
+            },
+            &red,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .webhook
+        .unwrap()
+        .id;
+    let ours = c
+        .create_webhook(with(
+            pb::CreateWebhookRequest {
+                url: "https://127.0.0.1:9/ours".into(),
+                ..Default::default()
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .webhook
+        .unwrap()
+        .id;
+    incident(&app, "red", "red's").await;
+    let red_event = *event_ids(&db, "red").await.last().unwrap();
+    let unknown = uuid::Uuid::now_v7().to_string();
+
+    for id in [&theirs, &unknown] {
+        let calls: Vec<(&str, tonic::Status)> = vec![
+            (
+                "DeleteWebhook",
+                c.delete_webhook(with(
+                    pb::DeleteWebhookRequest {
+                        webhook_id: id.clone(),
+                    },
+                    &admin,
+                ))
+                .await
+                .unwrap_err(),
+            ),
+            (
+                "RotateWebhookSecret",
+                c.rotate_webhook_secret(with(
+                    pb::RotateWebhookSecretRequest {
+                        webhook_id: id.clone(),
+                    },
+                    &admin,
+                ))
+                .await
+                .unwrap_err(),
+            ),
+            (
+                "ListWebhookDeliveries",
+                c.list_webhook_deliveries(with(
+                    pb::ListWebhookDeliveriesRequest {
+                        webhook_id: id.clone(),
+                        ..Default::default()
+                    },
+                    &admin,
+                ))
+                .await
+                .unwrap_err(),
+            ),
+            (
+                "RedeliverEvent",
+                c.redeliver_event(with(
+                    pb::RedeliverEventRequest {
+                        webhook_id: id.clone(),
+                        event_id: red_event,
+                    },
+                    &admin,
+                ))
+                .await
+                .unwrap_err(),
+            ),
+        ];
+        for (method, status) in calls {
+            assert_eq!(status.code(), Code::NotFound, "{method} {id}: {status:?}");
+            assert_eq!(reason(&status), Some(Reason::WebhookNotFound), "{method}");
+            // The message names only the id sent: theirs reads as unknown.
+            assert_eq!(status.message(), format!("webhook {id} not found"));
+        }
+    }
+    // Another tenant's event through our own webhook.
+    let status = c
+        .redeliver_event(with(
+            pb::RedeliverEventRequest {
+                webhook_id: ours.clone(),
+                event_id: red_event,
+            },
+            &admin,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    assert_eq!(status.message(), format!("event {red_event} not found"));
+    let listed: Vec<String> = c
+        .list_webhooks(with(pb::ListWebhooksRequest {}, &admin))
+        .await
+        .unwrap()
+        .into_inner()
+        .webhooks
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    assert_eq!(listed, vec![ours.clone()]);
+    // Red's webhook is untouched.
+    let red_list = c
+        .list_webhooks(with(pb::ListWebhooksRequest {}, &red))
+        .await
+        .unwrap()
+        .into_inner()
+        .webhooks;
+    assert_eq!(red_list.len(), 1);
+    assert_eq!(red_list[0].id, theirs);
+
+    for role in [Role::Viewer, Role::Operator] {
+        let t = token(&app, "default", role).await;
+        let status = c
+            .create_webhook(with(
+                pb::CreateWebhookRequest {
+                    url: "https://127.0.0.1:9/x".into(),
+                    ..Default::default()
+                },
+                &t,
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied, "{role}");
+        let status = c
+            .list_webhooks(with(pb::ListWebhooksRequest {}, &t))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied, "{role}");
+        let status = c
+            .delete_webhook(with(
+                pb::DeleteWebhookRequest {
+                    webhook_id: ours.clone(),
+                },
+                &t,
+            ))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::PermissionDenied, "{role}");
+    }
+    assert_eq!(app.count("webhooks").await, 2);
+    app.stop().await.unwrap();
+}
+
+/// With `[webhooks]` at its defaults, CreateWebhook refuses plain http and
+/// targets that are or resolve to loopback, private or link-local
+/// addresses, and the Slack format (not built yet); nothing is stored.
+/// With them allowed, the same URLs are taken.
+#[tokio::test]
+async fn create_webhook_refuses_http_private_targets_and_slack_by_default() {
+    let app = inquest_tests::spawn_app().await;
+    let mut c = app.client().await;
+    let refused = [
+        ("http://hooks.example.com/x", "plain http"),
+        ("https://127.0.0.1/x", "127.0.0.1 is a loopback address"),
+        ("https://[::1]:8443/x", "::1 is a loopback address"),
+        ("https://10.0.0.1/x", "10.0.0.1 is a private address"),
+        ("https://192.168.1.20/x", "a private address"),
+        ("https://169.254.169.254/latest/meta-data", "link-local"),
+        ("https://[::ffff:127.0.0.1]/x", "loopback"),
+        ("https://localhost:8443/x", "localhost resolves to"),
+    ];
+    for (url, why) in refused {
+        let status = c
+            .create_webhook(pb::CreateWebhookRequest {
+                url: url.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{url}: {status:?}");
+        assert!(
+            status.message().contains(why),
+            "{url}: {:?} does not say {why:?}",
+            status.message()
+        );
+    }
+    let slack = c
+        .create_webhook(pb::CreateWebhookRequest {
+            url: "https://hooks.slack.com/services/T/B/X".into(),
+            format: "slack".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(slack.code(), Code::InvalidArgument);
+    assert!(slack.message().contains("not built yet"), "{slack:?}");
+    let unknown_type = c
+        .create_webhook(pb::CreateWebhookRequest {
+            url: "https://hooks.example.com/x".into(),
+            event_types: vec!["turn.appended".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown_type.code(), Code::InvalidArgument);
+    assert_eq!(app.count("webhooks").await, 0);
+    app.stop().await.unwrap();
+
+    // Allowed, the loopback ones are taken (nothing is sent: no event
+    // happens before the server stops).
+    let app = spawn_app_with(|c| {
+        c.webhooks.allow_private_targets = true;
+        c.webhooks.allow_http = true;
+    })
+    .await;
+    let mut c = app.client().await;
+    for url in ["http://127.0.0.1:9/x", "https://localhost:9/x"] {
+        c.create_webhook(pb::CreateWebhookRequest {
+            url: url.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e:?}"));
+    }
+    app.stop().await.unwrap();
+}
+
+/// The check that counts is made on each connection: a webhook whose name
+/// resolves to loopback (as after DNS rebinding; the row is written past
+/// CreateWebhook here) and one whose address is a loopback literal are
+/// never connected to, and each attempt is recorded as failed, saying why.
+#[tokio::test]
+async fn a_delivery_to_a_refused_address_is_a_failed_attempt_naming_why() {
+    let receiver = Receiver::start("/none", 0).await;
+    let app = inquest_tests::spawn_app().await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    let secret = inquest_engine::webhooks::Webhook::new_secret().unwrap();
+    receiver.know(&secret);
+    // A live receiver on those ports: a connection made would be a TLS
+    // error (or a request), not the resolver's refusal.
+    let urls = [
+        format!("https://localhost:{}/rebound", receiver.port),
+        format!("https://127.0.0.1:{}/literal", receiver.port),
+    ];
+    let mut ids = Vec::new();
+    for url in &urls {
+        let id = uuid::Uuid::now_v7();
+        db.execute(
+            "INSERT INTO webhooks (id, tenant, url, secret, delivered_id) \
+             VALUES ($1, 'default', $2, $3, (SELECT coalesce(max(id), 0) FROM events))",
+            &[&id, url, &secret],
+        )
+        .await
+        .unwrap();
+        ids.push(id);
+    }
+    // Picked up by the table scan, then an event to send.
+    tokio::time::sleep(inquest_engine::delivery::SCAN * 2).await;
+    incident(&app, "default", "to nowhere").await;
+    let mut errors = Vec::new();
+    for id in &ids {
+        let mut error = None;
+        for _ in 0..150 {
+            error = db
+                .query_opt(
+                    "SELECT error FROM webhook_attempts WHERE webhook_id = $1 ORDER BY id LIMIT 1",
+                    &[id],
+                )
+                .await
+                .unwrap()
+                .map(|r| r.get::<_, Option<String>>(0));
+            if error.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let error = error
+            .flatten()
+            .unwrap_or_else(|| panic!("no failed attempt recorded for {id}"));
+        errors.push(error);
+    }
+    assert!(
+        errors[0].contains("localhost resolves to") && errors[0].contains("loopback"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].contains("127.0.0.1 is a loopback address"),
+        "{errors:?}"
+    );
+    let status: Option<i32> = db
+        .query_one(
+            "SELECT status_code FROM webhook_attempts WHERE webhook_id = $1 LIMIT 1",
+            &[&ids[0]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, None);
+    assert!(receiver.seen().is_empty(), "{:#?}", receiver.seen());
+    app.stop().await.unwrap();
+}
