@@ -216,10 +216,10 @@ pub enum IncidentCommand {
 pub struct PageArgs {
     /// Items per page (the server caps it at 500).
     #[arg(long, default_value_t = 50)]
-    limit: u32,
+    pub(crate) limit: u32,
     /// Follow the page tokens to the end instead of printing one page.
     #[arg(long)]
-    all: bool,
+    pub(crate) all: bool,
 }
 
 #[derive(Subcommand)]
@@ -292,7 +292,7 @@ fn status_name(status: i32) -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn created(t: Option<&prost_types::Timestamp>) -> String {
+pub(crate) fn created(t: Option<&prost_types::Timestamp>) -> String {
     t.map(|t| t.to_string()).unwrap_or_else(|| "-".into())
 }
 
@@ -318,7 +318,11 @@ pub fn session_line(s: &pb::Session) -> String {
 
 /// Prints one page, or every page with `--all`; says on stderr when more
 /// pages are left.
-async fn print_pages<F, Fut>(page: PageArgs, what: &str, mut fetch: F) -> anyhow::Result<()>
+pub(crate) async fn print_pages<F, Fut>(
+    page: PageArgs,
+    what: &str,
+    mut fetch: F,
+) -> anyhow::Result<()>
 where
     F: FnMut(String) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<(Vec<String>, String)>>,

@@ -3,7 +3,8 @@
 //! `main` only parses arguments, starts telemetry and dispatches. The only
 //! crate that links both the engine and the gRPC edge (through `serve`);
 //! the client modules (`client.rs`, `watch.rs`, `view.rs`, `investigate.rs`) use
-//! the wire contract (`inquest-proto`) and no server code.
+//! the wire contract (`inquest-proto`) and no server code (`webhooks.rs`
+//! too).
 
 mod approve;
 mod client;
@@ -13,6 +14,7 @@ mod retry;
 mod tokens;
 mod view;
 mod watch;
+mod webhooks;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
@@ -136,6 +138,14 @@ enum Command {
     /// Deny tool calls held for approval (all pending ones when no call is
     /// named): the model is told "denied by <you>: <comment>".
     Deny(approve::DecideArgs),
+    /// Webhooks of your tenant (admin token): create (prints the signing
+    /// secret once), list, delete, rotate, deliveries, redeliver.
+    Webhook {
+        #[command(subcommand)]
+        command: webhooks::WebhookCommand,
+        #[command(flatten)]
+        target: client::Target,
+    },
 }
 
 /// A CLI piped into `head` should stop quietly when the pipe closes, not
@@ -252,6 +262,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Send(args) => watch::send(args).await,
         Command::Approve(args) => approve::decide(args, pb::ToolCallVerdict::Approve).await,
         Command::Deny(args) => approve::decide(args, pb::ToolCallVerdict::Deny).await,
+        Command::Webhook { command, target } => webhooks::run(target, command).await,
     }
 }
 

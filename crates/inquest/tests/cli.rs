@@ -644,3 +644,127 @@ async fn a_cancelled_investigation_reports_unknown_cost_and_the_time_it_worked()
     fake.release_answers();
     server.stop().await;
 }
+
+/// `inquest webhook create|list|deliveries|delete` with an admin token: the
+/// secret is printed by `create` only (never by `list`, never in the
+/// server's log), a viewer is refused, a delete twice is fine and the list
+/// is empty after it.
+#[tokio::test]
+async fn webhooks_are_made_listed_and_deleted_from_the_cli() {
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
+    let dir = tempfile::Builder::new()
+        .prefix("inquest-webhooks-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let config = dir.path().join("webhooks.toml");
+    // A receiver address on loopback (nothing listens on port 9; nothing
+    // is delivered in this test), allowed for it.
+    std::fs::write(
+        &config,
+        "[auth]\nmode = \"required\"\n\n[webhooks]\nallow_private_targets = true\nallow_http = true\n",
+    )
+    .unwrap();
+    let server =
+        Server::start(&["--database-url", &url, "--config", config.to_str().unwrap()]).await;
+    let at = format!("http://127.0.0.1:{}", server.port);
+    let token = |role: &'static str| {
+        let url = url.clone();
+        async move {
+            inquest(
+                &[
+                    "token",
+                    "create",
+                    "--tenant",
+                    "default",
+                    "--role",
+                    role,
+                    "--database-url",
+                    &url,
+                ],
+                &[],
+            )
+            .await
+            .ok("token create")
+            .stdout
+            .trim()
+            .to_owned()
+        }
+    };
+    let admin = token("admin").await;
+    let viewer = token("viewer").await;
+    let as_admin = [
+        ("INQUEST_SERVER", at.as_str()),
+        ("INQUEST_TOKEN", admin.as_str()),
+    ];
+
+    let run = inquest(
+        &[
+            "webhook",
+            "create",
+            "https://127.0.0.1:9/hook",
+            "--event-type",
+            "report.ready",
+            "--description",
+            "on call",
+        ],
+        &as_admin,
+    )
+    .await
+    .ok("webhook create");
+    let id = field(&run.stdout, "webhook ");
+    let secret = field(&run.stdout, "secret ");
+    assert!(secret.starts_with("whsec_"), "{}", run.stdout);
+    assert!(run.stderr.contains("shown this once"), "{}", run.stderr);
+
+    let run = inquest(&["webhook", "list"], &as_admin)
+        .await
+        .ok("webhook list");
+    assert!(run.stdout.starts_with(&id), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("https://127.0.0.1:9/hook"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("report.ready"), "{}", run.stdout);
+    assert!(!run.stdout.contains(&secret), "list never shows the secret");
+
+    let run = inquest(&["webhook", "deliveries", &id], &as_admin)
+        .await
+        .ok("webhook deliveries");
+    assert_eq!(run.stdout, "");
+    assert!(run.stderr.contains("no deliveries"), "{}", run.stderr);
+
+    let refused = inquest(
+        &["webhook", "create", "https://127.0.0.1:9/other"],
+        &[
+            ("INQUEST_SERVER", at.as_str()),
+            ("INQUEST_TOKEN", viewer.as_str()),
+        ],
+    )
+    .await
+    .failed("webhook create as a viewer");
+    assert!(
+        refused.stderr.to_lowercase().contains("permission"),
+        "{}",
+        refused.stderr
+    );
+
+    let run = inquest(&["webhook", "delete", &id], &as_admin)
+        .await
+        .ok("webhook delete");
+    assert!(run.stdout.contains("deleted"), "{}", run.stdout);
+    let run = inquest(&["webhook", "delete", &id], &as_admin)
+        .await
+        .ok("webhook delete again");
+    assert!(run.stdout.contains("deleted already"), "{}", run.stdout);
+    let run = inquest(&["webhook", "list"], &as_admin)
+        .await
+        .ok("webhook list after the delete");
+    assert_eq!(run.stdout, "");
+    assert!(
+        server.lines().iter().all(|l| !l.contains(&secret)),
+        "the secret reached the server's log"
+    );
+    drop(server);
+}
