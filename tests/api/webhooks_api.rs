@@ -262,6 +262,23 @@ async fn a_webhook_made_over_the_api_receives_its_tenants_events_signed_and_in_o
     );
     assert_eq!(hook.format, "standard");
     receiver.know(&created.secret);
+    // The secret joined the redaction registry of this (the server's)
+    // process.
+    assert!(!inquest_redact::redact(&created.secret).contains(&created.secret));
+    // A second webhook, for reports only.
+    let reports = c
+        .create_webhook(with(
+            pb::CreateWebhookRequest {
+                url: receiver.url("/reports"),
+                event_types: vec!["report.ready".into()],
+                ..Default::default()
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    receiver.know(&reports.secret);
 
     // The tenant's events, with another tenant's between them.
     incident(&app, "default", "first").await;
@@ -279,12 +296,85 @@ async fn a_webhook_made_over_the_api_receives_its_tenants_events_signed_and_in_o
             .all(|r| r.verified_by == [0] && r.tenant.as_deref() == Some("default")),
         "{seen:#?}"
     );
+    // A burst that reports: its report.ready reaches /reports, and only
+    // that event (checked once every event reached /flaky).
+    let store = crate::leases::store_as(&app.db_url, "webhooks-a");
+    let session = store
+        .start_session(
+            &Tenant::default_tenant(),
+            inquest_core::TenantQuota::UNLIMITED,
+            store
+                .create_incident(
+                    &Tenant::default_tenant(),
+                    &IncidentText::parse("reported".into(), String::new(), &Limits::default())
+                        .unwrap(),
+                )
+                .await
+                .unwrap()
+                .id,
+            inquest_core::UserMessage::parse("what happened?".into(), &Limits::default()).unwrap(),
+            None,
+        )
+        .await
+        .unwrap()
+        .session
+        .id;
+    let lease = store.claim_pending(session).await.unwrap().unwrap();
+    store
+        .save_report(
+            &lease,
+            inquest_store::NewReport {
+                burst: 1,
+                exit_reason: inquest_core::ExitReason::Completed,
+                summary: "found it".into(),
+                counters: serde_json::json!({}),
+                active_ms: 10,
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .close_burst(&lease, inquest_core::ExitReason::Completed)
+        .await
+        .unwrap();
+    let ours = event_ids(&db, "default").await;
+    let report: Vec<i64> = db
+        .query(
+            "SELECT id FROM events WHERE tenant = 'default' AND type = 'report.ready'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(report.len(), 1);
+    let seen = receiver
+        .wait_for("every event on /flaky, the report on /reports", |seen| {
+            delivered(seen, "/flaky") == ours && delivered(seen, "/reports") == report
+        })
+        .await;
+    assert!(
+        seen.iter()
+            .filter(|r| r.path == "/reports")
+            .all(|r| r.verified_by == [1]),
+        "{seen:#?}"
+    );
+    // /reports took the report and nothing else; it is done with.
+    c.delete_webhook(with(
+        pb::DeleteWebhookRequest {
+            webhook_id: reports.webhook.unwrap().id,
+        },
+        &admin,
+    ))
+    .await
+    .unwrap();
     // The first attempt was answered 500 and sent again under its id.
     assert_eq!(seen[0].status, 500);
     assert_eq!(event_number(seen[0].id.as_deref()), ours[0]);
 
     // ListWebhooks shows it without a secret (the message has no field for
-    // one) and with its cursor.
+    // one).
     let listed = c
         .list_webhooks(with(pb::ListWebhooksRequest {}, &admin))
         .await
@@ -296,7 +386,7 @@ async fn a_webhook_made_over_the_api_receives_its_tenants_events_signed_and_in_o
     assert_eq!(listed[0].description, "on call");
     assert!(!format!("{listed:?}").contains(&created.secret));
 
-    // The deliveries, newest first: the second event's 2xx, the first's
+    // The deliveries, newest first: each later event's 2xx, the first's
     // 2xx, then its 500.
     let deliveries = c
         .list_webhook_deliveries(with(
@@ -315,13 +405,16 @@ async fn a_webhook_made_over_the_api_receives_its_tenants_events_signed_and_in_o
         .iter()
         .map(|d| (d.event_id, d.status_code))
         .collect();
-    assert_eq!(shown, vec![(ours[1], 204), (ours[0], 204), (ours[0], 500)]);
-    assert!(deliveries[2].error.contains("500"), "{:?}", deliveries[2]);
+    let mut expected: Vec<(i64, u32)> = ours.iter().rev().map(|id| (*id, 204)).collect();
+    expected.push((ours[0], 500));
+    assert_eq!(shown, expected);
+    let refused = deliveries.last().unwrap();
+    assert!(refused.error.contains("500"), "{refused:?}");
     assert!(deliveries[0].error.is_empty());
-    // Paged: one at a time reaches the same three.
+    // Paged: one at a time reaches the same ones.
     let mut paged = Vec::new();
     let mut page_token = String::new();
-    for _ in 0..5 {
+    for _ in 0..20 {
         let page = c
             .list_webhook_deliveries(with(
                 pb::ListWebhookDeliveriesRequest {
@@ -355,6 +448,7 @@ async fn a_webhook_made_over_the_api_receives_its_tenants_events_signed_and_in_o
         .into_inner();
     assert!(rotated.secret.starts_with("whsec_"));
     assert_ne!(rotated.secret, created.secret);
+    assert!(!inquest_redact::redact(&rotated.secret).contains(&rotated.secret));
     receiver.know(&rotated.secret);
     incident(&app, "default", "third").await;
     let third = *event_ids(&db, "default").await.last().unwrap();
@@ -367,7 +461,7 @@ async fn a_webhook_made_over_the_api_receives_its_tenants_events_signed_and_in_o
         .iter()
         .filter(|r| event_number(r.id.as_deref()) == third)
         .collect();
-    assert!(after.iter().all(|r| r.verified_by == [1]), "{after:#?}");
+    assert!(after.iter().all(|r| r.verified_by == [2]), "{after:#?}");
 
     // Redelivered: the first event again, same webhook-id, recorded.
     let before = receiver.seen().len();
@@ -392,7 +486,7 @@ async fn a_webhook_made_over_the_api_receives_its_tenants_events_signed_and_in_o
         again.id.as_deref(),
         Some(format!("evt_{}", ours[0]).as_str())
     );
-    assert_eq!(again.verified_by, [1]);
+    assert_eq!(again.verified_by, [2]);
     let newest = c
         .list_webhook_deliveries(with(
             pb::ListWebhookDeliveriesRequest {
@@ -789,5 +883,53 @@ async fn a_delivery_to_a_refused_address_is_a_failed_attempt_naming_why() {
         .get(0);
     assert_eq!(status, None);
     assert!(receiver.seen().is_empty(), "{:#?}", receiver.seen());
+    app.stop().await.unwrap();
+}
+
+/// A webhook's attempt history keeps its newest rows only.
+#[tokio::test]
+async fn a_webhooks_attempt_history_is_bounded() {
+    let app = inquest_tests::spawn_app().await;
+    let row = app
+        .store
+        .create_webhook(
+            inquest_store::NewWebhook {
+                tenant: &Tenant::default_tenant(),
+                url: "https://hooks.example.com/x",
+                event_types: &[],
+                description: "",
+                format: "standard",
+                secret: &inquest_engine::webhooks::Webhook::new_secret().unwrap(),
+            },
+            10,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let extra = 5;
+    for n in 0..inquest_store::MAX_ATTEMPTS_KEPT + extra {
+        app.store
+            .record_webhook_attempt(inquest_store::NewAttempt {
+                webhook: row.id,
+                event_id: n,
+                status_code: Some(500),
+                error: Some("receiver answered 500"),
+                duration: Duration::from_millis(1),
+                redelivery: false,
+            })
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let db = inquest_tests::connect(&app.db_url).await;
+    let kept = db
+        .query_one(
+            "SELECT count(*), min(event_id) FROM webhook_attempts WHERE webhook_id = $1",
+            &[&row.id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(kept.get::<_, i64>(0), inquest_store::MAX_ATTEMPTS_KEPT);
+    assert_eq!(kept.get::<_, i64>(1), extra, "the oldest went");
     app.stop().await.unwrap();
 }

@@ -160,9 +160,14 @@ impl Sender {
                 &format!("receiver answered {}", response.status()),
                 started,
             ),
+            // Without the URL: a receiver's URL may carry its own secret
+            // (a token in the path), and the error is kept and logged.
             Err(e) => Attempt::failed(
                 None,
-                &format!("cannot reach the receiver: {}", error_chain(&e)),
+                &format!(
+                    "cannot reach the receiver: {}",
+                    error_chain(&e.without_url())
+                ),
                 started,
             ),
         }
@@ -231,9 +236,19 @@ async fn follow_api_webhooks(
     shutdown: CancellationToken,
 ) {
     let mut running: HashMap<Uuid, CancellationToken> = HashMap::new();
+    // Said once when the cap is reached, not on every scan.
+    let mut full = false;
     loop {
         match store.active_webhooks(MAX_API_STREAMS).await {
             Ok(rows) => {
+                let at_cap = rows.len() >= MAX_API_STREAMS as usize;
+                if at_cap && !full {
+                    tracing::warn!(
+                        limit = MAX_API_STREAMS,
+                        "as many webhooks as one replica delivers: newer ones wait until older ones are deleted"
+                    );
+                }
+                full = at_cap;
                 running.retain(|id, stop| {
                     let keep = rows.iter().any(|r| r.id == *id);
                     if !keep {
@@ -249,6 +264,9 @@ async fn follow_api_webhooks(
                         tracing::warn!(webhook = %row.id, "a webhook's tenant is not a tenant name; not delivered");
                         continue;
                     };
+                    // Before any line could hold it: an attempt's error,
+                    // a receiver's answer.
+                    inquest_redact::register(&row.secret);
                     let stop = shutdown.child_token();
                     let stream = Stream::new(
                         store.clone(),

@@ -180,7 +180,8 @@ impl InvestigationsService {
                 ],
             ));
         };
-        tracing::info!(webhook_id = %row.id, url = %row.url, "webhook created");
+        // Not the URL: some receivers carry a secret in it.
+        tracing::info!(webhook_id = %row.id, "webhook created");
         Ok(Response::new(pb::CreateWebhookResponse {
             webhook: Some(convert::webhook(&row)),
             secret,
