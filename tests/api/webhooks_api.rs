@@ -933,3 +933,85 @@ async fn a_webhooks_attempt_history_is_bounded() {
     assert_eq!(kept.get::<_, i64>(1), extra, "the oldest went");
     app.stop().await.unwrap();
 }
+
+/// Two replicas follow the same API webhook: one at a time delivers
+/// (every event once, in order), and when the holder stops the other takes
+/// the stream over and goes on where it stopped.
+#[tokio::test]
+async fn two_replicas_deliver_an_api_webhook_once_and_the_survivor_goes_on() {
+    let receiver = Receiver::start("/none", 0).await;
+    let configure = |name: &'static str| {
+        move |c: &mut inquest_server::config::Config| {
+            c.replica_id = Some(name.into());
+            c.webhooks.allow_private_targets = true;
+            c.webhooks.allow_http = true;
+        }
+    };
+    let mut a = spawn_app_with(configure("replica-a")).await;
+    let db_handle = a.take_database().unwrap();
+    let b = inquest_tests::spawn_app_on(
+        db_handle.name.clone(),
+        a.db_url.clone(),
+        configure("replica-b"),
+    )
+    .await;
+    let db = inquest_tests::connect(&a.db_url).await;
+    let created = a
+        .client()
+        .await
+        .create_webhook(pb::CreateWebhookRequest {
+            url: receiver.url("/hook"),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    receiver.know(&created.secret);
+    let id = uuid::Uuid::parse_str(&created.webhook.unwrap().id).unwrap();
+    for n in 0..5 {
+        incident(&a, "default", &format!("incident {n}")).await;
+    }
+    let all = event_ids(&db, "default").await;
+    receiver
+        .wait_for("every event", |seen| {
+            delivered(seen, "/hook").len() >= all.len()
+        })
+        .await;
+    // Give a second deliverer, if there were one, time to repeat them.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(delivered(&receiver.seen(), "/hook"), all);
+    let holder: String = db
+        .query_one("SELECT holder FROM webhooks WHERE id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    let (survivor, name) = match holder.as_str() {
+        "replica-a" => {
+            a.stop().await.unwrap();
+            (b, "replica-b")
+        }
+        "replica-b" => {
+            b.stop().await.unwrap();
+            (a, "replica-a")
+        }
+        other => panic!("held by {other}"),
+    };
+    for n in 0..3 {
+        incident(&survivor, "default", &format!("after the stop {n}")).await;
+    }
+    let all = event_ids(&db, "default").await;
+    receiver
+        .wait_for("the events after the stop", |seen| {
+            delivered(seen, "/hook") == all
+        })
+        .await;
+    let holder: String = db
+        .query_one("SELECT holder FROM webhooks WHERE id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(holder, name);
+    assert!(receiver.seen().iter().all(|r| r.verified_by == [0]));
+    survivor.stop().await.unwrap();
+    drop(db_handle);
+}
