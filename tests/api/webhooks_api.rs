@@ -1015,3 +1015,196 @@ async fn two_replicas_deliver_an_api_webhook_once_and_the_survivor_goes_on() {
     survivor.stop().await.unwrap();
     drop(db_handle);
 }
+
+/// A server as [`open_app`], with `[webhooks] give_up_after` and
+/// `disable_after` short enough to pass in a test.
+async fn app_giving_up(give_up_after: Duration, disable_after: Duration) -> TestApp {
+    spawn_app_with(move |c| {
+        c.auth.mode = AuthMode::Required;
+        c.webhooks.allow_private_targets = true;
+        c.webhooks.allow_http = true;
+        c.webhooks.give_up_after = give_up_after;
+        c.webhooks.disable_after = disable_after;
+    })
+    .await
+}
+
+async fn deliveries(
+    c: &mut pb::investigations_client::InvestigationsClient<tonic::transport::Channel>,
+    admin: &str,
+    hook: &str,
+) -> Vec<pb::WebhookDelivery> {
+    c.list_webhook_deliveries(with(
+        pb::ListWebhookDeliveriesRequest {
+            webhook_id: hook.to_owned(),
+            page_size: 0,
+            page_token: String::new(),
+        },
+        admin,
+    ))
+    .await
+    .unwrap()
+    .into_inner()
+    .deliveries
+}
+
+/// An event that fails for `give_up_after` is given up: its deliveries
+/// end with "gave up after", and the cursor moves on, so the next event is
+/// delivered (to a receiver that answers now) and the first never is.
+#[tokio::test]
+async fn an_event_failing_for_give_up_after_is_given_up_and_the_next_follows() {
+    let app = app_giving_up(Duration::from_secs(1), Duration::from_secs(3600)).await;
+    let admin = token(&app, "default", Role::Admin).await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    // 500 to every request on /down.
+    let receiver = Receiver::start("/down", 1_000_000).await;
+    let mut c = app.client().await;
+    let created = c
+        .create_webhook(with(
+            pb::CreateWebhookRequest {
+                url: receiver.url("/down"),
+                ..Default::default()
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    receiver.know(&created.secret);
+    let hook = created.webhook.unwrap().id;
+
+    incident(&app, "default", "lost").await;
+    let lost = event_ids(&db, "default").await;
+    assert_eq!(lost.len(), 1);
+    let lost = lost[0];
+    let mut given_up = None;
+    for _ in 0..200 {
+        given_up = deliveries(&mut c, &admin, &hook)
+            .await
+            .into_iter()
+            .find(|d| d.error.starts_with("gave up after 1s"));
+        if given_up.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let given_up = given_up.unwrap_or_else(|| panic!("never gave up: {:#?}", receiver.seen()));
+    assert_eq!(given_up.event_id, lost);
+    assert_eq!(given_up.status_code, 0);
+    assert!(given_up.error.contains("500"), "{given_up:?}");
+
+    // The receiver answers now (the row's URL, read before each attempt,
+    // points at a path that succeeds), and the next event comes.
+    db.execute(
+        "UPDATE webhooks SET url = $2 WHERE id = $1::text::uuid",
+        &[&hook, &receiver.url("/up")],
+    )
+    .await
+    .unwrap();
+    incident(&app, "default", "next").await;
+    let next = *event_ids(&db, "default").await.last().unwrap();
+    let seen = receiver
+        .wait_for("the next event", |seen| delivered(seen, "/up") == [next])
+        .await;
+    let failed: Vec<i64> = seen
+        .iter()
+        .filter(|r| r.path == "/down")
+        .map(|r| event_number(r.id.as_deref()))
+        .collect();
+    assert!(
+        failed.len() >= 2 && failed.iter().all(|id| *id == lost),
+        "retried, then given up: {seen:#?}"
+    );
+    assert!(seen.iter().all(|r| r.verified_by == [0]), "{seen:#?}");
+    // Newest first: the next event's 2xx, the give-up, the failures.
+    let listed = deliveries(&mut c, &admin, &hook).await;
+    assert_eq!(listed[0].event_id, next);
+    assert!(listed[0].error.is_empty(), "{listed:#?}");
+    assert!(listed[1].error.starts_with("gave up after"), "{listed:#?}");
+    assert!(
+        listed[2..]
+            .iter()
+            .all(|d| d.event_id == lost && d.status_code == 500),
+        "{listed:#?}"
+    );
+    // Failing for less than disable_after: still enabled.
+    let hooks = c
+        .list_webhooks(with(pb::ListWebhooksRequest {}, &admin))
+        .await
+        .unwrap()
+        .into_inner()
+        .webhooks;
+    assert!(hooks[0].disabled_at.is_none(), "{hooks:#?}");
+    app.stop().await.unwrap();
+}
+
+/// A webhook whose every attempt failed for `disable_after` is disabled:
+/// ListWebhooks says when and why, and nothing more is sent to it.
+#[tokio::test]
+async fn a_webhook_failing_for_disable_after_is_disabled_and_says_why() {
+    let app = app_giving_up(Duration::from_secs(1), Duration::from_secs(2)).await;
+    let admin = token(&app, "default", Role::Admin).await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    let receiver = Receiver::start("/down", 1_000_000).await;
+    let mut c = app.client().await;
+    let created = c
+        .create_webhook(with(
+            pb::CreateWebhookRequest {
+                url: receiver.url("/down"),
+                ..Default::default()
+            },
+            &admin,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    receiver.know(&created.secret);
+    let hook = created.webhook.unwrap().id;
+    incident(&app, "default", "first").await;
+    incident(&app, "default", "second").await;
+    let ids = event_ids(&db, "default").await;
+
+    let mut listed = Vec::new();
+    for _ in 0..200 {
+        listed = c
+            .list_webhooks(with(pb::ListWebhooksRequest {}, &admin))
+            .await
+            .unwrap()
+            .into_inner()
+            .webhooks;
+        if listed[0].disabled_at.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let disabled = &listed[0];
+    assert!(
+        disabled.disabled_at.is_some(),
+        "never disabled: {listed:#?}"
+    );
+    assert!(
+        disabled
+            .disabled_reason
+            .starts_with("every delivery attempt failed for ")
+            && disabled.disabled_reason.contains("disable_after is 2s"),
+        "{disabled:#?}"
+    );
+    // The first event was given up on the way (after 1 s), the second
+    // tried after it.
+    let history = deliveries(&mut c, &admin, &hook).await;
+    assert!(
+        history
+            .iter()
+            .any(|d| d.event_id == ids[0] && d.error.starts_with("gave up after 1s")),
+        "{history:#?}"
+    );
+    assert!(history.iter().any(|d| d.event_id == ids[1]), "{history:#?}");
+
+    // Nothing more is sent: not the second event, not a new one.
+    let sent = receiver.seen().len();
+    incident(&app, "default", "third").await;
+    tokio::time::sleep(inquest_engine::delivery::SCAN * 2).await;
+    assert_eq!(receiver.seen().len(), sent, "{:#?}", receiver.seen());
+    assert_eq!(deliveries(&mut c, &admin, &hook).await.len(), history.len());
+    app.stop().await.unwrap();
+}

@@ -11,9 +11,14 @@
 //! answered 2xx (or the event is not for this webhook); an event whose
 //! answer was lost, or whose replica died after sending, is sent again,
 //! with the same `webhook-id` so receivers can deduplicate. A failed
-//! attempt is retried with jittered backoff, without end: the next event
-//! waits, so the order holds. A replica that stops gives its leases up; one
-//! that dies leaves them to expire ([`LEASE_TTL`]).
+//! attempt is retried with jittered exponential backoff while the next
+//! event waits, so the order holds, for `[webhooks] give_up_after`: then
+//! the event is given up (an API webhook's history records it) and the
+//! cursor moves on. An API webhook whose every attempt failed for
+//! `disable_after` is disabled, with the reason in its row. Both clocks
+//! are in the rows (migration V27), so a replica taking a stream over
+//! keeps counting. A replica that stops gives its leases up; one that dies
+//! leaves them to expire ([`LEASE_TTL`]).
 //!
 //! API webhooks go through [`crate::targets`]: their client refuses
 //! forbidden addresses on every connection, and their secret is read
@@ -26,7 +31,7 @@ use std::{
 };
 
 use inquest_core::{Backoff, Tenant, error_chain};
-use inquest_store::{EventRow, NewAttempt, Store, StoreError};
+use inquest_store::{Backlog, EventRow, NewAttempt, Store, StoreError};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use uuid::Uuid;
 
@@ -180,6 +185,8 @@ pub struct Deliveries {
     configured: Sender,
     webhooks: Vec<Webhook>,
     api: Sender,
+    /// `[webhooks]`: `give_up_after` and `disable_after` here.
+    policy: TargetPolicy,
 }
 
 impl Deliveries {
@@ -188,6 +195,7 @@ impl Deliveries {
             configured: Sender::configured()?,
             webhooks,
             api: Sender::guarded(policy)?,
+            policy,
         })
     }
 
@@ -213,13 +221,20 @@ impl Deliveries {
                 store.clone(),
                 self.configured.clone(),
                 Source::Configured(hook.clone()),
+                self.policy,
                 shutdown.clone(),
             );
             tasks.spawn(stream.run());
         }
+        tasks.spawn(measure_backlog(
+            store.clone(),
+            self.webhooks.clone(),
+            shutdown.clone(),
+        ));
         let follow = follow_api_webhooks(
             store.clone(),
             self.api.clone(),
+            self.policy,
             tasks.clone(),
             shutdown.clone(),
         );
@@ -227,11 +242,51 @@ impl Deliveries {
     }
 }
 
+/// Sets the queue gauges every [`SCAN`]: the events not yet delivered on
+/// the streams this replica holds, summed, and the age of the oldest. A
+/// stream held elsewhere is that replica's to count, so the sum over
+/// replicas counts each stream once.
+async fn measure_backlog(store: Store, configured: Vec<Webhook>, shutdown: CancellationToken) {
+    loop {
+        match backlog(&store, &configured).await {
+            Ok(backlog) => {
+                #[allow(clippy::cast_precision_loss)]
+                metrics::gauge!("inquest_webhook_queue_depth").set(backlog.events as f64);
+                metrics::gauge!("inquest_webhook_oldest_undelivered_seconds")
+                    .set(backlog.oldest.map_or(0.0, |d| d.as_secs_f64()));
+            }
+            Err(e) => {
+                tracing::debug!(error = %error_chain(&e), "cannot measure the webhook queue; trying again");
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(SCAN) => {}
+        }
+    }
+}
+
+async fn backlog(store: &Store, configured: &[Webhook]) -> Result<Backlog, StoreError> {
+    let mut total = store.held_api_webhooks_backlog().await?;
+    if configured.is_empty() {
+        return Ok(total);
+    }
+    for (name, delivered) in store.held_webhook_cursors().await? {
+        let Some(hook) = configured.iter().find(|h| h.name == name) else {
+            continue;
+        };
+        let (tenant, types) = hook.filter();
+        total = total.and(store.events_backlog(delivered, tenant, &types).await?);
+    }
+    Ok(total)
+}
+
 /// Keeps one stream running per API webhook in the table: a new one is
 /// started, a deleted (or disabled) one stopped, within [`SCAN`].
 async fn follow_api_webhooks(
     store: Store,
     sender: Sender,
+    policy: TargetPolicy,
     tasks: TaskTracker,
     shutdown: CancellationToken,
 ) {
@@ -272,6 +327,7 @@ async fn follow_api_webhooks(
                         store.clone(),
                         sender.clone(),
                         Source::Api { id: row.id, tenant },
+                        policy,
                         stop.clone(),
                     );
                     tasks.spawn(stream.run());
@@ -296,6 +352,18 @@ enum Stop {
     LeaseLost,
     /// The API webhook was deleted.
     Gone,
+    /// The API webhook failed for `disable_after` and is disabled now.
+    Disabled,
+}
+
+/// What became of one event on one stream.
+enum Outcome {
+    /// The receiver answered 2xx.
+    Delivered,
+    /// It failed for `give_up_after`.
+    GaveUp,
+    /// Not for this webhook.
+    Skipped,
 }
 
 /// Whose stream, and where its cursor lives.
@@ -308,6 +376,8 @@ struct Stream {
     store: Store,
     sender: Sender,
     source: Source,
+    /// `give_up_after` and `disable_after`.
+    policy: TargetPolicy,
     /// For logs: the configured name, or the API webhook's id.
     label: String,
     shutdown: CancellationToken,
@@ -317,7 +387,13 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(store: Store, sender: Sender, source: Source, shutdown: CancellationToken) -> Self {
+    fn new(
+        store: Store,
+        sender: Sender,
+        source: Source,
+        policy: TargetPolicy,
+        shutdown: CancellationToken,
+    ) -> Self {
         let label = match &source {
             Source::Configured(hook) => hook.name.clone(),
             Source::Api { id, .. } => id.to_string(),
@@ -326,6 +402,7 @@ impl Stream {
             store,
             sender,
             source,
+            policy,
             label,
             shutdown,
             registered: Mutex::new(String::new()),
@@ -369,7 +446,8 @@ impl Stream {
                 Err(Stop::LeaseLost) => {
                     tracing::info!(webhook = %name, "another replica delivers this webhook now");
                 }
-                Err(Stop::Shutdown) => break,
+                // The disabling gave the lease up.
+                Err(Stop::Shutdown | Stop::Disabled) => break,
                 Err(Stop::Gone) => return,
             }
         }
@@ -462,27 +540,32 @@ impl Stream {
             return Ok(false);
         };
         for event in &events {
-            if self.deliver(event).await? {
-                self.advance(event.id).await?;
+            match self.deliver(event).await? {
+                Outcome::Delivered => self.advance(event.id, true).await?,
+                Outcome::GaveUp => self.advance(event.id, false).await?,
+                Outcome::Skipped => {}
             }
         }
         // Past the tail of events not for this webhook, so they are not
         // read again.
-        self.advance(last).await?;
+        self.advance(last, false).await?;
         Ok(true)
     }
 
-    async fn advance(&self, event: i64) -> Result<(), Stop> {
+    /// Moves the cursor to `event`; `delivered` ends the failing streak.
+    async fn advance(&self, event: i64, delivered: bool) -> Result<(), Stop> {
         let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered();
         loop {
             let moved = match &self.source {
                 Source::Configured(hook) => {
                     self.store
-                        .advance_webhook(&hook.name, event, LEASE_TTL)
+                        .advance_webhook(&hook.name, event, delivered, LEASE_TTL)
                         .await
                 }
                 Source::Api { id, .. } => {
-                    self.store.advance_api_webhook(*id, event, LEASE_TTL).await
+                    self.store
+                        .advance_api_webhook(*id, event, delivered, LEASE_TTL)
+                        .await
                 }
             };
             match moved {
@@ -498,13 +581,13 @@ impl Stream {
         }
     }
 
-    /// Sends `event` until the receiver answers 2xx; `false` when it is
-    /// not for this webhook.
-    async fn deliver(&self, event: &EventRow) -> Result<bool, Stop> {
+    /// Sends `event` until the receiver answers 2xx, or it has failed for
+    /// `give_up_after`.
+    async fn deliver(&self, event: &EventRow) -> Result<Outcome, Stop> {
         let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered();
         loop {
             let Some(hook) = self.current(event).await? else {
-                return Ok(false);
+                return Ok(Outcome::Skipped);
             };
             let attempt = tokio::select! {
                 () = self.shutdown.cancelled() => return Err(Stop::Shutdown),
@@ -514,7 +597,9 @@ impl Stream {
             let Some(error) = attempt.error else {
                 metrics::counter!("inquest_webhook_attempts_total", "outcome" => "delivered")
                     .increment(1);
-                return Ok(true);
+                metrics::counter!("inquest_webhook_deliveries_total", "outcome" => "delivered")
+                    .increment(1);
+                return Ok(Outcome::Delivered);
             };
             metrics::counter!("inquest_webhook_attempts_total", "outcome" => "failed").increment(1);
             tracing::warn!(webhook = %self.label, event = event.id, %error, "webhook delivery failed; retrying");
@@ -529,13 +614,69 @@ impl Stream {
                 }
             };
             match marked {
-                Ok(true) => {}
-                Ok(false) => return Err(Stop::LeaseLost),
+                Ok(Some(failing)) => {
+                    if failing.failing >= self.policy.disable_after {
+                        self.disable(failing.failing).await?;
+                    }
+                    if failing.retrying >= self.policy.give_up_after {
+                        self.give_up(event, &error).await;
+                        return Ok(Outcome::GaveUp);
+                    }
+                }
+                Ok(None) => return Err(Stop::LeaseLost),
+                // Without the clocks the event is retried: giving up or
+                // disabling waits for a failure that can be recorded.
                 Err(e) => {
                     tracing::warn!(webhook = %self.label, error = %error_chain(&e), "cannot record a failed delivery");
                 }
             }
             self.pause_holding(backoff.next_delay()).await?;
+        }
+    }
+
+    /// Marks `event` failed for this webhook: said in the log, the
+    /// metrics and an API webhook's history.
+    async fn give_up(&self, event: &EventRow, last_error: &str) {
+        let after = duration_text(self.policy.give_up_after);
+        tracing::error!(webhook = %self.label, event = event.id, %last_error, "gave up delivering an event after {after}; the next one follows");
+        metrics::counter!("inquest_webhook_deliveries_total", "outcome" => "gave_up").increment(1);
+        let error = format!("gave up after {after}; the last attempt: {last_error}");
+        let attempt = Attempt {
+            status: None,
+            error: Some(error.chars().take(MAX_ERROR_CHARS).collect()),
+            duration: Duration::ZERO,
+        };
+        self.record(event, &attempt).await;
+    }
+
+    /// Disables an API webhook failing for `failing` (at least
+    /// `disable_after`); the stream stops. A configured webhook is the
+    /// operator's to remove: it is only said, and it goes on giving up
+    /// events one by one.
+    async fn disable(&self, failing: Duration) -> Result<(), Stop> {
+        let Source::Api { id, .. } = &self.source else {
+            tracing::error!(webhook = %self.label, "every attempt failed for {}; check the receiver or remove the webhook", duration_text(failing));
+            return Ok(());
+        };
+        let reason = format!(
+            "every delivery attempt failed for {} (disable_after is {}); delete and create the webhook again to resume",
+            duration_text(failing),
+            duration_text(self.policy.disable_after)
+        );
+        let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered();
+        loop {
+            match self.store.disable_api_webhook(*id, &reason).await {
+                Ok(true) => {
+                    tracing::error!(webhook = %self.label, %reason, "webhook disabled");
+                    metrics::counter!("inquest_webhooks_disabled_total").increment(1);
+                    return Err(Stop::Disabled);
+                }
+                Ok(false) => return Err(Stop::LeaseLost),
+                Err(e) => {
+                    tracing::warn!(webhook = %self.label, error = %error_chain(&e), "cannot disable the webhook; trying again");
+                    self.pause(backoff.next_delay()).await?;
+                }
+            }
         }
     }
 
@@ -587,6 +728,18 @@ impl Stream {
             () = self.shutdown.cancelled() => Err(Stop::Shutdown),
             () = tokio::time::sleep(delay) => Ok(()),
         }
+    }
+}
+
+/// `d` for a person, cut to whole seconds from a second on: "24h", "90m",
+/// "2s", "250ms".
+fn duration_text(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        0 => format!("{}ms", d.as_millis()),
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
     }
 }
 

@@ -17,17 +17,21 @@
 //! [webhooks]
 //! allow_private_targets = false
 //! allow_http = false
+//! give_up_after = "24h"   # an event failing this long is given up
+//! disable_after = "72h"   # an API webhook failing this long is disabled
 //! ```
 //!
 //! The configured webhooks of `[[events.webhooks]]` are the operator's
 //! own and are not held to this.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
 use serde::Deserialize;
 
-/// `[webhooks]`.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+/// `[webhooks]`: where API webhooks may send, and how long a failing
+/// stream is retried (these two apply to the configured webhooks too).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct TargetPolicy {
     /// Allow loopback, private, link-local and unspecified addresses (a
@@ -35,6 +39,24 @@ pub struct TargetPolicy {
     pub allow_private_targets: bool,
     /// Allow plain `http://` URLs.
     pub allow_http: bool,
+    /// An event still failing this long after its first failed attempt is
+    /// given up, and the stream goes on with the next.
+    #[serde(with = "inquest_core::duration_text")]
+    pub give_up_after: Duration,
+    /// An API webhook whose every attempt failed for this long is disabled.
+    #[serde(with = "inquest_core::duration_text")]
+    pub disable_after: Duration,
+}
+
+impl Default for TargetPolicy {
+    fn default() -> Self {
+        Self {
+            allow_private_targets: false,
+            allow_http: false,
+            give_up_after: Duration::from_secs(24 * 3600),
+            disable_after: Duration::from_secs(72 * 3600),
+        }
+    }
 }
 
 /// Why an address is not a webhook target; `None` when it may be.
@@ -271,6 +293,7 @@ mod tests {
         let open = TargetPolicy {
             allow_private_targets: true,
             allow_http: true,
+            ..TargetPolicy::default()
         };
         assert!(open.check_url("http://127.0.0.1:9/").is_ok());
     }

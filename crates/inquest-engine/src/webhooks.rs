@@ -203,6 +203,12 @@ impl Webhook {
     }
 
     /// Whether this webhook receives an event of `kind` in `tenant`.
+    /// The tenant (`None`: every tenant) and the event types (empty: all)
+    /// this webhook receives, as [`Self::wants`] applies them.
+    pub fn filter(&self) -> (Option<&str>, Vec<String>) {
+        (self.tenant.as_deref(), self.types.iter().cloned().collect())
+    }
+
     pub fn wants(&self, kind: &str, tenant: &str) -> bool {
         (self.types.is_empty() || self.types.contains(kind))
             && self.tenant.as_deref().is_none_or(|t| t == tenant)

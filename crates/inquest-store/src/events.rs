@@ -45,6 +45,46 @@ fn event_from_row(row: &Row) -> Result<EventRow, StoreError> {
     })
 }
 
+/// How long a webhook's stream has been failing, as its failed attempt
+/// left the row (migration V27).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failing {
+    /// Since the first failed attempt of the event at the head.
+    pub retrying: Duration,
+    /// Since the first failed attempt after the last 2xx.
+    pub failing: Duration,
+}
+
+impl Failing {
+    pub(crate) fn from_row(row: &Row) -> Result<Self, StoreError> {
+        let ms = |i| -> Result<Duration, StoreError> {
+            let v: i64 = get(row, i)?;
+            Ok(Duration::from_millis(u64::try_from(v).unwrap_or(0)))
+        };
+        Ok(Self {
+            retrying: ms(0)?,
+            failing: ms(1)?,
+        })
+    }
+}
+
+/// The SET of a failed attempt, on `webhook_cursors` and `webhooks` alike
+/// (`$3` the error, `$4` the lease's ms).
+pub(crate) const FAILED: &str = "failed_attempts = failed_attempts + 1, last_error = $3, \
+     updated_at = now(), retry_since = coalesce(retry_since, now()), \
+     failing_since = coalesce(failing_since, now()), \
+     lease_expires_at = now() + $4::bigint * interval '1 millisecond'";
+/// What a failed attempt returns, read by [`Failing::from_row`].
+pub(crate) const FAILING: &str = "(extract(epoch FROM now() - retry_since) * 1000)::bigint, \
+     (extract(epoch FROM now() - failing_since) * 1000)::bigint";
+/// The SET of a moved cursor (`$3` the event, `$4` the lease's ms, `$5`
+/// whether it was delivered): only a delivery ends the failing streak.
+pub(crate) const ADVANCE: &str = "delivered_id = greatest(delivered_id, $3), retry_since = NULL, \
+     failed_attempts = CASE WHEN $5 THEN 0 ELSE failed_attempts END, \
+     last_error = CASE WHEN $5 THEN NULL ELSE last_error END, \
+     failing_since = CASE WHEN $5 THEN NULL ELSE failing_since END, \
+     updated_at = now(), lease_expires_at = now() + $4::bigint * interval '1 millisecond'";
+
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
@@ -137,53 +177,51 @@ impl Store {
         row.map(|r| get(&r, 0)).transpose()
     }
 
-    /// Records that every event up to `id` reached webhook `name` (or is
-    /// not for it), and renews the lease. `false` when this replica no
+    /// Moves webhook `name`'s cursor to `id` and renews the lease: every
+    /// event up to `id` reached it (`delivered`: the failing streak ends),
+    /// or was given up, or is not for it. `false` when this replica no
     /// longer holds the lease: another one delivers now, and this one
     /// must stop.
     pub async fn advance_webhook(
         &self,
         name: &str,
         id: i64,
+        delivered: bool,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let holder = self.replica_id().as_str().to_owned();
+        let sql = format!("UPDATE webhook_cursors SET {ADVANCE} WHERE name = $1 AND holder = $2");
         self.run("advance_webhook", async |c| {
-            Ok(c.execute(
-                "UPDATE webhook_cursors SET delivered_id = greatest(delivered_id, $3), \
-                 failed_attempts = 0, last_error = NULL, updated_at = now(), \
-                 lease_expires_at = now() + $4::bigint * interval '1 millisecond' \
-                 WHERE name = $1 AND holder = $2",
-                &[&name, &holder, &id, &millis(ttl)],
+            Ok(
+                c.execute(&sql, &[&name, &holder, &id, &millis(ttl), &delivered])
+                    .await?
+                    == 1,
             )
-            .await?
-                == 1)
         })
         .await
     }
 
     /// Records a failed attempt (its error, already free of secrets) and
-    /// renews the lease; `false` when the lease is no longer this
-    /// replica's.
+    /// renews the lease; how long the stream has been failing, or `None`
+    /// when the lease is no longer this replica's.
     pub async fn webhook_failed(
         &self,
         name: &str,
         error: &str,
         ttl: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Failing>, StoreError> {
         let holder = self.replica_id().as_str().to_owned();
-        self.run("webhook_failed", async |c| {
-            Ok(c.execute(
-                "UPDATE webhook_cursors SET failed_attempts = failed_attempts + 1, \
-                 last_error = $3, updated_at = now(), \
-                 lease_expires_at = now() + $4::bigint * interval '1 millisecond' \
-                 WHERE name = $1 AND holder = $2",
-                &[&name, &holder, &error, &millis(ttl)],
-            )
-            .await?
-                == 1)
-        })
-        .await
+        let sql = format!(
+            "UPDATE webhook_cursors SET {FAILED} WHERE name = $1 AND holder = $2 \
+             RETURNING {FAILING}"
+        );
+        let row = self
+            .run("webhook_failed", async |c| {
+                Ok(c.query_opt(&sql, &[&name, &holder, &error, &millis(ttl)])
+                    .await?)
+            })
+            .await?;
+        row.map(|r| Failing::from_row(&r)).transpose()
     }
 
     /// Gives the lease of webhook `name` up (at shutdown), so another

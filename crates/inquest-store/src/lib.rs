@@ -57,7 +57,7 @@ pub use approvals::{ApprovalRow, DecideOutcome, NewApproval};
 pub use audit::{AuditEntry, AuditEvent, AuditPage};
 pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;
-pub use events::EventRow;
+pub use events::{EventRow, Failing};
 pub use group::{DEFAULT_APPEND_STATEMENTS, MAX_GROUP};
 pub use idempotency::EXPIRE_BATCH;
 pub use incidents::{Incident, IncidentPage};
@@ -68,7 +68,8 @@ pub use sessions::{SessionPage, SessionRow, StartedSession};
 pub use tokens::{ApiToken, IssuedToken};
 pub use turns::{Appended, TurnPage, WriteId};
 pub use webhooks::{
-    AttemptPage, AttemptRow, MAX_ATTEMPTS_KEPT, NewAttempt, NewWebhook, WebhookRow,
+    AttemptPage, AttemptRow, BACKLOG_COUNT_CAP, Backlog, MAX_ATTEMPTS_KEPT, NewAttempt, NewWebhook,
+    WebhookRow,
 };
 
 /// Tunables of the store. Defaults suit one replica on a small machine.

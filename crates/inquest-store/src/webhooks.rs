@@ -14,7 +14,11 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use crate::{EventRow, Store, StoreError, rows::get};
+use crate::{
+    EventRow, Store, StoreError,
+    events::{ADVANCE, FAILED, FAILING, Failing},
+    rows::get,
+};
 
 /// Attempts kept per webhook; older ones are deleted as new ones come.
 pub const MAX_ATTEMPTS_KEPT: i64 = 1000;
@@ -95,6 +99,38 @@ pub struct NewAttempt<'a> {
 pub struct AttemptPage {
     pub attempts: Vec<AttemptRow>,
     pub next: Option<i64>,
+}
+
+/// A stream's backlog is counted to this many events at most, so that
+/// measuring a queue days behind stays cheap.
+pub const BACKLOG_COUNT_CAP: i64 = 100_000;
+
+/// Events not yet delivered, and how long the oldest has waited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backlog {
+    pub events: i64,
+    /// `None` when there is none.
+    pub oldest: Option<Duration>,
+}
+
+impl Backlog {
+    fn from_row(row: &Row) -> Result<Self, StoreError> {
+        let events: Option<i64> = get(row, 0)?;
+        let age: Option<i64> = get(row, 1)?;
+        Ok(Self {
+            events: events.unwrap_or(0),
+            oldest: age.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+        })
+    }
+
+    /// Both backlogs together: the sum, and the older of the oldest.
+    #[must_use]
+    pub fn and(self, other: Self) -> Self {
+        Self {
+            events: self.events + other.events,
+            oldest: self.oldest.max(other.oldest),
+        }
+    }
 }
 
 const COLUMNS: &str = "id, tenant, url, event_types, description, format, secret, created_at, \
@@ -398,22 +434,61 @@ impl Store {
         row.map(|r| get(&r, 0)).transpose()
     }
 
-    /// Moves API webhook `id`'s cursor to `event` and renews the lease;
-    /// `false` when this replica no longer holds it.
+    /// Moves API webhook `id`'s cursor to `event` (`delivered`: the
+    /// failing streak ends) and renews the lease; `false` when this replica
+    /// no longer holds it.
     pub async fn advance_api_webhook(
         &self,
         id: Uuid,
         event: i64,
+        delivered: bool,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let holder = self.replica_id().as_str().to_owned();
+        let sql = format!("UPDATE webhooks SET {ADVANCE} WHERE id = $1 AND holder = $2");
         self.run("advance_api_webhook", async |c| {
+            Ok(
+                c.execute(&sql, &[&id, &holder, &event, &millis(ttl), &delivered])
+                    .await?
+                    == 1,
+            )
+        })
+        .await
+    }
+
+    /// Records a failed attempt on API webhook `id`'s row and renews the
+    /// lease; how long it has been failing, or `None` when the lease is no
+    /// longer this replica's.
+    pub async fn api_webhook_failed(
+        &self,
+        id: Uuid,
+        error: &str,
+        ttl: Duration,
+    ) -> Result<Option<Failing>, StoreError> {
+        let holder = self.replica_id().as_str().to_owned();
+        let sql = format!(
+            "UPDATE webhooks SET {FAILED} WHERE id = $1 AND holder = $2 RETURNING {FAILING}"
+        );
+        let row = self
+            .run("api_webhook_failed", async |c| {
+                Ok(c.query_opt(&sql, &[&id, &holder, &error, &millis(ttl)])
+                    .await?)
+            })
+            .await?;
+        row.map(|r| Failing::from_row(&r)).transpose()
+    }
+
+    /// Disables API webhook `id` for `reason` and gives its lease up: it is
+    /// no longer delivered, and ListWebhooks says why. `false` when this
+    /// replica no longer holds the lease (or it is gone).
+    pub async fn disable_api_webhook(&self, id: Uuid, reason: &str) -> Result<bool, StoreError> {
+        let holder = self.replica_id().as_str().to_owned();
+        self.run("disable_api_webhook", async |c| {
             Ok(c.execute(
-                "UPDATE webhooks SET delivered_id = greatest(delivered_id, $3), \
-                 failed_attempts = 0, last_error = NULL, updated_at = now(), \
-                 lease_expires_at = now() + $4::bigint * interval '1 millisecond' \
-                 WHERE id = $1 AND holder = $2",
-                &[&id, &holder, &event, &millis(ttl)],
+                "UPDATE webhooks SET disabled_at = now(), disabled_reason = $3, \
+                 holder = NULL, lease_expires_at = NULL, updated_at = now() \
+                 WHERE id = $1 AND holder = $2 AND deleted_at IS NULL",
+                &[&id, &holder, &reason],
             )
             .await?
                 == 1)
@@ -421,27 +496,72 @@ impl Store {
         .await
     }
 
-    /// Records a failed attempt on API webhook `id`'s row and renews the
-    /// lease; `false` when the lease is no longer this replica's.
-    pub async fn api_webhook_failed(
-        &self,
-        id: Uuid,
-        error: &str,
-        ttl: Duration,
-    ) -> Result<bool, StoreError> {
+    /// The API webhooks' events this replica has still to deliver: the
+    /// streams whose live lease it holds, each counted to
+    /// [`BACKLOG_COUNT_CAP`].
+    pub async fn held_api_webhooks_backlog(&self) -> Result<Backlog, StoreError> {
         let holder = self.replica_id().as_str().to_owned();
-        self.run("api_webhook_failed", async |c| {
-            Ok(c.execute(
-                "UPDATE webhooks SET failed_attempts = failed_attempts + 1, \
-                 last_error = $3, updated_at = now(), \
-                 lease_expires_at = now() + $4::bigint * interval '1 millisecond' \
-                 WHERE id = $1 AND holder = $2",
-                &[&id, &holder, &error, &millis(ttl)],
-            )
-            .await?
-                == 1)
-        })
-        .await
+        let sql = format!(
+            "SELECT coalesce(sum(b.n), 0)::bigint, max(b.age)::bigint FROM webhooks w \
+             CROSS JOIN LATERAL (\
+               SELECT (SELECT count(*) FROM (SELECT 1 FROM events e \
+                        WHERE e.tenant = w.tenant AND e.id > w.delivered_id \
+                          AND (cardinality(w.event_types) = 0 OR e.type = ANY(w.event_types)) \
+                        LIMIT {BACKLOG_COUNT_CAP}) x) AS n, \
+                      (SELECT (extract(epoch FROM now() - e.created_at) * 1000)::bigint \
+                       FROM events e WHERE e.tenant = w.tenant AND e.id > w.delivered_id \
+                         AND (cardinality(w.event_types) = 0 OR e.type = ANY(w.event_types)) \
+                       ORDER BY e.id LIMIT 1) AS age) b \
+             WHERE w.holder = $1 AND w.lease_expires_at > now() \
+               AND w.deleted_at IS NULL AND w.disabled_at IS NULL"
+        );
+        let row = self
+            .run("held_api_webhooks_backlog", async |c| {
+                Ok(c.query_one(&sql, &[&holder]).await?)
+            })
+            .await?;
+        Backlog::from_row(&row)
+    }
+
+    /// The configured webhooks whose live lease this replica holds, with
+    /// their cursors.
+    pub async fn held_webhook_cursors(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let holder = self.replica_id().as_str().to_owned();
+        let rows = self
+            .run("held_webhook_cursors", async |c| {
+                Ok(c.query(
+                    "SELECT name, delivered_id FROM webhook_cursors \
+                     WHERE holder = $1 AND lease_expires_at > now()",
+                    &[&holder],
+                )
+                .await?)
+            })
+            .await?;
+        rows.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
+    }
+
+    /// The events after `delivered` of `tenant` (`None`: every tenant's)
+    /// and of `types` (empty: all), counted to [`BACKLOG_COUNT_CAP`].
+    pub async fn events_backlog(
+        &self,
+        delivered: i64,
+        tenant: Option<&str>,
+        types: &[String],
+    ) -> Result<Backlog, StoreError> {
+        let filter = "id > $1 AND ($2::text IS NULL OR tenant = $2) \
+                      AND (cardinality($3::text[]) = 0 OR type = ANY($3))";
+        let sql = format!(
+            "SELECT (SELECT count(*) FROM (SELECT 1 FROM events WHERE {filter} \
+                     LIMIT {BACKLOG_COUNT_CAP}) x), \
+                    (SELECT (extract(epoch FROM now() - created_at) * 1000)::bigint \
+                     FROM events WHERE {filter} ORDER BY id LIMIT 1)"
+        );
+        let row = self
+            .run("events_backlog", async |c| {
+                Ok(c.query_one(&sql, &[&delivered, &tenant, &types]).await?)
+            })
+            .await?;
+        Backlog::from_row(&row)
     }
 
     /// Gives API webhook `id`'s lease up.

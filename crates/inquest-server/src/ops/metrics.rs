@@ -73,6 +73,14 @@ const ZEROED: &[Zeroed] = &[
         label: Some(("outcome", &["delivered", "failed"])),
     },
     Zeroed {
+        name: "inquest_webhook_deliveries_total",
+        label: Some(("outcome", &["delivered", "gave_up"])),
+    },
+    Zeroed {
+        name: "inquest_webhooks_disabled_total",
+        label: None,
+    },
+    Zeroed {
         name: "inquest_feed_resyncs_total",
         label: Some(("cause", &["queue_full", "lost", "listening"])),
     },
@@ -171,6 +179,10 @@ pub fn describe() {
             }
         }
     }
+    // The webhook queue gauges are set every few seconds; from the start a
+    // replica with nothing to deliver shows an empty queue, not no series.
+    metrics::gauge!("inquest_webhook_queue_depth").set(0.0);
+    metrics::gauge!("inquest_webhook_oldest_undelivered_seconds").set(0.0);
     for exit in ExitReason::ALL {
         metrics::counter!("inquest_bursts_ended_total", "exit_reason" => exit.as_str())
             .increment(0);
@@ -257,6 +269,14 @@ fn describe_counters() {
         "Webhook delivery attempts: delivered (the receiver answered 2xx) or failed (retried)."
     );
     describe_counter!(
+        "inquest_webhook_deliveries_total",
+        "Events a webhook's stream finished with, by outcome: delivered (a 2xx) or gave_up (failing for webhooks.give_up_after; the stream went on)."
+    );
+    describe_counter!(
+        "inquest_webhooks_disabled_total",
+        "API webhooks this replica disabled because every attempt failed for webhooks.disable_after."
+    );
+    describe_counter!(
         "inquest_store_calls_total",
         "Database calls by operation and outcome."
     );
@@ -338,6 +358,15 @@ fn describe_gauges() {
     describe_gauge!(
         "inquest_store_pool_waiting",
         "Callers waiting for a database connection, by pool lane."
+    );
+    describe_gauge!(
+        "inquest_webhook_queue_depth",
+        "Events not yet delivered on the webhook streams this replica holds, summed (each stream counted to 100000)."
+    );
+    describe_gauge!(
+        "inquest_webhook_oldest_undelivered_seconds",
+        Unit::Seconds,
+        "Age of the oldest event not yet delivered on the webhook streams this replica holds (0 when none)."
     );
     describe_gauge!(
         "inquest_store_pool_max",
