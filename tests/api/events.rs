@@ -989,3 +989,74 @@ async fn a_receiver_that_never_answers_fails_the_attempt_after_its_timeout() {
     held.abort();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A configured webhook's event failing for `[webhooks] give_up_after` is
+/// given up and the cursor moves on to the next; failing past
+/// `disable_after`, a configured webhook (the operator's own) is not
+/// disabled: it goes on, each event given up in turn.
+#[tokio::test]
+async fn a_configured_webhooks_failing_events_are_given_up_one_by_one_in_order() {
+    let dir = std::env::temp_dir().join(format!("inquest-events-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret_file = dir.join("secret");
+    std::fs::write(&secret_file, new_secret()).unwrap();
+    // Another secret: every attempt is refused (401).
+    let receiver = Receiver::start(&new_secret(), "/none", 0).await;
+    let hooks = vec![webhook("doomed", receiver.url("/x"), &secret_file, &[])];
+    let app = inquest_tests::spawn_app_with(move |c| {
+        c.events.webhooks = hooks;
+        c.webhooks.give_up_after = Duration::from_secs(1);
+        c.webhooks.disable_after = Duration::from_secs(1);
+    })
+    .await;
+    let store = store_as(&app.db_url, "events-a");
+    let db = inquest_tests::connect(&app.db_url).await;
+    wait_for_cursor(&db, "doomed").await;
+    new_session(&store, "first").await;
+    new_session(&store, "second").await;
+    let ids = all_event_ids(&db, None).await;
+    assert!(ids.len() >= 2, "{ids:?}");
+    let last = *ids.last().unwrap();
+    let mut row = None;
+    for _ in 0..300 {
+        let r = db
+            .query_one(
+                "SELECT delivered_id, failed_attempts, failing_since IS NOT NULL, \
+                        retry_since IS NULL \
+                 FROM webhook_cursors WHERE name = 'doomed'",
+                &[],
+            )
+            .await
+            .unwrap();
+        if r.get::<_, i64>(0) == last {
+            row = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let row = row.unwrap_or_else(|| panic!("the cursor never reached {last}"));
+    // Given up, not delivered: the failing streak goes on.
+    assert!(row.get::<_, i32>(1) >= 2 * i32::try_from(ids.len()).unwrap());
+    assert!(row.get::<_, bool>(2));
+    assert!(row.get::<_, bool>(3));
+    // Each event retried, in id order: no event attempted after a later one.
+    let attempted: Vec<i64> = receiver
+        .seen()
+        .iter()
+        .map(|r| {
+            r.id.as_deref()
+                .and_then(|id| id.strip_prefix("evt_"))
+                .and_then(|n| n.parse().ok())
+                .unwrap()
+        })
+        .collect();
+    assert!(attempted.windows(2).all(|w| w[0] <= w[1]), "{attempted:?}");
+    for id in &ids {
+        assert!(
+            attempted.iter().filter(|a| *a == id).count() >= 2,
+            "{id} retried: {attempted:?}"
+        );
+    }
+    app.stop().await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1208,3 +1208,44 @@ async fn a_webhook_failing_for_disable_after_is_disabled_and_says_why() {
     assert_eq!(deliveries(&mut c, &admin, &hook).await.len(), history.len());
     app.stop().await.unwrap();
 }
+
+/// What the queue gauges count for a configured webhook: the events after
+/// its cursor, of its tenant (or all) and its types (or all), the oldest
+/// one's age.
+#[tokio::test]
+async fn the_backlog_counts_the_events_a_webhook_has_still_to_receive() {
+    let app = inquest_tests::spawn_app().await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    let none = app.store.events_backlog(0, None, &[]).await.unwrap();
+    assert_eq!(none, inquest_store::Backlog::default());
+    incident(&app, "default", "one").await;
+    incident(&app, "red", "two").await;
+    incident(&app, "default", "three").await;
+    let ids = event_ids(&db, "default").await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    let all = app.store.events_backlog(0, None, &[]).await.unwrap();
+    assert_eq!(all.events, 3);
+    let oldest = all.oldest.unwrap();
+    assert!(oldest >= Duration::from_millis(50), "{all:?}");
+    let ours = app
+        .store
+        .events_backlog(ids[0], Some("default"), &[])
+        .await
+        .unwrap();
+    assert_eq!(ours.events, 1);
+    assert!(ours.oldest.unwrap() <= oldest, "{ours:?} {all:?}");
+    let typed = app
+        .store
+        .events_backlog(0, Some("default"), &["report.ready".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(typed, inquest_store::Backlog::default());
+    let created = app
+        .store
+        .events_backlog(0, None, &["incident.created".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(created.events, 3);
+    app.stop().await.unwrap();
+}

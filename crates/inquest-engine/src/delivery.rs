@@ -26,7 +26,10 @@
 
 use std::{
     collections::HashMap,
-    sync::Mutex,
+    sync::{
+        Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -384,6 +387,9 @@ struct Stream {
     /// The API webhook's secret last registered for redaction: a rotated
     /// one is registered once, when first seen.
     registered: Mutex<String>,
+    /// A configured webhook failing for `disable_after` was said to be so
+    /// (once per failing streak, not on every attempt).
+    said_failing: AtomicBool,
 }
 
 impl Stream {
@@ -406,6 +412,7 @@ impl Stream {
             label,
             shutdown,
             registered: Mutex::new(String::new()),
+            said_failing: AtomicBool::new(false),
         }
     }
 
@@ -599,6 +606,7 @@ impl Stream {
                     .increment(1);
                 metrics::counter!("inquest_webhook_deliveries_total", "outcome" => "delivered")
                     .increment(1);
+                self.said_failing.store(false, Ordering::Relaxed);
                 return Ok(Outcome::Delivered);
             };
             metrics::counter!("inquest_webhook_attempts_total", "outcome" => "failed").increment(1);
@@ -655,7 +663,9 @@ impl Stream {
     /// events one by one.
     async fn disable(&self, failing: Duration) -> Result<(), Stop> {
         let Source::Api { id, .. } = &self.source else {
-            tracing::error!(webhook = %self.label, "every attempt failed for {}; check the receiver or remove the webhook", duration_text(failing));
+            if !self.said_failing.swap(true, Ordering::Relaxed) {
+                tracing::error!(webhook = %self.label, "every attempt failed for {}; check the receiver or remove the webhook", duration_text(failing));
+            }
             return Ok(());
         };
         let reason = format!(
