@@ -16,7 +16,7 @@
 //! the event is given up (an API webhook's history records it) and the
 //! cursor moves on. An API webhook whose every attempt failed for
 //! `disable_after` is disabled, with the reason in its row. Both clocks
-//! are in the rows (migration V27), so a replica taking a stream over
+//! are in the rows (migration V28), so a replica taking a stream over
 //! keeps counting. A replica that stops gives its leases up; one that dies
 //! leaves them to expire ([`LEASE_TTL`]).
 //!

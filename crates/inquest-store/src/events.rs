@@ -46,7 +46,7 @@ fn event_from_row(row: &Row) -> Result<EventRow, StoreError> {
 }
 
 /// How long a webhook's stream has been failing, as its failed attempt
-/// left the row (migration V27).
+/// left the row (migration V28).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Failing {
     /// Since the first failed attempt of the event at the head.
