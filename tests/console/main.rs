@@ -13,6 +13,7 @@ mod approval;
 mod auth;
 mod grpc_web;
 mod held;
+mod links;
 mod live;
 mod markdown;
 mod reconnect;

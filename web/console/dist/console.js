@@ -4979,8 +4979,10 @@ Please report this to https://github.com/markedjs/marked.`, e) {
   }
   var ACTIVE = [SessionStatus.PENDING, SessionStatus.RUNNING];
   var SessionPage = class {
-    constructor(id) {
+    /** `focus`: the seq a deep link (#/session/<id>/turn/<seq>) points at. */
+    constructor(id, focus = null) {
       __publicField(this, "id", id);
+      __publicField(this, "focus", focus);
       __publicField(this, "timeline", new Timeline());
       __publicField(this, "controller", null);
       __publicField(this, "stopped", false);
@@ -5233,7 +5235,8 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         "data-role": role
       });
       const label = turn.role === TurnRole.TOOL ? `tool result \xB7 ${turn.toolName} (${turn.toolCallId})${turn.isError ? " \xB7 error" : ""}` : turn.role === TurnRole.NOTICE && turn.recoveryPlan ? `recovery notice \xB7 ${turn.recoveryPlan.kind}` : role;
-      li.append(h("div", { class: "turn-head" }, h("span", { class: "seq" }, `#${turn.seq}`), ` ${label} `, h("time", {}, when(turn.createdAt))));
+      const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
+      li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt))));
       if (turn.role === TurnRole.NOTICE) {
         li.setAttribute("role", "note");
         if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
@@ -5270,7 +5273,14 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         li.append(h("div", { class: "usage" }, `${turn.inputTokens} in / ${turn.outputTokens} out tokens`));
       }
       $2("turns").append(li);
-      li.scrollIntoView({ block: "nearest" });
+      if (turn.seq === this.focus) {
+        li.classList.add("focused");
+        li.setAttribute("aria-current", "true");
+        li.id = `turn-${turn.seq}`;
+        li.scrollIntoView({ block: "center" });
+      } else if (this.focus === null) {
+        li.scrollIntoView({ block: "nearest" });
+      }
     }
     renderCall(view) {
       for (const el of document.querySelectorAll(`.tool-call[data-call-id="${CSS.escape(view.id)}"]`)) {
@@ -5336,10 +5346,10 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       history.replaceState(null, "", "#/waiting");
     }
     const hash = location.hash;
-    const m = /^#\/session\/([0-9a-fA-F-]{36})$/.exec(hash);
+    const m = /^#\/session\/([0-9a-fA-F-]{36})(?:\/turn\/([1-9][0-9]{0,17}))?$/.exec(hash);
     const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
     if (m) {
-      current = new SessionPage(m[1]);
+      current = new SessionPage(m[1], m[2] ? Number(m[2]) : null);
       current.open().catch(showError);
     } else if (hash === "#/waiting") {
       showView("waiting-view");

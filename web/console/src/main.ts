@@ -754,7 +754,11 @@ class SessionPage {
   reconnects = 0;
   session: Session | null = null;
 
-  constructor(readonly id: string) {}
+  /** `focus`: the seq a deep link (#/session/<id>/turn/<seq>) points at. */
+  constructor(
+    readonly id: string,
+    readonly focus: number | null = null,
+  ) {}
 
   async open(): Promise<void> {
     showView("session-view");
@@ -1065,7 +1069,9 @@ class SessionPage {
         : turn.role === TurnRole.NOTICE && turn.recoveryPlan
           ? `recovery notice · ${turn.recoveryPlan.kind}`
           : role;
-    li.append(h("div", { class: "turn-head" }, h("span", { class: "seq" }, `#${turn.seq}`), ` ${label} `, h("time", {}, when(turn.createdAt))));
+    // The seq is the turn's stable link: #/session/<id>/turn/<seq>.
+    const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
+    li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt))));
     if (turn.role === TurnRole.NOTICE) {
       li.setAttribute("role", "note");
       if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
@@ -1104,7 +1110,15 @@ class SessionPage {
       li.append(h("div", { class: "usage" }, `${turn.inputTokens} in / ${turn.outputTokens} out tokens`));
     }
     $("turns").append(li);
-    li.scrollIntoView({ block: "nearest" });
+    if (turn.seq === this.focus) {
+      li.classList.add("focused");
+      li.setAttribute("aria-current", "true");
+      li.id = `turn-${turn.seq}`;
+      li.scrollIntoView({ block: "center" });
+    } else if (this.focus === null) {
+      // A deep-linked page stays on its turn; otherwise follow the tail.
+      li.scrollIntoView({ block: "nearest" });
+    }
   }
 
   private renderCall(view: CallView): void {
@@ -1176,7 +1190,8 @@ function setupSessionActions(): void {
 
 // The views' stable URLs: #/waiting (the landing page: what needs a
 // person comes first), #/incidents[?status=<name>] (and #/, which older
-// links and the session page's back link use), #/session/<id>.
+// links and the session page's back link use), #/session/<id>, and
+// #/session/<id>/turn/<seq> (that turn marked and scrolled to).
 function route(): void {
   clearError();
   // A refusal explains a click on the view it was made on.
@@ -1189,10 +1204,10 @@ function route(): void {
     history.replaceState(null, "", "#/waiting");
   }
   const hash = location.hash;
-  const m = /^#\/session\/([0-9a-fA-F-]{36})$/.exec(hash);
+  const m = /^#\/session\/([0-9a-fA-F-]{36})(?:\/turn\/([1-9][0-9]{0,17}))?$/.exec(hash);
   const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
   if (m) {
-    current = new SessionPage(m[1]);
+    current = new SessionPage(m[1], m[2] ? Number(m[2]) : null);
     current.open().catch(showError);
   } else if (hash === "#/waiting") {
     showView("waiting-view");
