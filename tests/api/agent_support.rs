@@ -129,6 +129,7 @@ pub async fn send(client: &mut Client, session: &str, message: &str) -> i64 {
             session_id: session.into(),
             message: message.into(),
             idempotency_key: String::new(),
+            if_running: 0,
         })
         .await
         .expect("send message")

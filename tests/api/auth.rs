@@ -92,6 +92,7 @@ async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, S
                     session_id: UNKNOWN.into(),
                     message: "m".into(),
                     idempotency_key: String::new(),
+                    if_running: 0,
                 },
                 token,
             ))

@@ -51,6 +51,7 @@ fn send(session: &str, message: &str, key: &str) -> pb::SendMessageRequest {
         session_id: session.into(),
         message: message.into(),
         idempotency_key: key.into(),
+        if_running: 0,
     }
 }
 

@@ -71,6 +71,7 @@ fn follow_up(id: &str, round: u32) -> pb::SendMessageRequest {
         session_id: id.into(),
         message: format!("follow-up {round}"),
         idempotency_key: String::new(),
+        if_running: 0,
     }
 }
 
@@ -579,6 +580,7 @@ async fn a_write_whose_outcome_is_unknown_answers_deadline_exceeded() {
         session_id: id.clone(),
         message: "and the deploy?".into(),
         idempotency_key: "k-unknown".into(),
+        if_running: 0,
     };
 
     let lock = RowLock::take(&app.db_url, sid).await;

@@ -958,6 +958,7 @@ async fn hostile_sweep(tenants: bool) {
                     session_id,
                     message,
                     idempotency_key,
+                    if_running: 0,
                 });
                 sweep.check(n, rpc, &req, unary(call).await);
             }

@@ -88,6 +88,7 @@ async fn large_turns_page_within_the_response_cap() {
                 session_id: session.clone(),
                 message: message.clone(),
                 idempotency_key: String::new(),
+                if_running: 0,
             })
             .await
             .expect("a message at the limit is accepted");
@@ -247,6 +248,7 @@ async fn an_oversized_request_answers_invalid_argument_naming_the_limit() {
             session_id: session.clone(),
             message: huge,
             idempotency_key: String::new(),
+            if_running: 0,
         })
         .await
         .unwrap_err();

@@ -120,6 +120,7 @@ async fn call(c: &mut Client, token: &str, method: &str, id: &str) -> Status {
                     session_id: id,
                     message: "more".into(),
                     idempotency_key: "k1".into(),
+                    if_running: 0,
                 },
                 token,
             ))
@@ -460,6 +461,7 @@ async fn the_running_burst_limit_is_per_tenant_and_refusals_write_nothing() {
                 session_id: first.id.clone(),
                 message: "and then?".into(),
                 idempotency_key: String::new(),
+                if_running: 0,
             },
             &acme,
         ))
@@ -534,6 +536,7 @@ async fn a_spent_daily_token_budget_stops_new_bursts_of_that_tenant_only() {
                 session_id: first.id.clone(),
                 message: "more".into(),
                 idempotency_key: String::new(),
+                if_running: 0,
             },
             &acme,
         ))
@@ -575,6 +578,7 @@ async fn the_audit_trail_records_a_sessions_life_per_tenant() {
             session_id: s.id.clone(),
             message: "go on".into(),
             idempotency_key: String::new(),
+            if_running: 0,
         },
         &operator,
     ))

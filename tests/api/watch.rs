@@ -106,6 +106,7 @@ async fn watch_right_after_send_message_follows_the_new_burst() {
             session_id: session.clone(),
             message: "and now?".into(),
             idempotency_key: String::new(),
+            if_running: 0,
         })
         .await
         .unwrap()

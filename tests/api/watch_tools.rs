@@ -186,6 +186,7 @@ async fn cancel_session_mid_tool() {
             session_id: session.clone(),
             message: "continue".into(),
             idempotency_key: String::new(),
+            if_running: 0,
         })
         .await
         .unwrap_err();
@@ -227,6 +228,7 @@ async fn cancel_ends_an_idle_session_but_not_a_completed_one() {
             session_id: session.clone(),
             message: "more?".into(),
             idempotency_key: String::new(),
+            if_running: 0,
         })
         .await
         .unwrap_err();

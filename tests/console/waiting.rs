@@ -61,6 +61,7 @@ async fn a_held_session_waits_for_you_and_is_confirmed_from_the_list() {
             session_id: session.clone(),
             message: "did the restart happen?".into(),
             idempotency_key: String::new(),
+            if_running: 0,
         })
         .await
         .unwrap();
@@ -110,6 +111,7 @@ async fn a_held_session_waits_for_you_and_is_confirmed_from_the_list() {
             session_id: other.clone(),
             message: "and now?".into(),
             idempotency_key: String::new(),
+            if_running: 0,
         })
         .await
         .unwrap();

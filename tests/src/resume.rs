@@ -184,6 +184,7 @@ pub async fn send(client: &mut Client, id: SessionId, text: &str) -> Result<i64,
             session_id: id.to_string(),
             message: text.into(),
             idempotency_key: String::new(),
+            if_running: 0,
         })
         .await
         .map(|r| r.into_inner().seq)

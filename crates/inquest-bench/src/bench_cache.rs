@@ -181,6 +181,7 @@ async fn one_flavor(
             session,
             UserMessage::parse("Look further into the log.".into(), &limits)?,
             None,
+            None,
         )
         .await?;
     anyhow::ensure!(

@@ -279,6 +279,7 @@ async fn send_message_resume(bench: &ResumeBench) -> anyhow::Result<()> {
                     session_id: session.to_string(),
                     message: format!("follow-up {i}"),
                     idempotency_key: String::new(),
+                    if_running: 0,
                 })
                 .await?;
             let arrived = tokio::time::timeout(Duration::from_secs(30), arrivals.recv())

@@ -76,6 +76,15 @@ pub struct TextDelta {
     pub text: Arc<str>,
 }
 
+/// A message stored in the session's queue, to open its next burst.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageQueued {
+    pub session_id: SessionId,
+    pub text: Arc<str>,
+    /// Its place in the queue when it was stored (1 = next).
+    pub position: u32,
+}
+
 /// A committed turn as published: shared by every subscriber, with room
 /// for its wire encoding, made by the first subscriber that needs it and
 /// reused by the others (so a turn fanned out to 1,000 watchers is encoded
@@ -158,6 +167,8 @@ pub enum Event {
     ToolCallStart(ToolCallStart),
     /// Best effort, unlike the others: see [`TurnBroadcaster::publish`].
     TextDelta(TextDelta),
+    /// A message was queued behind the running burst (committed).
+    MessageQueued(MessageQueued),
 }
 
 impl Event {
@@ -166,6 +177,7 @@ impl Event {
             Event::Turn(turn) => turn.session_id,
             Event::ToolCallStart(start) => start.session_id,
             Event::TextDelta(delta) => delta.session_id,
+            Event::MessageQueued(queued) => queued.session_id,
         }
     }
 }

@@ -8,6 +8,9 @@ pub struct Limits {
     /// Largest accepted user message or incident description, in bytes of
     /// UTF-8.
     pub max_message_bytes: usize,
+    /// Messages a session holds queued (`SendMessage` with `if_running =
+    /// ENQUEUE`) while a burst is pending or running; one more is refused.
+    pub max_queued_messages: usize,
 }
 
 impl Limits {
@@ -21,6 +24,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_message_bytes: 32 * 1024,
+            max_queued_messages: 20,
         }
     }
 }
@@ -63,6 +67,12 @@ impl UserMessage {
     pub fn parse(text: String, limits: &Limits) -> Result<Self, InputError> {
         check("message", &text, limits.max_message_bytes)?;
         Ok(Self(text))
+    }
+
+    /// A message the store kept while it was queued: it passed
+    /// [`UserMessage::parse`] when it was sent, under the limits then.
+    pub fn from_stored(text: String) -> Self {
+        Self(text)
     }
 
     pub fn as_str(&self) -> &str {
@@ -138,6 +148,7 @@ mod tests {
     fn message_limits() {
         let limits = Limits {
             max_message_bytes: 8,
+            ..Limits::default()
         };
         assert!(UserMessage::parse("hello".into(), &limits).is_ok());
         assert_eq!(

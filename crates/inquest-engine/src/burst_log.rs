@@ -327,10 +327,20 @@ impl BurstLog {
     pub async fn close(&self, reason: ExitReason) -> Result<Transition, TurnLogError> {
         let store = &self.store;
         let closed = self
-            .with_retries("close_burst", || store.close_burst(&self.lease, reason))
+            .with_retries("close_burst", || {
+                store.close_burst_draining(&self.lease, reason)
+            })
             .await;
-        let transition = closed.into_result(TurnLogError::CloseNotRecorded)?;
+        let (transition, queued) = closed.into_result(TurnLogError::CloseNotRecorded)?;
         match &transition {
+            // The queue became the next burst's user turns (the session is
+            // `pending`): the watchers here stay and see them.
+            Transition::Changed(_) if !queued.is_empty() => {
+                self.live.forget_burst(self.session(), self.lease.epoch());
+                for turn in queued {
+                    self.live.publish_committed(turn);
+                }
+            }
             Transition::Changed(_) => self.live.burst_closed(self.session(), self.lease.epoch()),
             // A cancel won (it ended the watchers itself), or the lease
             // moved on: only this burst's own memory goes.

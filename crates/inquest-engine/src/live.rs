@@ -15,7 +15,9 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
-use inquest_broadcast::{Event, PublishedTurn, TextDelta, ToolCallStart, TurnBroadcaster};
+use inquest_broadcast::{
+    Event, MessageQueued, PublishedTurn, TextDelta, ToolCallStart, TurnBroadcaster,
+};
 use inquest_core::{Role, Seq, SessionId, Turn};
 use inquest_redact::StreamedText;
 use tokio_util::sync::CancellationToken;
@@ -201,6 +203,13 @@ impl LiveView {
             .push(start.clone());
         self.broadcaster
             .publish(session, Event::ToolCallStart(start));
+    }
+
+    /// Publishes a message queued behind the running burst (committed).
+    pub fn publish_message_queued(&self, queued: MessageQueued) {
+        let session = queued.session_id;
+        self.broadcaster
+            .publish(session, Event::MessageQueued(queued));
     }
 
     /// Tool calls of `session` started and not yet answered.

@@ -679,6 +679,15 @@ impl Runner {
                 }
             },
             Ending::Close(_) => match burst.close(exit).await {
+                // The close turned queued messages into the next burst's
+                // turns: start it here (any replica's reaper would too).
+                Ok(
+                    inquest_store::Transition::Changed(row)
+                    | inquest_store::Transition::Unchanged(row),
+                ) if row.status == inquest_core::SessionStatus::Pending => {
+                    tracing::info!(%session, "queued messages open the next burst");
+                    self.start(session);
+                }
                 Ok(_) => {}
                 Err(TurnLogError::Unavailable(e)) => {
                     tracing::warn!(%session, error = %error_chain(&e), "store unavailable at the burst's end; its lease will expire and recovery lands it");

@@ -137,6 +137,9 @@ impl TurnLog {
         Ok(started)
     }
 
+    /// With `enqueue` (the queue's bound), a message to a pending or
+    /// running session is queued and announced to this replica's watchers.
+    ///
     /// Stores a follow-up user turn (session becomes `pending`), lifts the
     /// broadcaster latch, and publishes the turn, all before returning, so
     /// a watch started after this returns follows the new burst.
@@ -147,11 +150,25 @@ impl TurnLog {
         session: SessionId,
         message: UserMessage,
         key: Option<IdempotencyKey>,
+        enqueue: Option<usize>,
     ) -> Result<SendOutcome, StoreError> {
         let outcome = self
             .store
-            .send_message(tenant, quota, session, message, key)
+            .send_or_enqueue(tenant, quota, session, message, key, enqueue)
             .await?;
+        if let SendOutcome::Queued {
+            position,
+            text,
+            created: true,
+        } = &outcome
+        {
+            self.live
+                .publish_message_queued(inquest_broadcast::MessageQueued {
+                    session_id: session,
+                    text: text.as_str().into(),
+                    position: *position,
+                });
+        }
         if let SendOutcome::Sent { turn, created } = &outcome {
             // A replay lifts the latch too: the first call may have been
             // cut off before it did (watchers check the store before they

@@ -25,6 +25,18 @@ pub enum SendOutcome {
     /// The user turn is stored and the session is `pending`. `created` is
     /// false when an earlier call with the same key stored it.
     Sent { turn: Box<Turn>, created: bool },
+    /// Queued (`if_running = ENQUEUE` while a burst is pending or
+    /// running): stored in `queued_messages` at `position` (1 = next), to
+    /// become a user turn when the burst closes. `created` is false when an
+    /// earlier call with the same key queued it.
+    Queued {
+        position: u32,
+        text: String,
+        created: bool,
+    },
+    /// Refused, nothing stored: the session already holds `limit` queued
+    /// messages.
+    QueueFull { limit: usize },
     /// Refused, nothing stored: a burst is waiting to start or running.
     Busy { status: SessionStatus },
     /// Refused, nothing stored: the session ended for good (cancelled).
@@ -73,6 +85,23 @@ impl Store {
         message: UserMessage,
         key: Option<IdempotencyKey>,
     ) -> Result<SendOutcome, StoreError> {
+        self.send_or_enqueue(tenant, quota, session, message, key, None)
+            .await
+    }
+
+    /// [`Store::send_message`]; with `enqueue` (the queue's bound), a
+    /// message to a `pending` or `running` session is queued instead of
+    /// refused: see [`SendOutcome::Queued`]; past the bound
+    /// [`SendOutcome::QueueFull`].
+    pub async fn send_or_enqueue(
+        &self,
+        tenant: &Tenant,
+        quota: TenantQuota,
+        session: SessionId,
+        message: UserMessage,
+        key: Option<IdempotencyKey>,
+        enqueue: Option<usize>,
+    ) -> Result<SendOutcome, StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
         let tenant = tenant.clone();
@@ -83,7 +112,13 @@ impl Store {
                         tenant: &tenant,
                         quota: &quota,
                     };
-                    send_message_tx(c, &store.replica, scope, session, message, key.as_ref()).await
+                    let send = Send {
+                        session,
+                        message,
+                        key: key.as_ref(),
+                        enqueue,
+                    };
+                    send_message_tx(c, &store.replica, scope, send).await
                 })
                 .await
         })
@@ -98,6 +133,11 @@ impl Store {
     /// Leaving `running` clears the lease (owner and expiry; the epoch
     /// stays, so a cancelled burst still records what it already did), and
     /// every change is announced to other replicas in the same statement.
+    ///
+    /// A cancel drops the session's queued messages and, when there were
+    /// any, stores a notice turn saying how many (their idempotency keys
+    /// are freed: a retry is refused as the cancelled session refuses any
+    /// message).
     pub async fn transition(
         &self,
         session: SessionId,
@@ -107,7 +147,7 @@ impl Store {
             CallerEvent::Confirm => (Event::Confirm, None),
             CallerEvent::Cancel => (Event::Cancel, Some(ExitReason::Cancelled)),
         };
-        self.transition_fenced(session, None, event, exit).await
+        Ok(self.transition_fenced(session, None, event, exit).await?.0)
     }
 
     /// Ends the burst holding `lease` with `reason` (the status its
@@ -115,11 +155,30 @@ impl Store {
     /// is the session's, so a worker that lost its lease cannot close the
     /// session its successor runs; `Unchanged` when the epoch moved on or
     /// a cancel won.
+    ///
+    /// Closing into a status a follow-up may reopen (idle, completed,
+    /// failed) also moves the queued messages, in order, into user turns
+    /// and sets the session `pending`, in the same transaction; see
+    /// [`Store::close_burst_draining`] for the turns it stored.
     pub async fn close_burst(
         &self,
         lease: &Lease,
         reason: ExitReason,
     ) -> Result<Transition, StoreError> {
+        Ok(self.close_burst_draining(lease, reason).await?.0)
+    }
+
+    /// [`Store::close_burst`], with the user turns the queue became (empty
+    /// when nothing was queued or the close did not apply). When there are
+    /// any, the session is `pending` and its next burst waits to be
+    /// claimed. A burst closing into `awaiting_approval` or
+    /// `awaiting_confirmation` keeps the queue: a human must act first,
+    /// and the queue drains when a later burst closes.
+    pub async fn close_burst_draining(
+        &self,
+        lease: &Lease,
+        reason: ExitReason,
+    ) -> Result<(Transition, Vec<Turn>), StoreError> {
         self.transition_fenced(
             lease.session(),
             Some(lease.epoch()),
@@ -135,13 +194,22 @@ impl Store {
         epoch: Option<i64>,
         event: Event,
         exit_reason: Option<ExitReason>,
-    ) -> Result<Transition, StoreError> {
+    ) -> Result<(Transition, Vec<Turn>), StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
         let from = event.source_texts();
         let to = event.target();
         let exit_reason = exit_reason.map(ExitReason::as_str);
-        let origin = self.replica.as_str().to_owned();
+        let origin = self.replica.clone();
+        // Only a close into a status a follow-up may reopen drains the
+        // queue; a cancel drops it. Awaiting approval (also a `Send`
+        // source) waits for a human instead.
+        let drains = matches!(event, Event::Close(_))
+            && matches!(
+                to,
+                SessionStatus::Idle | SessionStatus::Completed | SessionStatus::Failed
+            );
+        let drops = event == Event::Cancel;
         self.detached(async move {
             let update = format!(
                 "UPDATE sessions SET status = $3::text, exit_reason = COALESCE($4, exit_reason), \
@@ -156,7 +224,24 @@ impl Store {
             let select = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
             store
                 .run_with_timeout("transition", limit, async |c| {
-                    let changed = c
+                    let tx = c.transaction().await?;
+                    // The row lock first: an enqueue holds it while it
+                    // stores a message, so the queue read next is all of it.
+                    tx.query_opt(
+                        "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
+                        &[session.as_uuid()],
+                    )
+                    .await?
+                    .ok_or_else(|| not_found_session(session))?;
+                    let queued = if drains || drops {
+                        load_queue(&tx, session).await?
+                    } else {
+                        Vec::new()
+                    };
+                    // Watchers elsewhere stay registered when the close
+                    // opens the next burst at once.
+                    let keep_watchers = to.is_active() || (drains && !queued.is_empty());
+                    let changed = tx
                         .query_opt(
                             &update,
                             &[
@@ -165,25 +250,133 @@ impl Store {
                                 &to.as_str(),
                                 &exit_reason,
                                 &epoch,
-                                &origin,
+                                &origin.as_str(),
                                 &(to == SessionStatus::Running),
-                                &to.is_active(),
+                                &keep_watchers,
                             ],
                         )
                         .await?;
-                    if let Some(row) = changed {
-                        return Ok(Transition::Changed(session_from_row(&row)?));
+                    let Some(row) = changed else {
+                        let row = tx
+                            .query_opt(&select, &[session.as_uuid()])
+                            .await?
+                            .ok_or_else(|| not_found_session(session))?;
+                        tx.rollback().await?;
+                        return Ok((Transition::Unchanged(session_from_row(&row)?), Vec::new()));
+                    };
+                    if queued.is_empty() {
+                        tx.commit().await?;
+                        return Ok((Transition::Changed(session_from_row(&row)?), Vec::new()));
                     }
-                    let row = c
+                    let turns = if drains {
+                        drain_queue(&tx, &origin, session, queued).await?
+                    } else {
+                        drop_queue(&tx, &origin, session, queued.len()).await?;
+                        Vec::new()
+                    };
+                    let row = tx
                         .query_opt(&select, &[session.as_uuid()])
                         .await?
                         .ok_or_else(|| not_found_session(session))?;
-                    Ok(Transition::Unchanged(session_from_row(&row)?))
+                    tx.commit().await?;
+                    Ok((Transition::Changed(session_from_row(&row)?), turns))
                 })
                 .await
         })
         .await
     }
+}
+
+/// One queued message: its row id, text and idempotency key.
+struct QueuedRow {
+    id: i64,
+    text: String,
+    key: Option<String>,
+}
+
+/// The session's queued messages, oldest first.
+async fn load_queue(
+    tx: &deadpool_postgres::Transaction<'_>,
+    session: SessionId,
+) -> Result<Vec<QueuedRow>, StoreError> {
+    let rows = tx
+        .query(
+            "SELECT id, text, idempotency_key FROM queued_messages \
+             WHERE session_id = $1 ORDER BY id",
+            &[session.as_uuid()],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let bytes: Vec<u8> = get(row, 1)?;
+            let text = String::from_utf8(bytes).map_err(|e| {
+                StoreError::Corrupt(format!("queued message of session {session}: {e}"))
+            })?;
+            Ok(QueuedRow {
+                id: get(row, 0)?,
+                text,
+                key: get(row, 2)?,
+            })
+        })
+        .collect()
+}
+
+/// Moves the queue into user turns, in order, binds each key to its turn,
+/// and opens the next burst (`pending`), inside the closing transaction.
+async fn drain_queue(
+    tx: &deadpool_postgres::Transaction<'_>,
+    origin: &ReplicaId,
+    session: SessionId,
+    queued: Vec<QueuedRow>,
+) -> Result<Vec<Turn>, StoreError> {
+    let scope = format!("send_message:{session}");
+    let mut turns = Vec::with_capacity(queued.len());
+    for q in queued {
+        let message = UserMessage::from_stored(q.text);
+        let turn = insert_turn(tx, origin, session, None, None, &NewTurn::User(message)).await?;
+        if let Some(key) = &q.key {
+            tx.execute(
+                "UPDATE idempotency_keys SET seq = $3 WHERE scope = $1 AND key = $2",
+                &[&scope, key, &turn.seq.as_i64()],
+            )
+            .await?;
+        }
+        tx.execute("DELETE FROM queued_messages WHERE id = $1", &[&q.id])
+            .await?;
+        turns.push(turn);
+    }
+    if !open_burst(tx, origin, session).await? {
+        return Err(StoreError::Internal(format!(
+            "session {session} closed its burst but cannot open the queued one"
+        )));
+    }
+    Ok(turns)
+}
+
+/// Drops the queue of a cancelled session, frees its keys, and stores a
+/// notice saying how many messages it dropped.
+async fn drop_queue(
+    tx: &deadpool_postgres::Transaction<'_>,
+    origin: &ReplicaId,
+    session: SessionId,
+    count: usize,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "DELETE FROM queued_messages WHERE session_id = $1",
+        &[session.as_uuid()],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM idempotency_keys WHERE scope = $1 AND seq IS NULL",
+        &[&format!("send_message:{session}")],
+    )
+    .await?;
+    let plural = if count == 1 { "" } else { "s" };
+    let notice = NewTurn::notice(format!(
+        "Session cancelled: {count} queued message{plural} dropped without being run."
+    ));
+    insert_turn(tx, origin, session, None, None, &notice).await?;
+    Ok(())
 }
 
 /// The caller's tenant and its limits.
@@ -192,26 +385,63 @@ struct Scope<'a> {
     quota: &'a TenantQuota,
 }
 
+/// One SendMessage, parsed.
+struct Send<'a> {
+    session: SessionId,
+    message: UserMessage,
+    key: Option<&'a IdempotencyKey>,
+    /// The queue's bound, when a busy session queues the message.
+    enqueue: Option<usize>,
+}
+
 async fn send_message_tx(
     client: &mut deadpool_postgres::Client,
     origin: &ReplicaId,
     caller: Scope<'_>,
-    session: SessionId,
-    message: UserMessage,
-    key: Option<&IdempotencyKey>,
+    send: Send<'_>,
 ) -> Result<SendOutcome, StoreError> {
+    let Send {
+        session,
+        message,
+        key,
+        enqueue,
+    } = send;
     let scope = format!("send_message:{session}");
     let request = RequestFingerprint::send_message(&message);
     let tx = client.transaction().await?;
     // The tenant first: a key must not replay another tenant's turn.
     check_tenant_session(&tx, caller.tenant, session).await?;
     if let Some(key) = key
-        && let Some(turn) = turn_for_key(&tx, &scope, key, &request).await?
+        && let Some(outcome) = outcome_for_key(&tx, &scope, session, key, &request).await?
     {
         tx.commit().await?;
-        return Ok(replayed(turn));
+        return Ok(outcome);
     }
-    if !open_burst(&tx, origin, session).await? {
+    let mut opened = open_burst(&tx, origin, session).await?;
+    if !opened && let Some(bound) = enqueue {
+        // Under the row lock, so a burst cannot close (and drain the
+        // queue) between this read and the insert.
+        let row = tx
+            .query_opt(
+                "SELECT status FROM sessions WHERE id = $1 FOR UPDATE",
+                &[session.as_uuid()],
+            )
+            .await?
+            .ok_or_else(|| not_found_session(session))?;
+        match crate::rows::status(&row, 0)? {
+            SessionStatus::Pending | SessionStatus::Running => {
+                let queued = Queue {
+                    scope: &scope,
+                    request: &request,
+                    bound,
+                };
+                return enqueue_tx(tx, session, message, key, queued).await;
+            }
+            // The burst closed while our UPDATE waited: send as usual.
+            _ => opened = open_burst(&tx, origin, session).await?,
+        }
+    }
+    if !opened {
         return refused(tx, &scope, key, &request, session).await;
     }
     // The status change above is this transaction's own: the count skips
@@ -230,11 +460,86 @@ async fn send_message_tx(
         // maps to two turns: undo ours (turn, status, notification) and
         // answer as a retry that found the key would.
         tx.rollback().await?;
-        return replay_claimed(client, &scope, key, &request).await;
+        return replay_claimed(client, &scope, session, key, &request).await;
     }
     tx.commit().await?;
     Ok(SendOutcome::Sent {
         turn: Box::new(turn),
+        created: true,
+    })
+}
+
+/// Where a queued message's key and bound apply.
+struct Queue<'a> {
+    scope: &'a str,
+    request: &'a RequestFingerprint,
+    bound: usize,
+}
+
+/// Queues `message` behind the pending or running burst of `session`,
+/// whose row `tx` holds locked.
+async fn enqueue_tx(
+    tx: deadpool_postgres::Transaction<'_>,
+    session: SessionId,
+    message: UserMessage,
+    key: Option<&IdempotencyKey>,
+    queue: Queue<'_>,
+) -> Result<SendOutcome, StoreError> {
+    // Another call with the key may have committed while we waited for
+    // the lock.
+    if let Some(key) = key
+        && let Some(outcome) =
+            outcome_for_key(&tx, queue.scope, session, key, queue.request).await?
+    {
+        tx.commit().await?;
+        return Ok(outcome);
+    }
+    let held: i64 = get(
+        &tx.query_one(
+            "SELECT count(*) FROM queued_messages WHERE session_id = $1",
+            &[session.as_uuid()],
+        )
+        .await?,
+        0,
+    )?;
+    let held = usize::try_from(held).unwrap_or(usize::MAX);
+    if held >= queue.bound {
+        tx.rollback().await?;
+        return Ok(SendOutcome::QueueFull { limit: queue.bound });
+    }
+    let position = u32::try_from(held + 1).unwrap_or(u32::MAX);
+    let text = message.into_string();
+    tx.execute(
+        "INSERT INTO queued_messages (session_id, text, position, idempotency_key, request_hash) \
+         VALUES ($1, $2, $3, $4, $5)",
+        &[
+            session.as_uuid(),
+            &text.as_bytes(),
+            &i32::try_from(position).unwrap_or(i32::MAX),
+            &key.map(IdempotencyKey::as_str),
+            &queue.request.as_bytes().as_slice(),
+        ],
+    )
+    .await?;
+    if let Some(key) = key {
+        // `seq` stays NULL until the message becomes a turn. The row lock
+        // serialises every call that could claim this key, so it is free.
+        tx.execute(
+            "INSERT INTO idempotency_keys (scope, key, session_id, seq, request_hash) \
+             VALUES ($1, $2, $3, NULL, $4)",
+            &[
+                &queue.scope,
+                &key.as_str(),
+                session.as_uuid(),
+                &queue.request.as_bytes().as_slice(),
+            ],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(SendOutcome::Queued {
+        position,
+        text,
         created: true,
     })
 }
@@ -298,10 +603,10 @@ async fn refused(
     // the same key that lost the race finds the winner's turn here
     // (or, for another message, is refused).
     if let Some(key) = key
-        && let Some(turn) = turn_for_key(&tx, scope, key, request).await?
+        && let Some(outcome) = outcome_for_key(&tx, scope, session, key, request).await?
     {
         tx.commit().await?;
-        return Ok(replayed(turn));
+        return Ok(outcome);
     }
     let row = tx
         .query_opt(
@@ -329,15 +634,16 @@ async fn refused(
 async fn replay_claimed(
     client: &mut deadpool_postgres::Client,
     scope: &str,
+    session: SessionId,
     key: &IdempotencyKey,
     request: &RequestFingerprint,
 ) -> Result<SendOutcome, StoreError> {
     let tx = client.transaction().await?;
-    let turn = turn_for_key(&tx, scope, key, request)
+    let outcome = outcome_for_key(&tx, scope, session, key, request)
         .await?
         .ok_or_else(|| StoreError::Internal("idempotency key vanished".into()))?;
     tx.commit().await?;
-    Ok(replayed(turn))
+    Ok(outcome)
 }
 
 /// A message already stored by an earlier call with the same key.
@@ -348,14 +654,17 @@ fn replayed(turn: Turn) -> SendOutcome {
     }
 }
 
-/// The turn a key names, if the key is in use; an error when it was used
-/// for another message (`crate::idempotency`).
-async fn turn_for_key(
+/// What the first call with `key` got, if the key is in use: the turn it
+/// stored, or, while its message is still queued (`seq` NULL), its place
+/// in the queue. An error when it was used for another message
+/// (`crate::idempotency`).
+async fn outcome_for_key(
     tx: &deadpool_postgres::Transaction<'_>,
     scope: &str,
+    session: SessionId,
     key: &IdempotencyKey,
     request: &RequestFingerprint,
-) -> Result<Option<Turn>, StoreError> {
+) -> Result<Option<SendOutcome>, StoreError> {
     let Some(claim) = tx
         .query_opt(
             "SELECT session_id, seq, request_hash FROM idempotency_keys \
@@ -368,8 +677,31 @@ async fn turn_for_key(
     };
     let stored: Option<&[u8]> = get(&claim, 2)?;
     idempotency::bound_to(stored, request, key)?;
-    let session: uuid::Uuid = get(&claim, 0)?;
-    let seq: Option<i64> = get(&claim, 1)?;
+    let claimed_by: uuid::Uuid = get(&claim, 0)?;
+    let Some(seq) = get::<Option<i64>>(&claim, 1)? else {
+        let row = tx
+            .query_opt(
+                "SELECT position, text FROM queued_messages \
+                 WHERE session_id = $1 AND idempotency_key = $2",
+                &[session.as_uuid(), &key.as_str()],
+            )
+            .await?
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "idempotency key {:?} names a queued message of session {session} that is missing",
+                    key.as_str()
+                ))
+            })?;
+        let position: i32 = get(&row, 0)?;
+        let text: Vec<u8> = get(&row, 1)?;
+        return Ok(Some(SendOutcome::Queued {
+            position: u32::try_from(position).unwrap_or(0),
+            text: String::from_utf8(text)
+                .map_err(|e| StoreError::Corrupt(format!("queued message: {e}")))?,
+            created: false,
+        }));
+    };
+    let session = claimed_by;
     let sql = format!("SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq = $2");
     let row = tx
         .query_opt(&sql, &[&session, &seq])
@@ -380,5 +712,5 @@ async fn turn_for_key(
                 key.as_str()
             ))
         })?;
-    turn_from_row(&row).map(Some)
+    turn_from_row(&row).map(|turn| Some(replayed(turn)))
 }

@@ -246,6 +246,11 @@ impl View {
                 let text = approval_text(a);
                 self.line(&text);
             }
+            Event::MessageQueued(q) => {
+                self.erase_streamed();
+                let text = format!("(queued #{}: {})", q.position, q.text);
+                self.line(&text);
+            }
         }
     }
 
@@ -568,6 +573,12 @@ fn json_event(event: &Event) -> serde_json::Value {
             "side_effect": a.side_effect,
             "rule": a.rule,
             "expires_at": rfc3339(&a.expires_at),
+        }),
+        Event::MessageQueued(q) => json!({
+            "type": "message_queued",
+            "session_id": q.session_id,
+            "text": q.text,
+            "position": q.position,
         }),
         Event::TextDelta(d) => json!({
             "type": "text_delta",

@@ -50,11 +50,32 @@ pub struct SendArgs {
     /// retries (while the server is unavailable) store it once.
     #[arg(long, default_value = "")]
     idempotency_key: String,
+    /// What the server does when a burst is pending or running: `reject`
+    /// refuses the message; `enqueue` stores it at once and runs it after
+    /// the current burst (the command prints its place and exits).
+    #[arg(long, value_enum, default_value_t = IfRunning::Reject)]
+    if_running: IfRunning,
     /// One JSON object per line, for scripts.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
     target: Target,
+}
+
+/// `--if-running`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IfRunning {
+    Reject,
+    Enqueue,
+}
+
+impl IfRunning {
+    fn wire(self) -> pb::IfRunning {
+        match self {
+            IfRunning::Reject => pb::IfRunning::Reject,
+            IfRunning::Enqueue => pb::IfRunning::Enqueue,
+        }
+    }
 }
 
 pub async fn watch(args: WatchArgs) -> anyhow::Result<()> {
@@ -174,13 +195,34 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
         session_id: args.session_id.clone(),
         message: args.message,
         idempotency_key: idempotency_key(args.idempotency_key),
+        if_running: args.if_running.wire().into(),
     };
-    let seq = retrying(|| {
+    let sent = retrying(|| {
         let (mut client, request) = (client.clone(), request.clone());
         async move { client.send_message(request).await }
     })
-    .await?
-    .seq;
+    .await?;
+    if sent.queued {
+        // Nothing to follow yet: the message opens a burst once the
+        // current one ends (`inquest watch --follow` shows it).
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "type": "queued",
+                    "session_id": args.session_id,
+                    "position": sent.queue_position,
+                })
+            );
+        } else {
+            println!(
+                "queued at position {} behind the running burst of session {}",
+                sent.queue_position, args.session_id
+            );
+        }
+        return Ok(());
+    }
+    let seq = sent.seq;
     follow(
         &mut client,
         &args.target,

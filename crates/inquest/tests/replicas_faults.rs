@@ -537,6 +537,7 @@ async fn assert_survived(
         session_id: id.into(),
         message: format!("[{tag}] follow-up: is it still stable?"),
         idempotency_key: String::new(),
+        if_running: 0,
     })
     .await
     .unwrap_or_else(|e| panic!("{tag}: the follow-up is accepted: {e}"));

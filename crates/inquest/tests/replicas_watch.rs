@@ -54,6 +54,7 @@ fn checked_turns(events: &[Event], after: i64, who: &str) -> Vec<pb::SessionTurn
             Event::Heartbeat(_) | Event::TextDelta(_) => {}
             Event::Lagged(l) => panic!("{who}: unexpected Lagged {l:?}"),
             Event::ApprovalRequested(a) => panic!("{who}: nothing is held here: {a:?}"),
+            Event::MessageQueued(q) => panic!("{who}: nothing is queued here: {q:?}"),
         }
     }
     let seqs: Vec<i64> = turns.iter().map(|t| t.seq).collect();
@@ -313,7 +314,8 @@ async fn follow(
                         Event::ToolCallStart(_)
                         | Event::Heartbeat(_)
                         | Event::TextDelta(_)
-                        | Event::ApprovalRequested(_) => {}
+                        | Event::ApprovalRequested(_)
+                        | Event::MessageQueued(_) => {}
                     }
                     if !matches!(event, Event::Lagged(_)) {
                         assert!(lagged.is_none(), "an event after Lagged: {event:?}");

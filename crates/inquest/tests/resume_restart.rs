@@ -59,6 +59,7 @@ async fn follow_up_after_a_restart_sends_the_whole_history_and_skips_the_downtim
             session_id: session.id.clone(),
             message: "is it still slow?".into(),
             idempotency_key: String::new(),
+            if_running: 0,
         })
         .await
         .unwrap()

@@ -124,6 +124,7 @@ async fn planted_secrets_never_reach_logs_turns_or_answers() {
         session_id: session.id.clone(),
         message: "again".into(),
         idempotency_key: String::new(),
+        if_running: 0,
     })
     .await
     .unwrap();

@@ -338,6 +338,7 @@ async fn a_burst_is_one_trace_from_the_callers_traceparent_to_every_turn_write()
         session_id: session.id.clone(),
         message: "and now?".into(),
         idempotency_key: String::new(),
+        if_running: 0,
     })
     .await
     .unwrap();

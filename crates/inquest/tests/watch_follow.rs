@@ -229,6 +229,7 @@ async fn watch_follow_shows_every_burst_until_the_session_is_cancelled() {
             session_id: session.id.clone(),
             message: "Look at the deploys.".into(),
             idempotency_key: String::new(),
+            if_running: 0,
         })
         .await
         .unwrap()

@@ -471,7 +471,7 @@ impl Alerts {
             .runner
             .unit::<_, StoreError, _>(async move {
                 let outcome = log
-                    .send_message(&tenant, quota, session, message, key)
+                    .send_message(&tenant, quota, session, message, key, None)
                     .await?;
                 if let SendOutcome::Sent { .. } = &outcome {
                     runner.start(session);
@@ -492,6 +492,8 @@ impl Alerts {
                 tracing::info!(session_id = %session, %status, "a burst runs: the alert follow-up waits for its end");
                 false
             }
+            // Alert follow-ups never queue (they are sent without a bound).
+            Ok(SendOutcome::Queued { .. } | SendOutcome::QueueFull { .. }) => false,
             Ok(SendOutcome::Ended { status, .. }) => {
                 metrics::counter!("inquest_alert_follow_ups_total", "outcome" => "ended")
                     .increment(1);

@@ -15,6 +15,10 @@ use inquest_core::duration_text;
 pub struct LimitsConfig {
     /// Largest user message (and incident description) accepted, in bytes.
     pub max_message_bytes: usize,
+    /// Messages a session holds queued (`SendMessage` with `if_running =
+    /// ENQUEUE`) while its burst is pending or running (default 20). One
+    /// more: RESOURCE_EXHAUSTED, nothing stored.
+    pub max_queued_messages: usize,
 
     // Load: what one replica takes on at once.
     /// Bursts this replica runs at once. A session beyond it stays
@@ -123,6 +127,7 @@ impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
             max_message_bytes: inquest_core::Limits::default().max_message_bytes,
+            max_queued_messages: inquest_core::Limits::default().max_queued_messages,
             max_running_bursts: 256,
             feed_queue_capacity: 10_000,
             idempotency_key_retention: LimitsConfig::DEFAULT_IDEMPOTENCY_KEY_RETENTION,

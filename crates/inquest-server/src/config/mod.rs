@@ -298,6 +298,7 @@ impl Config {
     pub fn limits(&self) -> inquest_core::Limits {
         inquest_core::Limits {
             max_message_bytes: self.limits.max_message_bytes,
+            max_queued_messages: self.limits.max_queued_messages,
         }
     }
 

@@ -12,6 +12,25 @@ impl InvestigationsService {
         let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
         let message = UserMessage::parse(req.message, &self.limits).map_err(ApiError::from)?;
         let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
+        // An unknown value is refused like the others: guessing could run
+        // a message twice or drop it.
+        let enqueue = match pb::IfRunning::try_from(req.if_running) {
+            Ok(pb::IfRunning::Unspecified | pb::IfRunning::Reject) => None,
+            Ok(pb::IfRunning::Enqueue) => Some(self.limits.max_queued_messages),
+            Ok(pb::IfRunning::Interrupt) => {
+                return Err(Status::unimplemented(
+                    "if_running = IF_RUNNING_INTERRUPT is not implemented yet; use \
+                     IF_RUNNING_ENQUEUE to run the message after the current burst, or \
+                     CancelSession then SendMessage",
+                ));
+            }
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "if_running {} is not an IfRunning value",
+                    req.if_running
+                )));
+            }
+        };
         self.burst_possible()?;
         // Commit → reopen → publish → start as one unit a departing client
         // cannot cut short. A replay by idempotency key finishes what the
@@ -23,7 +42,7 @@ impl InvestigationsService {
             .runner
             .unit::<_, ApiError, _>(async move {
                 let outcome = log
-                    .send_message(&tenant, quota, id, message, key)
+                    .send_message(&tenant, quota, id, message, key, enqueue)
                     .await
                     .map_err(ApiError::from)?;
                 if let SendOutcome::Sent { .. } = &outcome {
@@ -37,8 +56,27 @@ impl InvestigationsService {
                 tracing::info!(seq = %turn.seq, created, "follow-up message stored");
                 Ok(Response::new(pb::SendMessageResponse {
                     seq: turn.seq.as_i64(),
+                    queued: false,
+                    queue_position: 0,
                 }))
             }
+            SendOutcome::Queued {
+                position, created, ..
+            } => {
+                tracing::info!(position, created, "follow-up message queued");
+                Ok(Response::new(pb::SendMessageResponse {
+                    seq: 0,
+                    queued: true,
+                    queue_position: position,
+                }))
+            }
+            SendOutcome::QueueFull { limit } => Err(ApiError::ResourceExhausted {
+                what: format!("session {id} already holds {limit} queued messages"),
+                limit: "limits.max_queued_messages",
+                value: limit,
+                retry_after: std::time::Duration::from_secs(1),
+            }
+            .into()),
             SendOutcome::Busy {
                 status: SessionStatus::AwaitingConfirmation,
             } => Err(ApiError::precondition(

@@ -382,6 +382,14 @@ impl Watcher {
                     self.send(WireEvent::ToolCallStart(convert::tool_call_start(&start)))
                         .await?;
                 }
+                Some(SubscriptionItem::Event(Event::MessageQueued(queued))) => {
+                    self.send(WireEvent::MessageQueued(pb::MessageQueued {
+                        session_id: queued.session_id.to_string(),
+                        text: queued.text.to_string(),
+                        position: queued.position,
+                    }))
+                    .await?;
+                }
                 Some(SubscriptionItem::Event(Event::TextDelta(delta))) => {
                     let (merged, next) = self.merge_queued(delta);
                     held = next;

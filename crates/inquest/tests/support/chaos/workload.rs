@@ -171,6 +171,7 @@ async fn drive(t: &Tracked, dir: &Directory, plan: &Plan, rng: &mut Rng) -> Resu
             session_id: id.clone(),
             message: script::user_message(i, m),
             idempotency_key: key(m),
+            if_running: 0,
         };
         let sent = now();
         let mut refused = 0;
