@@ -36,6 +36,7 @@ mod metrics;
 mod notice_migration;
 mod numbers;
 mod oidc;
+mod queue;
 mod resume;
 mod sessions;
 mod statuses;

@@ -82,17 +82,25 @@ pub fn is_follow_up(session_id: SessionId, turns: &[Turn]) -> bool {
     follow_up_split(session_id, turns).is_some()
 }
 
-/// The turns before the follow-up message, when the last model-visible
-/// turn is a user message with model-visible turns of this session before
-/// it.
+/// The turns before the follow-up, when the last model-visible turn is a
+/// user message with model-visible turns of this session before it. The
+/// follow-up is every user message at the tail: messages queued behind a
+/// burst open the next one together, and the one before the last is no
+/// interrupted prompt (the model answers them all at once).
 fn follow_up_split(session_id: SessionId, turns: &[Turn]) -> Option<&[Turn]> {
     let visible = |t: &Turn| t.session_id == session_id && !t.role.is_record();
     let last = turns.iter().rposition(visible)?;
-    let turn = turns.get(last)?;
-    if turn.role != Role::User {
+    if turns.get(last)?.role != Role::User {
         return None;
     }
-    let before = turns.get(..last)?;
+    let mut first = last;
+    while let Some(prev) = turns.get(..first)?.iter().rposition(visible) {
+        if turns.get(prev)?.role != Role::User {
+            break;
+        }
+        first = prev;
+    }
+    let before = turns.get(..first)?;
     before.iter().any(visible).then_some(before)
 }
 
@@ -177,6 +185,17 @@ mod tests {
         let p = plan_resume(session(), &turns, &classes);
         assert_eq!(p.kind, RecoveryKind::Clean);
         assert!(p.can_continue && p.can_auto_continue && !p.requires_confirmation);
+        // Messages queued together are one follow-up.
+        let queued = [
+            user(1, "a"),
+            assistant(2, "done", &[]),
+            user(3, "b"),
+            user(4, "c"),
+        ];
+        assert_eq!(
+            plan_resume(session(), &queued, &classes).kind,
+            RecoveryKind::Clean
+        );
         let unanswered = [user(1, "a"), user(2, "b")];
         let p = plan_resume(session(), &unanswered, &classes);
         assert_eq!(p.kind, RecoveryKind::InterruptedPrompt);

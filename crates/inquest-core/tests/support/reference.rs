@@ -591,6 +591,15 @@ fn follow_up_split(session_id: SessionId, turns: &[Turn]) -> Option<&[Turn]> {
     if turn.role != Role::User {
         return None;
     }
-    let before = turns.get(..last)?;
+    // Every user message at the tail is the follow-up (messages queued
+    // behind a burst open the next one together), as in the crate.
+    let mut first = last;
+    while let Some(prev) = turns.get(..first)?.iter().rposition(visible) {
+        if turns.get(prev)?.role != Role::User {
+            break;
+        }
+        first = prev;
+    }
+    let before = turns.get(..first)?;
     before.iter().any(visible).then_some(before)
 }

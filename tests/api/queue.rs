@@ -1,0 +1,292 @@
+//! `SendMessage` with `if_running = ENQUEUE` through the real server: a
+//! message sent while a burst runs is stored at once, announced to
+//! watchers, and opens the next burst, in order, when the running one
+//! closes; the strict fake accepts the transcript that results. The queue
+//! is bounded, idempotent by key, and dropped (with a notice) by a cancel;
+//! REJECT (and the default) still refuse.
+
+use inquest_proto::v1::{self as pb, watch_event::Event};
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
+use inquest_tests::watching::{collect, next, watch};
+use tonic::Code;
+use tonic_types::StatusExt;
+
+use crate::agent_support::{
+    Client, app_with_fake, assistant, eventually, finished, session, shapes, start, turns, user,
+    without_notices,
+};
+
+const ASK: &str = "why is checkout slow?";
+const FIRST: &str = "Checking the database first.";
+const PRICING: &str = "It's not the DB, look at pricing-svc.";
+const CACHE: &str = "And the cache hit rate.";
+const SECOND: &str = "pricing-svc deployed at 14:05; its cache misses doubled.";
+
+fn request(
+    session: &str,
+    message: &str,
+    key: &str,
+    if_running: pb::IfRunning,
+) -> pb::SendMessageRequest {
+    pb::SendMessageRequest {
+        session_id: session.into(),
+        message: message.into(),
+        idempotency_key: key.into(),
+        if_running: if_running.into(),
+    }
+}
+
+async fn enqueue(
+    client: &mut Client,
+    session: &str,
+    message: &str,
+    key: &str,
+) -> pb::SendMessageResponse {
+    client
+        .send_message(request(session, message, key, pb::IfRunning::Enqueue))
+        .await
+        .expect("enqueue")
+        .into_inner()
+}
+
+/// The user messages of a recorded OpenAI-flavour request, in order.
+fn user_messages(body: &serde_json::Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["role"] == "user")
+                .filter_map(|m| m["content"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn queued_messages_are_stored_at_once_announced_and_open_the_next_burst_in_order() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text(FIRST))
+        .reply(FakeReply::text("S1"))
+        .reply(FakeReply::text(SECOND))
+        .reply(FakeReply::text("S2"));
+    fake.hold_answers();
+    let app = app_with_fake(&fake, |_| {}).await;
+    let mut client = app.client().await;
+    let id = start(&mut client, ASK).await;
+    let mut stream = watch(&mut client, &id, 0).await.unwrap();
+    let first = next(&mut stream).await.unwrap();
+    assert!(
+        matches!(&first, Some(Event::Turn(t)) if t.seq == 1),
+        "{first:?}"
+    );
+    eventually("the first model call", || fake.request_count() == 1).await;
+
+    // Stored at once, in order, while the model call is held.
+    let a = enqueue(&mut client, &id, PRICING, "q-a").await;
+    assert!(a.queued, "{a:?}");
+    assert_eq!((a.seq, a.queue_position), (0, 1));
+    let b = enqueue(&mut client, &id, CACHE, "q-b").await;
+    assert!(b.queued && b.queue_position == 2, "{b:?}");
+    assert_eq!(app.count("queued_messages").await, 2);
+    assert_eq!(app.count("turns").await, 1, "nothing is a turn yet");
+
+    // A retry with the key answers the same and stores nothing; the key
+    // with another message is refused.
+    let again = enqueue(&mut client, &id, PRICING, "q-a").await;
+    assert_eq!(again, a);
+    let reused = client
+        .send_message(request(
+            &id,
+            "something else",
+            "q-a",
+            pb::IfRunning::Enqueue,
+        ))
+        .await
+        .expect_err("a key names one message");
+    assert_eq!(reused.code(), Code::AlreadyExists, "{reused:?}");
+    assert_eq!(app.count("queued_messages").await, 2);
+
+    // Watchers are told, in order.
+    let mut queued = Vec::new();
+    while queued.len() < 2 {
+        match next(&mut stream).await.unwrap() {
+            Some(Event::MessageQueued(q)) => queued.push((q.position, q.text, q.session_id)),
+            Some(_) => {}
+            None => panic!("the stream ended before the queued messages were announced"),
+        }
+    }
+    assert_eq!(
+        queued,
+        [
+            (1, PRICING.to_owned(), id.clone()),
+            (2, CACHE.to_owned(), id.clone())
+        ]
+    );
+
+    // The burst ends; the next one starts with both messages, in order.
+    fake.release_answers();
+    // A burst is numbered by the user turns so far: the one the two
+    // queued messages open is burst 3 (there is no burst 2).
+    let (report, s) = finished(&mut client, &id, 3).await;
+    assert_eq!(report.exit_reason, "awaiting_user", "{report:?}");
+    assert_eq!(s.status(), pb::SessionStatus::Idle);
+    assert_eq!(app.count("queued_messages").await, 0);
+    let all = turns(&mut client, &id).await;
+    // The two messages are one follow-up of a burst that ended cleanly
+    // (which needs no recovery notice), not an unanswered prompt followed
+    // by another.
+    let notices: Vec<&str> = all
+        .iter()
+        .filter(|t| t.role() == pb::TurnRole::Notice)
+        .map(|t| t.content.as_str())
+        .collect();
+    assert!(notices.is_empty(), "{notices:?}");
+    let stored = without_notices(all);
+    assert_eq!(
+        shapes(&stored),
+        [
+            user(ASK),
+            assistant(FIRST, &[]),
+            user(PRICING),
+            user(CACHE),
+            assistant(SECOND, &[]),
+        ]
+    );
+    // The strict fake took the second burst's request (it answers an
+    // invalid one with 400, which would fail the burst), and that request
+    // carried the queued messages in order.
+    let requests = fake.requests();
+    let opened = requests
+        .iter()
+        .find(|r| user_messages(&r.body).len() == 3)
+        .expect("a request of the second burst");
+    assert_eq!(user_messages(&opened.body), [ASK, PRICING, CACHE]);
+
+    // The watcher followed into the second burst and ended with it.
+    let (events, ending) = collect(stream).await;
+    ending.expect("the stream ends cleanly with the second burst");
+    let users: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Turn(t) if t.role() == pb::TurnRole::User => Some(t.content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(users, [PRICING, CACHE]);
+
+    // After it became a turn, the key answers with that turn's seq and
+    // stores nothing.
+    let before = app.count("turns").await;
+    let replay = enqueue(&mut client, &id, PRICING, "q-a").await;
+    assert!(!replay.queued, "{replay:?}");
+    assert_eq!(replay.seq, stored[2].seq);
+    assert_eq!(app.count("turns").await, before);
+    app.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_queue_is_bounded_reject_still_refuses_and_a_cancel_drops_the_queue() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text(FIRST))
+        .reply(FakeReply::text("S1"));
+    fake.hold_answers();
+    let app = app_with_fake(&fake, |c| c.limits.max_queued_messages = 2).await;
+    let mut client = app.client().await;
+    let id = start(&mut client, ASK).await;
+    eventually("the first model call", || fake.request_count() == 1).await;
+
+    for if_running in [pb::IfRunning::Unspecified, pb::IfRunning::Reject] {
+        let refused = client
+            .send_message(request(&id, PRICING, "", if_running))
+            .await
+            .expect_err("a running session refuses");
+        assert_eq!(
+            refused.code(),
+            Code::FailedPrecondition,
+            "{if_running:?}: {refused:?}"
+        );
+    }
+    let interrupt = client
+        .send_message(request(&id, PRICING, "", pb::IfRunning::Interrupt))
+        .await
+        .expect_err("not implemented");
+    assert_eq!(interrupt.code(), Code::Unimplemented, "{interrupt:?}");
+    assert_eq!(app.count("queued_messages").await, 0);
+
+    enqueue(&mut client, &id, PRICING, "").await;
+    enqueue(&mut client, &id, CACHE, "").await;
+    let full = client
+        .send_message(request(&id, "a third", "k3", pb::IfRunning::Enqueue))
+        .await
+        .expect_err("over the bound");
+    assert_eq!(full.code(), Code::ResourceExhausted, "{full:?}");
+    let info = full.get_details_error_info().expect("an ErrorInfo detail");
+    assert_eq!(info.reason, "LIMIT_EXCEEDED");
+    assert_eq!(
+        info.metadata.get("limit").map(String::as_str),
+        Some("limits.max_queued_messages")
+    );
+    assert_eq!(app.count("queued_messages").await, 2, "nothing more stored");
+    assert_eq!(
+        app.count("idempotency_keys").await,
+        0,
+        "its key is not taken"
+    );
+
+    client
+        .cancel_session(pb::CancelSessionRequest {
+            session_id: id.clone(),
+        })
+        .await
+        .expect("cancel");
+    assert_eq!(
+        app.count("queued_messages").await,
+        0,
+        "the cancel drops the queue"
+    );
+    fake.release_answers();
+    let s = session(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Cancelled);
+    let stored = turns(&mut client, &id).await;
+    let notices: Vec<&str> = stored
+        .iter()
+        .filter(|t| t.role() == pb::TurnRole::Notice)
+        .map(|t| t.content.as_str())
+        .collect();
+    assert_eq!(
+        notices,
+        ["Session cancelled: 2 queued messages dropped without being run."]
+    );
+    assert!(
+        !stored
+            .iter()
+            .any(|t| t.content == PRICING || t.content == CACHE),
+        "no dropped message became a turn: {stored:?}"
+    );
+    // A cancelled session takes no more messages, queued or not.
+    let after = client
+        .send_message(request(&id, PRICING, "", pb::IfRunning::Enqueue))
+        .await
+        .expect_err("cancelled");
+    assert_eq!(after.code(), Code::FailedPrecondition, "{after:?}");
+    app.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn enqueue_on_a_finished_session_is_a_plain_send() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text(FIRST))
+        .reply(FakeReply::text("S1"))
+        .reply(FakeReply::text(SECOND))
+        .reply(FakeReply::text("S2"));
+    let app = app_with_fake(&fake, |_| {}).await;
+    let mut client = app.client().await;
+    let id = start(&mut client, ASK).await;
+    finished(&mut client, &id, 1).await;
+    let sent = enqueue(&mut client, &id, PRICING, "k").await;
+    assert!(!sent.queued && sent.seq == 3, "{sent:?}");
+    let (report, _) = finished(&mut client, &id, 2).await;
+    assert_eq!(report.exit_reason, "awaiting_user");
+    assert_eq!(app.count("queued_messages").await, 0);
+    app.stop().await.unwrap();
+}
