@@ -290,3 +290,63 @@ async fn enqueue_on_a_finished_session_is_a_plain_send() {
     assert_eq!(app.count("queued_messages").await, 0);
     app.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_message_queued_on_one_replica_reaches_watchers_on_another_and_runs_after_the_burst() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text(FIRST))
+        .reply(FakeReply::text("S1"))
+        .reply(FakeReply::text(SECOND))
+        .reply(FakeReply::text("S2"));
+    fake.hold_answers();
+    let a = app_with_fake(&fake, |_| {}).await;
+    let entry = crate::agent_support::provider(&fake, Flavor::OpenAi, "fake");
+    let b = inquest_tests::spawn_app_on(a.db_name.clone(), a.db_url.clone(), |c| {
+        c.providers = vec![entry];
+        crate::agent_support::evidence_tools(c);
+    })
+    .await;
+    let (mut on_a, mut on_b) = (a.client().await, b.client().await);
+    let id = start(&mut on_a, ASK).await;
+    eventually("the first model call", || fake.request_count() == 1).await;
+    // A runs the burst (it stored the first message and claimed at once);
+    // the watcher is on B: the first message queued on A reaches it
+    // through the store's notification, the second is queued on B itself.
+    let mut stream = watch(&mut on_b, &id, 0).await.unwrap();
+    let first = next(&mut stream).await.unwrap();
+    assert!(
+        matches!(&first, Some(Event::Turn(t)) if t.seq == 1),
+        "{first:?}"
+    );
+    let sent = enqueue(&mut on_a, &id, PRICING, "x-a").await;
+    assert!(sent.queued && sent.queue_position == 1, "{sent:?}");
+    let sent = enqueue(&mut on_b, &id, CACHE, "x-b").await;
+    assert!(sent.queued && sent.queue_position == 2, "{sent:?}");
+    let mut queued = Vec::new();
+    while queued.len() < 2 {
+        match next(&mut stream).await.unwrap() {
+            Some(Event::MessageQueued(q)) => queued.push((q.position, q.text)),
+            Some(_) => {}
+            None => panic!("the stream ended before the queued messages were announced"),
+        }
+    }
+    assert_eq!(queued, [(1, PRICING.to_owned()), (2, CACHE.to_owned())]);
+
+    fake.release_answers();
+    let (report, _) = finished(&mut on_b, &id, 3).await;
+    assert_eq!(report.exit_reason, "awaiting_user", "{report:?}");
+    let stored = without_notices(turns(&mut on_b, &id).await);
+    assert_eq!(
+        shapes(&stored),
+        [
+            user(ASK),
+            assistant(FIRST, &[]),
+            user(PRICING),
+            user(CACHE),
+            assistant(SECOND, &[]),
+        ]
+    );
+    assert_eq!(fake.request_count(), 4, "each burst ran once");
+    b.stop().await.unwrap();
+    a.stop().await.unwrap();
+}

@@ -180,6 +180,33 @@ pub async fn apply(log: &TurnLog, notification: Notification) {
             tool_name,
             started_at,
         }),
+        Notification::MessageQueued {
+            session,
+            id,
+            position,
+            text,
+            ..
+        } => {
+            let text = match text {
+                Some(text) => text,
+                None if live.follows(session) => match store.queued_message_text(session, id).await
+                {
+                    Ok(Some(text)) => text,
+                    // Drained already: its user turn is announced instead.
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::warn!(%session, error = %error_chain(&e), "cannot fetch an announced queued message; its turn will show it");
+                        return;
+                    }
+                },
+                None => return,
+            };
+            live.publish_message_queued(inquest_broadcast::MessageQueued {
+                session_id: session,
+                text: text.into(),
+                position,
+            });
+        }
         Notification::Status {
             session, status, ..
         } => match status {

@@ -287,6 +287,32 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The text of a queued message, by its row; `None` once the queue
+    /// drained (or a cancel dropped it).
+    pub async fn queued_message_text(
+        &self,
+        session: SessionId,
+        id: i64,
+    ) -> Result<Option<String>, StoreError> {
+        self.run("queued_message_text", async |c| {
+            let row = c
+                .query_opt(
+                    "SELECT text FROM queued_messages WHERE id = $1 AND session_id = $2",
+                    &[&id, session.as_uuid()],
+                )
+                .await?;
+            row.map(|row| {
+                let bytes: Vec<u8> = get(&row, 0)?;
+                String::from_utf8(bytes)
+                    .map_err(|e| StoreError::Corrupt(format!("queued message {id}: {e}")))
+            })
+            .transpose()
+        })
+        .await
+    }
+}
+
 /// One queued message: its row id, text and idempotency key.
 struct QueuedRow {
     id: i64,
@@ -435,7 +461,7 @@ async fn send_message_tx(
                     request: &request,
                     bound,
                 };
-                return enqueue_tx(tx, session, message, key, queued).await;
+                return enqueue_tx(tx, origin, session, message, key, queued).await;
             }
             // The burst closed while our UPDATE waited: send as usual.
             _ => opened = open_burst(&tx, origin, session).await?,
@@ -480,6 +506,7 @@ struct Queue<'a> {
 /// whose row `tx` holds locked.
 async fn enqueue_tx(
     tx: deadpool_postgres::Transaction<'_>,
+    origin: &ReplicaId,
     session: SessionId,
     message: UserMessage,
     key: Option<&IdempotencyKey>,
@@ -509,16 +536,28 @@ async fn enqueue_tx(
     }
     let position = u32::try_from(held + 1).unwrap_or(u32::MAX);
     let text = message.into_string();
+    let row = tx
+        .query_one(
+            "INSERT INTO queued_messages (session_id, text, position, idempotency_key, request_hash) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            &[
+                session.as_uuid(),
+                &text.as_bytes(),
+                &i32::try_from(position).unwrap_or(i32::MAX),
+                &key.map(IdempotencyKey::as_str),
+                &queue.request.as_bytes().as_slice(),
+            ],
+        )
+        .await?;
+    let id: i64 = get(&row, 0)?;
+    // Watchers on other replicas hear of it at the commit, as of a turn;
+    // only when another replica registered one.
+    let payload =
+        crate::notify::message_queued_payload(origin.as_str(), session, id, position, &text);
     tx.execute(
-        "INSERT INTO queued_messages (session_id, text, position, idempotency_key, request_hash) \
-         VALUES ($1, $2, $3, $4, $5)",
-        &[
-            session.as_uuid(),
-            &text.as_bytes(),
-            &i32::try_from(position).unwrap_or(i32::MAX),
-            &key.map(IdempotencyKey::as_str),
-            &queue.request.as_bytes().as_slice(),
-        ],
+        "SELECT pg_notify($1, $2) FROM sessions WHERE id = $3 \
+         AND cardinality(array_remove(watch_replicas, $4::text)) > 0",
+        &[&CHANNEL, &payload, session.as_uuid(), &origin.as_str()],
     )
     .await?;
     if let Some(key) = key {

@@ -16,6 +16,7 @@
 //! | `turn` | `s` session, `q` seq, `turn` (absent when too large): `r` role, `c` content, `tc` tool calls, `ci` call id, `tn` tool name, `e` is_error, `it`/`ot` tokens, `at` created at, `x` escaped (absent: false), `rp` a recovery notice's plan (absent or null: none) |
 //! | `status` | `s` session, `st` the new status |
 //! | `tool_call_start` | `s` session, `a` assistant seq, `id` call id, `n` tool name, `at` started at |
+//! | `queued` | `s` session, `qi` the `queued_messages` row, `p` its queue position, `t` its text (absent when too large: fetch it by `qi`) |
 //!
 //! A turn's text travels as it is stored: when `x` is true, `c`, `ci`, `tn`
 //! and every string and key in `tc` and `rp` are in the encoding of [`crate::text`]
@@ -53,6 +54,16 @@ pub enum Notification {
         session: SessionId,
         status: SessionStatus,
     },
+    /// A message was queued behind the running burst (committed). `text`
+    /// is `None` when it was too large to inline: fetch it by `id` (gone
+    /// once the queue drained: its turn is announced then).
+    MessageQueued {
+        origin: String,
+        session: SessionId,
+        id: i64,
+        position: u32,
+        text: Option<String>,
+    },
     /// A tool call is about to run (not persisted).
     ToolCallStart {
         origin: String,
@@ -70,6 +81,7 @@ impl Notification {
         match self {
             Notification::Turn { origin, .. }
             | Notification::Status { origin, .. }
+            | Notification::MessageQueued { origin, .. }
             | Notification::ToolCallStart { origin, .. } => origin,
         }
     }
@@ -78,6 +90,7 @@ impl Notification {
         match self {
             Notification::Turn { session, .. }
             | Notification::Status { session, .. }
+            | Notification::MessageQueued { session, .. }
             | Notification::ToolCallStart { session, .. } => *session,
         }
     }
@@ -123,6 +136,16 @@ impl Notification {
                 tool_name: raw.n.ok_or("n missing")?,
                 started_at: parse_time(raw.at.as_deref().ok_or("at missing")?)?,
             }),
+            "queued" => Ok(Notification::MessageQueued {
+                origin: raw.o,
+                session,
+                id: raw.qi.ok_or("qi missing")?,
+                position: raw
+                    .p
+                    .and_then(|p| u32::try_from(p).ok())
+                    .ok_or("p missing or out of range")?,
+                text: raw.t,
+            }),
             other => Err(format!("unknown kind {other:?}")),
         }
     }
@@ -148,6 +171,34 @@ pub(crate) fn tool_call_start_payload(
         "at": started_at.format(&Rfc3339).unwrap_or_default(),
     })
     .to_string()
+}
+
+/// The payload announcing a queued message: with its text when the whole
+/// fits in a notification, else without (the receiver fetches it).
+pub(crate) fn message_queued_payload(
+    origin: &str,
+    session: SessionId,
+    id: i64,
+    position: u32,
+    text: &str,
+) -> String {
+    let mut payload = serde_json::json!({
+        "v": 1,
+        "o": origin,
+        "k": "queued",
+        "s": session.as_uuid(),
+        "qi": id,
+        "p": position,
+        "t": text,
+    });
+    let whole = payload.to_string();
+    if whole.len() <= MAX_INLINE_PAYLOAD as usize {
+        return whole;
+    }
+    if let Some(fields) = payload.as_object_mut() {
+        fields.remove("t");
+    }
+    payload.to_string()
 }
 
 /// SQL for the payload announcing a status change, given the SQL
@@ -176,6 +227,9 @@ struct Raw {
     n: Option<String>,
     at: Option<String>,
     turn: Option<RawTurn>,
+    qi: Option<i64>,
+    p: Option<i64>,
+    t: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -241,6 +295,33 @@ impl RawTurn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queued_message_round_trips_and_a_large_one_travels_without_its_text() {
+        let session = SessionId::new();
+        let small = message_queued_payload("r1", session, 7, 2, "look at pricing\u{0}");
+        assert_eq!(
+            Notification::parse(&small).unwrap(),
+            Notification::MessageQueued {
+                origin: "r1".into(),
+                session,
+                id: 7,
+                position: 2,
+                text: Some("look at pricing\u{0}".into()),
+            }
+        );
+        let large = message_queued_payload("r1", session, 8, 3, &"x".repeat(9000));
+        assert!(large.len() < 8000);
+        assert!(matches!(
+            Notification::parse(&large).unwrap(),
+            Notification::MessageQueued {
+                id: 8,
+                position: 3,
+                text: None,
+                ..
+            }
+        ));
+    }
 
     #[test]
     fn tool_call_start_round_trips() {
