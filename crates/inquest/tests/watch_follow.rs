@@ -532,3 +532,83 @@ async fn a_watch_moves_to_another_replica_and_shows_the_end_it_missed() {
     assert_eq!(watch.count("-- session cancelled"), 1, "{}", watch.output());
     runner.stop().await;
 }
+
+/// `inquest send --if-running enqueue` while a burst runs: the message is
+/// queued (the command says where and exits 0 without following); without
+/// the flag the send is refused, exit 1. The cancel drops the queue and
+/// the session says so.
+#[tokio::test]
+async fn send_if_running_enqueue_queues_behind_the_running_burst() {
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
+    // The first burst's tool call hangs before it runs: a running burst.
+    let scripted = Scripted::new(
+        r#"[{"text": "Checking the deploy log.",
+             "tool_calls": [{"name": "read_file", "arguments": {"path": "deploys.log"}}]}]"#,
+    );
+    let server = Server::start_with("server", &scripted.args(&url), &[HANG_BEFORE_TOOL]).await;
+    let mut c = server.client().await;
+    let session = asked(&mut c, "queue me").await;
+    server
+        .wait_for_log("failpoint before-tool-run reached")
+        .await;
+
+    let mut queued = Cli::start(
+        &server,
+        &[
+            "send",
+            &session.id,
+            "Not the DB: pricing-svc.",
+            "--if-running",
+            "enqueue",
+        ],
+    );
+    assert!(queued.exit().await.success(), "{}", queued.output());
+    assert_eq!(
+        queued.count(&format!(
+            "queued at position 1 behind the running burst of session {}",
+            session.id
+        )),
+        1,
+        "{}",
+        queued.output()
+    );
+    let mut json = Cli::start(
+        &server,
+        &[
+            "send",
+            &session.id,
+            "And the cache.",
+            "--if-running",
+            "enqueue",
+            "--json",
+        ],
+    );
+    assert!(json.exit().await.success(), "{}", json.output());
+    let line: serde_json::Value = serde_json::from_str(json.output().trim()).unwrap();
+    assert_eq!(line["type"], "queued");
+    assert_eq!(line["position"], 2);
+
+    let mut refused = Cli::start(&server, &["send", &session.id, "Now?"]);
+    let status = refused.exit().await;
+    assert_eq!(status.code(), Some(1), "{}", refused.output());
+    assert!(
+        refused.stderr.lock().unwrap().contains("already running"),
+        "{}",
+        refused.stderr.lock().unwrap()
+    );
+
+    c.cancel_session(pb::CancelSessionRequest {
+        session_id: session.id.clone(),
+    })
+    .await
+    .unwrap();
+    let turns = all_turns(&mut c, &session.id).await;
+    assert!(
+        turns
+            .iter()
+            .any(|t| t.content == "Session cancelled: 2 queued messages dropped without being run."),
+        "{turns:?}"
+    );
+    server.stop().await;
+}
