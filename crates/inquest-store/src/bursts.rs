@@ -225,15 +225,16 @@ impl Store {
             store
                 .run_with_timeout("transition", limit, async |c| {
                     let tx = c.transaction().await?;
-                    // The row lock first: an enqueue holds it while it
-                    // stores a message, so the queue read next is all of it.
-                    tx.query_opt(
-                        "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
-                        &[session.as_uuid()],
-                    )
-                    .await?
-                    .ok_or_else(|| not_found_session(session))?;
                     let queued = if drains || drops {
+                        // The row lock first: an enqueue holds it while it
+                        // stores a message, so the queue read next is all
+                        // of it.
+                        tx.query_opt(
+                            "SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE",
+                            &[session.as_uuid()],
+                        )
+                        .await?
+                        .ok_or_else(|| not_found_session(session))?;
                         load_queue(&tx, session).await?
                     } else {
                         Vec::new()
@@ -355,6 +356,23 @@ async fn drain_queue(
     session: SessionId,
     queued: Vec<QueuedRow>,
 ) -> Result<Vec<Turn>, StoreError> {
+    let turns = turns_from_queue(tx, origin, session, queued).await?;
+    if !open_burst(tx, origin, session).await? {
+        return Err(StoreError::Internal(format!(
+            "session {session} closed its burst but cannot open the queued one"
+        )));
+    }
+    Ok(turns)
+}
+
+/// Moves `queued` into user turns, in order, and binds each key to its
+/// turn.
+async fn turns_from_queue(
+    tx: &deadpool_postgres::Transaction<'_>,
+    origin: &ReplicaId,
+    session: SessionId,
+    queued: Vec<QueuedRow>,
+) -> Result<Vec<Turn>, StoreError> {
     let scope = format!("send_message:{session}");
     let mut turns = Vec::with_capacity(queued.len());
     for q in queued {
@@ -370,11 +388,6 @@ async fn drain_queue(
         tx.execute("DELETE FROM queued_messages WHERE id = $1", &[&q.id])
             .await?;
         turns.push(turn);
-    }
-    if !open_burst(tx, origin, session).await? {
-        return Err(StoreError::Internal(format!(
-            "session {session} closed its burst but cannot open the queued one"
-        )));
     }
     Ok(turns)
 }
@@ -476,6 +489,13 @@ async fn send_message_tx(
     // Calls still waiting for approval are answered first: their results
     // must precede the message for the transcript to stay valid.
     crate::approvals::supersede(&tx, origin, session).await?;
+    // Messages still queued (kept by a burst that ended awaiting approval)
+    // were acknowledged first: they go first. Our status UPDATE holds the
+    // row lock, so no enqueue adds to the queue meanwhile.
+    let queued = load_queue(&tx, session).await?;
+    if !queued.is_empty() {
+        turns_from_queue(&tx, origin, session, queued).await?;
+    }
     let turn = insert_turn(&tx, origin, session, None, None, &NewTurn::User(message)).await?;
     if let Some(key) = key
         && !crate::idempotency::claim(&tx, &scope, key, session, turn.seq, &request).await?
