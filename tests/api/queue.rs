@@ -350,3 +350,57 @@ async fn a_message_queued_on_one_replica_reaches_watchers_on_another_and_runs_af
     b.stop().await.unwrap();
     a.stop().await.unwrap();
 }
+
+/// The close that drains the queue and the start of the next burst are
+/// two steps; the first is one transaction. Here the replica that closed
+/// the burst never starts the next one (it has no agent, as if it died
+/// right after the commit): the session is `pending` with the queued
+/// messages as turns, and a replica that starts later runs that burst
+/// once, with both messages.
+#[tokio::test]
+async fn a_drained_queue_survives_the_closer_and_runs_once_elsewhere() {
+    let closer = inquest_tests::spawn_app().await;
+    let mut client = closer.client().await;
+    let id = inquest_tests::driver::new_session(&mut client).await;
+    let driver = inquest_tests::driver::Driver::claim(&closer, &id).await;
+    enqueue(&mut client, &id, PRICING, "c-a").await;
+    enqueue(&mut client, &id, CACHE, "").await;
+    driver.say(FIRST).await;
+    driver.finish().await;
+
+    let s = session(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Pending, "{s:?}");
+    assert_eq!(closer.count("queued_messages").await, 0);
+    let stored = turns(&mut client, &id).await;
+    let users: Vec<&str> = stored
+        .iter()
+        .filter(|t| t.role() == pb::TurnRole::User)
+        .map(|t| t.content.as_str())
+        .collect();
+    assert_eq!(users[1..], [PRICING, CACHE]);
+    // The key now names the turn.
+    let replay = enqueue(&mut client, &id, PRICING, "c-a").await;
+    assert!(!replay.queued && replay.seq == stored[2].seq, "{replay:?}");
+
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text(SECOND))
+        .reply(FakeReply::text("S"));
+    let entry = crate::agent_support::provider(&fake, Flavor::OpenAi, "fake");
+    let runner = inquest_tests::spawn_app_on(closer.db_name.clone(), closer.db_url.clone(), |c| {
+        c.providers = vec![entry];
+        crate::agent_support::evidence_tools(c);
+    })
+    .await;
+    let mut on_runner = runner.client().await;
+    let (report, _) = finished(&mut on_runner, &id, 3).await;
+    assert_eq!(report.exit_reason, "awaiting_user", "{report:?}");
+    assert_eq!(
+        fake.request_count(),
+        2,
+        "one answer and one report: run once"
+    );
+    let sent = fake.requests();
+    assert_eq!(user_messages(&sent[0].body)[1..], [PRICING, CACHE]);
+    runner.stop().await.unwrap();
+    closer.stop().await.unwrap();
+}
