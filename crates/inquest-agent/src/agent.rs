@@ -15,11 +15,13 @@ use inquest_core::{
 use tracing::Instrument;
 
 mod approve;
+mod author;
+mod tools;
 
 use self::approve::Screened;
 use crate::{
-    AgentConfig, AgentLimits, Answered, ChainCursor, ChainError, Completion, CompletionRequest,
-    ProviderChain, ToolSpec,
+    AgentConfig, AgentLimits, Answered, ChainError, Completion, CompletionRequest, ProviderChain,
+    ToolSpec,
     compact::{Compactor, ContextLimits, tools_bytes},
     failpoints,
     persist::persist,
@@ -690,153 +692,6 @@ impl Agent {
             refusals,
         }
     }
-
-    /// Runs one tool call to its end. A shutdown lets it finish (its real
-    /// result is stored). A cancel cuts it off with an error result that
-    /// says it may have partly run (the session ends for good, so no plan
-    /// will classify it). A lost lease or the end of the shutdown grace
-    /// cuts it off with no outcome at all: no result is written, and the
-    /// call stays dangling for the next claimer's recovery plan.
-    async fn run_tool(
-        &self,
-        session: SessionId,
-        call: &ToolCall,
-        stop: &Stop,
-    ) -> (Option<ToolOutcome>, Option<ExitReason>) {
-        tokio::select! {
-            biased;
-            reason = stop.tool_cut() => {
-                if reason != ExitReason::Cancelled {
-                    return (None, Some(reason));
-                }
-                let outcome = ToolOutcome {
-                    content: "the session was cancelled while this tool was running; it may have \
-                              partly run"
-                        .to_owned(),
-                    is_error: true,
-                    server: None,
-                    reached_server: true,
-                };
-                (Some(outcome), Some(reason))
-            }
-            outcome = timed(self.tools.call(session, call), call) => (Some(outcome), None),
-        }
-    }
-
-    /// Stores an error result for each call in `calls` that was never
-    /// started because the server is shutting down. These calls provably did not
-    /// run, so the result says so and nothing is left dangling.
-    async fn record_not_run(
-        &self,
-        sink: &dyn TurnSink,
-        state: &mut SessionState,
-        burst: &mut BurstState,
-        calls: &[ToolCall],
-    ) -> ExitReason {
-        for call in calls {
-            let content =
-                "not run: the server was shutting down before this tool call started".to_owned();
-            let result = NewTurn::Tool {
-                call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                content: content.clone(),
-                is_error: true,
-            };
-            if let Err(reason) = persist(sink, state, burst, result).await {
-                return reason;
-            }
-            state.transcript.push(Message::ToolResult {
-                call_id: call.id.clone().into(),
-                name: call.name.clone().into(),
-                content: content.into(),
-                is_error: true,
-            });
-        }
-        ExitReason::Interrupted
-    }
-
-    /// Compacts before the author step when its request (the transcript,
-    /// the author prompt, no tools) would pass the threshold. A failure
-    /// is only logged.
-    async fn compact_before_author(
-        &self,
-        sink: &dyn TurnSink,
-        state: &mut SessionState,
-        burst: &mut BurstState,
-        exit: ExitReason,
-        stop: &Stop,
-    ) {
-        let compactor = self.compactor();
-        if report::worth_authoring(exit)
-            && compactor.over_threshold(state, report::AUTHOR_SYSTEM, 0)
-            && let Err(reason) = compactor
-                .compact(sink, state, burst, report::AUTHOR_SYSTEM, 0, stop)
-                .await
-        {
-            // The author step is tried anyway; its own failure decides.
-            tracing::warn!(
-                reason = reason.as_str(),
-                "compaction before the report failed"
-            );
-        }
-    }
-
-    /// The author step: one model call, no tools, that writes the summary.
-    /// Its failure becomes the exit reason only when nothing else went wrong.
-    /// A stop while it runs wins, as it does over any model call: a
-    /// shutdown hands the session over (the next replica, finding the
-    /// final answer stored, only authors the report), a cancel ends it
-    /// `cancelled`, a lost lease writes nothing.
-    async fn author(
-        &self,
-        state: &mut SessionState,
-        exit: ExitReason,
-        stop: &Stop,
-    ) -> (ExitReason, String, Option<inquest_core::TokenUsage>) {
-        let none = None;
-        if !report::worth_authoring(exit) || state.transcript.is_empty() {
-            return (exit, report::fallback_summary(exit, state), none);
-        }
-        // The transcript borrowed, not copied, plus the author prompt.
-        let mut messages: Vec<Message<'_>> =
-            state.transcript.iter().map(Message::reborrow).collect();
-        messages.push(Message::User {
-            text: report::AUTHOR_PROMPT.into(),
-        });
-        let request = CompletionRequest {
-            system: report::AUTHOR_SYSTEM,
-            messages: &messages,
-            tools: &[],
-            max_tokens: self.config.max_tokens,
-        };
-        let mut cursor: ChainCursor = state.provider;
-        let answered = tokio::select! {
-            biased;
-            reason = stop.stopped() => {
-                return (reason, report::fallback_summary(reason, state), none);
-            }
-            r = self.chain.complete(&mut cursor, &request) => r,
-        };
-        match answered {
-            Ok(a) if !a.completion.text.trim().is_empty() => {
-                (exit, a.completion.text, Some(a.completion.usage))
-            }
-            other => {
-                if let Err(e) = &other {
-                    tracing::warn!(error = %e, "report author failed");
-                }
-                let exit = match exit {
-                    ExitReason::Completed | ExitReason::AwaitingUser => {
-                        ExitReason::ReportAuthorFailed
-                    }
-                    other => other,
-                };
-                // A blank answer still cost its tokens.
-                let spent = other.ok().map(|a| a.completion.usage);
-                (exit, report::fallback_summary(exit, state), spent)
-            }
-        }
-    }
 }
 
 /// The span a burst runs in. The server opens the `burst` span before
@@ -867,40 +722,4 @@ fn final_answer(state: &SessionState) -> ExitReason {
     } else {
         ExitReason::Completed
     }
-}
-
-/// Runs a tool call and records its metrics: by server and tool (only
-/// tools a server listed, so the labels stay bounded; a name the model
-/// made up counts as `unknown`) and outcome, with its latency.
-async fn timed(
-    call_tool: impl std::future::Future<Output = ToolOutcome>,
-    call: &ToolCall,
-) -> ToolOutcome {
-    // A `tool.call` span per call; the server is known once it answered.
-    let span = tracing::info_span!(
-        "tool.call",
-        tool = %call.name,
-        call_id = %call.id,
-        server = tracing::field::Empty,
-        outcome = tracing::field::Empty,
-    );
-    let started = std::time::Instant::now();
-    let outcome = call_tool.instrument(span.clone()).await;
-    let (server, tool) = match &outcome.server {
-        Some(server) => (server.clone(), call.name.clone()),
-        None => ("unknown".to_owned(), "unknown".to_owned()),
-    };
-    let result = match (outcome.is_error, outcome.reached_server) {
-        (false, _) => "ok",
-        (true, true) => "error",
-        (true, false) => "not_reached",
-    };
-    span.record("server", server.as_str());
-    span.record("outcome", result);
-    drop(span);
-    metrics::counter!("inquest_tool_calls_total", "server" => server.clone(), "tool" => tool.clone(), "outcome" => result)
-        .increment(1);
-    metrics::histogram!("inquest_tool_call_duration_seconds", "server" => server, "tool" => tool)
-        .record(started.elapsed().as_secs_f64());
-    outcome
 }
