@@ -502,6 +502,7 @@ fn webhook(
     inquest_engine::webhooks::WebhookSection {
         name: name.into(),
         url,
+        format: Default::default(),
         secret_file: Some(secret_file.to_owned()),
         secret_env: None,
         event_types: types.iter().map(|t| (*t).to_owned()).collect(),

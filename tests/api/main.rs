@@ -39,6 +39,7 @@ mod oidc;
 mod queue;
 mod resume;
 mod sessions;
+mod slack;
 mod statuses;
 mod stuck_calls;
 mod tenants;

@@ -739,10 +739,10 @@ async fn another_tenants_webhook_is_not_found_and_only_admins_manage_webhooks() 
 
 /// With `[webhooks]` at its defaults, CreateWebhook refuses plain http and
 /// targets that are or resolve to loopback, private or link-local
-/// addresses, and the Slack format (not built yet); nothing is stored.
+/// addresses, in either format, and an unknown format; nothing is stored.
 /// With them allowed, the same URLs are taken.
 #[tokio::test]
-async fn create_webhook_refuses_http_private_targets_and_slack_by_default() {
+async fn create_webhook_refuses_http_private_targets_and_unknown_formats_by_default() {
     let app = inquest_tests::spawn_app().await;
     let mut c = app.client().await;
     let refused = [
@@ -772,14 +772,27 @@ async fn create_webhook_refuses_http_private_targets_and_slack_by_default() {
     }
     let slack = c
         .create_webhook(pb::CreateWebhookRequest {
-            url: "https://hooks.slack.com/services/T/B/X".into(),
+            url: "http://hooks.slack.com/services/T/B/X".into(),
             format: "slack".into(),
             ..Default::default()
         })
         .await
         .unwrap_err();
     assert_eq!(slack.code(), Code::InvalidArgument);
-    assert!(slack.message().contains("not built yet"), "{slack:?}");
+    assert!(slack.message().contains("plain http"), "{slack:?}");
+    let teams = c
+        .create_webhook(pb::CreateWebhookRequest {
+            url: "https://hooks.example.com/x".into(),
+            format: "teams".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(teams.code(), Code::InvalidArgument);
+    assert!(
+        teams.message().contains("neither \"standard\"") && teams.message().contains("\"slack\""),
+        "{teams:?}"
+    );
     let unknown_type = c
         .create_webhook(pb::CreateWebhookRequest {
             url: "https://hooks.example.com/x".into(),
@@ -800,9 +813,14 @@ async fn create_webhook_refuses_http_private_targets_and_slack_by_default() {
     })
     .await;
     let mut c = app.client().await;
-    for url in ["http://127.0.0.1:9/x", "https://localhost:9/x"] {
+    for (url, format) in [
+        ("http://127.0.0.1:9/x", ""),
+        ("https://localhost:9/x", ""),
+        ("http://127.0.0.1:9/services/T/B/X", "slack"),
+    ] {
         c.create_webhook(pb::CreateWebhookRequest {
             url: url.into(),
+            format: format.into(),
             ..Default::default()
         })
         .await

@@ -34,20 +34,35 @@ use std::{
 };
 
 use inquest_core::{Backoff, Tenant, error_chain};
-use inquest_store::{Backlog, EventRow, NewAttempt, Store, StoreError};
+use inquest_store::{
+    Backlog, EventRow, ListenEvent, ListenerConfig, NewAttempt, Store, StoreError, run_listener,
+};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use uuid::Uuid;
 
 use crate::targets::TargetPolicy;
-use crate::webhooks::Webhook;
+use crate::webhooks::{Format, Webhook};
 
 /// How long a replica holds a webhook's stream without renewing (each
 /// attempt and each delivered event renews it). A dead replica's streams
 /// resume on another this long after its last attempt.
 pub const LEASE_TTL: Duration = Duration::from_secs(15);
-/// How often an idle stream looks for new events, and a replica without a
-/// stream's lease tries to take it.
+/// How often a replica without a stream's lease tries to take it, and an
+/// idle stream looks for new events even without a wake-up (the LISTEN
+/// connection may be down).
 const POLL: Duration = Duration::from_millis(200);
+/// How often an idle stream reads for new events without a wake-up.
+const IDLE_POLL: Duration = Duration::from_secs(1);
+/// The channel `record_event` notifies with each new event's id
+/// (migration V30): it wakes idle streams at once.
+pub const WAKE_CHANNEL: &str = "inquest_log";
+/// Deliveries recorded at once: the cursor moves (and the attempts are
+/// written) after this many, or after [`FLUSH_AFTER`], whichever first.
+/// A replica that dies sends at most this many again.
+const FLUSH_EVERY: usize = 50;
+const FLUSH_AFTER: Duration = Duration::from_millis(500);
+/// At most this much of a refusing receiver's answer is read and kept.
+const MAX_ANSWER_BYTES: usize = 512;
 /// How often the table of API webhooks is read for new and deleted ones.
 pub const SCAN: Duration = Duration::from_secs(2);
 /// API webhooks delivered by one replica at most (each is one task).
@@ -104,19 +119,22 @@ impl Attempt {
 pub struct Sender {
     client: reqwest::Client,
     policy: Option<TargetPolicy>,
+    /// `[console] public_url`: Slack messages link to it.
+    console: Option<String>,
 }
 
 impl Sender {
     /// For API webhooks: `policy` on every attempt and connection.
-    pub fn guarded(policy: TargetPolicy) -> Result<Self, String> {
+    pub fn guarded(policy: TargetPolicy, console: Option<String>) -> Result<Self, String> {
         Ok(Self {
             client: policy.client(ATTEMPT_TIMEOUT)?,
             policy: Some(policy),
+            console,
         })
     }
 
     /// For the configured webhooks: the operator's own URLs, unchecked.
-    fn configured() -> Result<Self, String> {
+    fn configured(console: Option<String>) -> Result<Self, String> {
         install_tls_provider();
         // No redirects: an event goes only to the URL in the config.
         let client = reqwest::Client::builder()
@@ -128,46 +146,66 @@ impl Sender {
         Ok(Self {
             client,
             policy: None,
+            console,
         })
     }
 
-    /// One signed POST of `event` to `hook`.
-    pub async fn send(&self, hook: &Webhook, event: &EventRow) -> Attempt {
+    /// One POST of `event` to `hook` in its format: signed for Standard
+    /// Webhooks; for Slack, with what the store says about the event now.
+    pub async fn send(&self, hook: &Webhook, event: &EventRow, store: &Store) -> Attempt {
         let started = Instant::now();
         if let Some(policy) = &self.policy
             && let Err(why) = policy.check_url(hook.url.as_str())
         {
             return Attempt::failed(None, &why, started);
         }
-        let body = body(event);
-        let id = format!("evt_{}", event.id);
-        // Signed at send time: receivers refuse timestamps too far from
-        // their clock, and a retry can come much later than the event.
-        let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
-        let signature = hook.signature(&id, timestamp, &body);
-        let sent = self
+        let request = self
             .client
             .post(hook.url.clone())
-            .header("content-type", "application/json")
-            .header("webhook-id", &id)
-            .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature)
-            .body(body)
-            .send()
-            .await;
-        match sent {
-            // The body is not read: only the status counts, and a huge
+            .header("content-type", "application/json");
+        let request = match hook.format {
+            Format::Standard => {
+                let body = body(event);
+                let id = format!("evt_{}", event.id);
+                // Signed at send time: receivers refuse timestamps too far
+                // from their clock, and a retry can come much later.
+                let timestamp = time::OffsetDateTime::now_utc().unix_timestamp();
+                let signature = hook.signature(&id, timestamp, &body);
+                request
+                    .header("webhook-id", &id)
+                    .header("webhook-timestamp", timestamp.to_string())
+                    .header("webhook-signature", signature)
+                    .body(body)
+            }
+            Format::Slack => match store.event_context(event).await {
+                Ok(context) => {
+                    let message = crate::slack::message(event, &context, self.console.as_deref());
+                    request.body(message.to_string())
+                }
+                Err(e) => {
+                    let why = format!("cannot read the event's context: {}", error_chain(&e));
+                    return Attempt::failed(None, &why, started);
+                }
+            },
+        };
+        match request.send().await {
+            // A 2xx body is not read: only the status counts, and a huge
             // or slow body cannot hold the stream up.
             Ok(response) if response.status().is_success() => Attempt {
                 status: Some(response.status().as_u16()),
                 error: None,
                 duration: started.elapsed(),
             },
-            Ok(response) => Attempt::failed(
-                Some(response.status().as_u16()),
-                &format!("receiver answered {}", response.status()),
-                started,
-            ),
+            Ok(response) => {
+                let status = response.status();
+                let answer = excerpt(response).await;
+                let why = if answer.is_empty() {
+                    format!("receiver answered {status}")
+                } else {
+                    format!("receiver answered {status}: {answer}")
+                };
+                Attempt::failed(Some(status.as_u16()), &why, started)
+            }
             // Without the URL: a receiver's URL may carry its own secret
             // (a token in the path), and the error is kept and logged.
             Err(e) => Attempt::failed(
@@ -182,6 +220,28 @@ impl Sender {
     }
 }
 
+/// The start of a refusing receiver's answer (Slack names its reason
+/// there: `invalid_blocks`, `no_service`), at most [`MAX_ANSWER_BYTES`]
+/// read, as one line of text. Whatever the rest is, it is not read.
+async fn excerpt(mut response: reqwest::Response) -> String {
+    let mut bytes: Vec<u8> = Vec::new();
+    while bytes.len() < MAX_ANSWER_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = MAX_ANSWER_BYTES - bytes.len();
+                bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&bytes)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
 /// The configured webhooks, and the senders of both kinds, made at
 /// startup so a client that cannot be built stops it.
 pub struct Deliveries {
@@ -193,11 +253,16 @@ pub struct Deliveries {
 }
 
 impl Deliveries {
-    pub fn new(webhooks: Vec<Webhook>, policy: TargetPolicy) -> Result<Self, String> {
+    /// `console`: `[console] public_url`, which Slack messages link to.
+    pub fn new(
+        webhooks: Vec<Webhook>,
+        policy: TargetPolicy,
+        console: Option<String>,
+    ) -> Result<Self, String> {
         Ok(Self {
-            configured: Sender::configured()?,
+            configured: Sender::configured(console.clone())?,
             webhooks,
-            api: Sender::guarded(policy)?,
+            api: Sender::guarded(policy, console)?,
             policy,
         })
     }
@@ -208,12 +273,29 @@ impl Deliveries {
     }
 
     /// Opens each configured webhook's cursor, then starts one delivery
-    /// task per configured webhook and the task that follows the API
-    /// webhooks, owned by `tasks`, until `shutdown`. Called before the
-    /// replica serves: a new configured webhook receives every event of
-    /// the requests it serves (a cursor that cannot be opened now is
-    /// opened by its task, later).
-    pub async fn spawn(&self, store: &Store, tasks: &TaskTracker, shutdown: &CancellationToken) {
+    /// task per configured webhook, the task that follows the API
+    /// webhooks, and the LISTEN connection that wakes them on each new
+    /// event (on `database_url`), owned by `tasks`, until `shutdown`.
+    /// Called before the replica serves: a new configured webhook receives
+    /// every event of the requests it serves (a cursor that cannot be
+    /// opened now is opened by its task, later).
+    pub async fn spawn(
+        &self,
+        store: &Store,
+        database_url: &str,
+        tasks: &TaskTracker,
+        shutdown: &CancellationToken,
+    ) {
+        let (wake, woken) = tokio::sync::watch::channel(0u64);
+        let mut config = ListenerConfig::new(database_url, WAKE_CHANNEL);
+        config.application_name = format!("inquest-deliver {}", store.replica_id());
+        // Every new event, and every (re)connect (what was notified while
+        // it was down is found by reading), wakes the streams.
+        tasks.spawn(run_listener(config, shutdown.clone(), move |event| {
+            if matches!(event, ListenEvent::Notification(_) | ListenEvent::Listening) {
+                wake.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        }));
         for hook in &self.webhooks {
             if let Err(e) = store.open_webhook_cursor(&hook.name).await {
                 tracing::warn!(webhook = %hook.name, error = %error_chain(&e), "cannot open the webhook's cursor yet");
@@ -225,6 +307,7 @@ impl Deliveries {
                 self.configured.clone(),
                 Source::Configured(hook.clone()),
                 self.policy,
+                woken.clone(),
                 shutdown.clone(),
             );
             tasks.spawn(stream.run());
@@ -238,6 +321,7 @@ impl Deliveries {
             store.clone(),
             self.api.clone(),
             self.policy,
+            woken,
             tasks.clone(),
             shutdown.clone(),
         );
@@ -290,6 +374,7 @@ async fn follow_api_webhooks(
     store: Store,
     sender: Sender,
     policy: TargetPolicy,
+    woken: tokio::sync::watch::Receiver<u64>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
 ) {
@@ -331,6 +416,7 @@ async fn follow_api_webhooks(
                         sender.clone(),
                         Source::Api { id: row.id, tenant },
                         policy,
+                        woken.clone(),
                         stop.clone(),
                     );
                     tasks.spawn(stream.run());
@@ -369,6 +455,29 @@ enum Outcome {
     Skipped,
 }
 
+/// Deliveries not yet recorded: the cursor moves past them, and their
+/// attempts are written, together.
+#[derive(Default)]
+struct Run {
+    events: Vec<i64>,
+    attempts: Vec<Attempt>,
+    since: Option<Instant>,
+}
+
+impl Run {
+    fn push(&mut self, event: i64, attempt: Attempt) {
+        self.since.get_or_insert_with(Instant::now);
+        self.events.push(event);
+        self.attempts.push(attempt);
+    }
+
+    /// Whether to record now: [`FLUSH_EVERY`] deliveries, or the oldest
+    /// waited [`FLUSH_AFTER`] (which also renews the lease in time).
+    fn due(&self) -> bool {
+        self.events.len() >= FLUSH_EVERY || self.since.is_some_and(|t| t.elapsed() >= FLUSH_AFTER)
+    }
+}
+
 /// Whose stream, and where its cursor lives.
 enum Source {
     Configured(Webhook),
@@ -383,6 +492,8 @@ struct Stream {
     policy: TargetPolicy,
     /// For logs: the configured name, or the API webhook's id.
     label: String,
+    /// Bumped on each new event (see [`WAKE_CHANNEL`]).
+    woken: tokio::sync::watch::Receiver<u64>,
     shutdown: CancellationToken,
     /// The API webhook's secret last registered for redaction: a rotated
     /// one is registered once, when first seen.
@@ -398,6 +509,7 @@ impl Stream {
         sender: Sender,
         source: Source,
         policy: TargetPolicy,
+        woken: tokio::sync::watch::Receiver<u64>,
         shutdown: CancellationToken,
     ) -> Self {
         let label = match &source {
@@ -410,13 +522,14 @@ impl Stream {
             source,
             policy,
             label,
+            woken,
             shutdown,
             registered: Mutex::new(String::new()),
             said_failing: AtomicBool::new(false),
         }
     }
 
-    async fn run(self) {
+    async fn run(mut self) {
         let name = self.label.clone();
         if let Source::Configured(hook) = &self.source {
             while let Err(e) = self.store.open_webhook_cursor(&hook.name).await {
@@ -427,6 +540,9 @@ impl Stream {
             }
         }
         loop {
+            // Seen before reading: an event that commits after this wakes
+            // the wait below even if the read missed it.
+            self.woken.borrow_and_update();
             let delivered = match self.claim().await {
                 Ok(Some(delivered)) => delivered,
                 Ok(None) => {
@@ -446,7 +562,7 @@ impl Stream {
             match self.deliver_after(delivered).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    if self.pause(POLL).await.is_err() {
+                    if self.idle().await.is_err() {
                         break;
                     }
                 }
@@ -460,6 +576,18 @@ impl Stream {
         }
         if let Err(e) = self.release().await {
             tracing::warn!(webhook = %name, error = %error_chain(&e), "cannot release the webhook's stream; it passes on when its lease expires");
+        }
+    }
+
+    /// Waits for a new event: woken at its commit, or after
+    /// [`IDLE_POLL`] (a wake-up may be lost while the LISTEN connection is
+    /// down), or stops at shutdown.
+    async fn idle(&mut self) -> Result<(), Stop> {
+        tokio::select! {
+            () = self.shutdown.cancelled() => Err(Stop::Shutdown),
+            () = tokio::time::sleep(IDLE_POLL) => Ok(()),
+            // Err (the listener ended) disables this branch.
+            Ok(()) = self.woken.changed() => Ok(()),
         }
     }
 
@@ -488,15 +616,15 @@ impl Stream {
         }
     }
 
-    /// The webhook as it is for this attempt of `event`: `None` when the
-    /// event is not for it. An API webhook is read again (its secret may
-    /// have been rotated); deleted, the stream stops.
-    async fn current(&self, event: &EventRow) -> Result<Option<Webhook>, Stop> {
-        let hook = match &self.source {
-            Source::Configured(hook) => hook.clone(),
+    /// The webhook as it is now: an API webhook is read again (its secret
+    /// may have been rotated); deleted, the stream stops. `None`: its row
+    /// is unusable, and the stream waits as for a failing receiver.
+    async fn hook(&self) -> Result<Option<Webhook>, Stop> {
+        let row = match &self.source {
+            Source::Configured(hook) => return Ok(Some(hook.clone())),
             Source::Api { id, .. } => {
                 let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered();
-                let row = loop {
+                loop {
                     match self.store.webhook_now(*id).await {
                         Ok(Some(row)) => break row,
                         Ok(None) => return Err(Stop::Gone),
@@ -505,20 +633,19 @@ impl Stream {
                             self.pause(backoff.next_delay()).await?;
                         }
                     }
-                };
-                self.register(&row.secret);
-                match Webhook::from_row(&row) {
-                    Ok(hook) => hook,
-                    Err(e) => {
-                        // Checked at CreateWebhook: only a row edited by
-                        // hand gets here. It waits, as a failing receiver.
-                        tracing::warn!(webhook = %self.label, error = %e, "the webhook's row is unusable");
-                        return Ok(None);
-                    }
                 }
             }
         };
-        Ok(hook.wants(&event.kind, &event.tenant).then_some(hook))
+        self.register(&row.secret);
+        match Webhook::from_row(&row) {
+            Ok(hook) => Ok(Some(hook)),
+            Err(e) => {
+                // Checked at CreateWebhook: only a row edited by hand gets
+                // here.
+                tracing::warn!(webhook = %self.label, error = %e, "the webhook's row is unusable");
+                Ok(None)
+            }
+        }
     }
 
     fn register(&self, secret: &str) {
@@ -533,7 +660,8 @@ impl Stream {
     }
 
     /// Delivers the events after `delivered`, in order; `true` when there
-    /// were any.
+    /// were any. Deliveries are recorded a run at a time ([`Run`]); a
+    /// failure records the run before it, then retries its event alone.
     async fn deliver_after(&self, delivered: i64) -> Result<bool, Stop> {
         let events = match self.read_after(delivered).await {
             Ok(events) => events,
@@ -546,21 +674,90 @@ impl Stream {
         let Some(last) = events.last().map(|e| e.id) else {
             return Ok(false);
         };
+        let Some(mut hook) = self.hook().await? else {
+            self.pause(POLL * 5).await?;
+            return Ok(false);
+        };
+        let mut run = Run::default();
         for event in &events {
-            match self.deliver(event).await? {
-                Outcome::Delivered => self.advance(event.id, true).await?,
-                Outcome::GaveUp => self.advance(event.id, false).await?,
+            if !hook.wants(&event.kind, &event.tenant) {
+                continue;
+            }
+            let attempt = tokio::select! {
+                () = self.shutdown.cancelled() => {
+                    // What reached the receiver is kept, so it is not sent
+                    // again by the next holder.
+                    self.flush(&mut run, None).await?;
+                    return Err(Stop::Shutdown);
+                }
+                attempt = self.sender.send(&hook, event, &self.store) => attempt,
+            };
+            if attempt.delivered() {
+                metrics::counter!("inquest_webhook_attempts_total", "outcome" => "delivered")
+                    .increment(1);
+                metrics::counter!("inquest_webhook_deliveries_total", "outcome" => "delivered")
+                    .increment(1);
+                self.said_failing.store(false, Ordering::Relaxed);
+                run.push(event.id, attempt);
+                if run.due() {
+                    self.flush(&mut run, None).await?;
+                }
+                continue;
+            }
+            self.flush(&mut run, None).await?;
+            match self.retry(event, attempt).await? {
+                Outcome::Delivered => self.advance(event.id, true, &[]).await?,
+                Outcome::GaveUp => self.advance(event.id, false, &[]).await?,
                 Outcome::Skipped => {}
             }
+            // A failure took time: the webhook may have changed meanwhile.
+            match self.hook().await? {
+                Some(now) => hook = now,
+                None => return Ok(true),
+            }
         }
-        // Past the tail of events not for this webhook, so they are not
-        // read again.
-        self.advance(last, false).await?;
+        // Past the tail of events not for this webhook too, so they are
+        // not read again.
+        self.flush(&mut run, Some(last)).await?;
         Ok(true)
     }
 
+    /// Records `run` (its deliveries, and the cursor at its last event or
+    /// at `to` when later), and starts a new one.
+    async fn flush(&self, run: &mut Run, to: Option<i64>) -> Result<(), Stop> {
+        let last = run.events.last().copied();
+        let Some(to) = last.max(to) else {
+            return Ok(());
+        };
+        let taken = std::mem::take(run);
+        let attempts: Vec<NewAttempt<'_>> = match &self.source {
+            Source::Api { id, .. } => taken
+                .events
+                .iter()
+                .zip(&taken.attempts)
+                .map(|(event, attempt)| NewAttempt {
+                    webhook: *id,
+                    event_id: *event,
+                    status_code: attempt.status,
+                    error: None,
+                    duration: attempt.duration,
+                    redelivery: false,
+                })
+                .collect(),
+            Source::Configured(_) => Vec::new(),
+        };
+        self.advance(to, last.is_some(), &attempts).await
+    }
+
     /// Moves the cursor to `event`; `delivered` ends the failing streak.
-    async fn advance(&self, event: i64, delivered: bool) -> Result<(), Stop> {
+    /// `attempts` (an API webhook's deliveries up to `event`) are recorded
+    /// with it.
+    async fn advance(
+        &self,
+        event: i64,
+        delivered: bool,
+        attempts: &[NewAttempt<'_>],
+    ) -> Result<(), Stop> {
         let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered();
         loop {
             let moved = match &self.source {
@@ -571,7 +768,7 @@ impl Stream {
                 }
                 Source::Api { id, .. } => {
                     self.store
-                        .advance_api_webhook(*id, event, delivered, LEASE_TTL)
+                        .advance_api_webhook_with(*id, event, delivered, LEASE_TTL, attempts)
                         .await
                 }
             };
@@ -588,18 +785,12 @@ impl Stream {
         }
     }
 
-    /// Sends `event` until the receiver answers 2xx, or it has failed for
-    /// `give_up_after`.
-    async fn deliver(&self, event: &EventRow) -> Result<Outcome, Stop> {
+    /// After `attempt` failed: records it, then sends `event` again until
+    /// the receiver answers 2xx, or it has failed for `give_up_after`. The
+    /// webhook is read again before each attempt.
+    async fn retry(&self, event: &EventRow, mut attempt: Attempt) -> Result<Outcome, Stop> {
         let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered();
         loop {
-            let Some(hook) = self.current(event).await? else {
-                return Ok(Outcome::Skipped);
-            };
-            let attempt = tokio::select! {
-                () = self.shutdown.cancelled() => return Err(Stop::Shutdown),
-                attempt = self.sender.send(&hook, event) => attempt,
-            };
             self.record(event, &attempt).await;
             let Some(error) = attempt.error else {
                 metrics::counter!("inquest_webhook_attempts_total", "outcome" => "delivered")
@@ -639,6 +830,17 @@ impl Stream {
                 }
             }
             self.pause_holding(backoff.next_delay()).await?;
+            attempt = match self.hook().await? {
+                Some(hook) if hook.wants(&event.kind, &event.tenant) => tokio::select! {
+                    () = self.shutdown.cancelled() => return Err(Stop::Shutdown),
+                    attempt = self.sender.send(&hook, event, &self.store) => attempt,
+                },
+                // Filtered out meanwhile: the cursor moves past it as past
+                // any event not for this webhook.
+                Some(_) => return Ok(Outcome::Skipped),
+                // Waits as for a failing receiver.
+                None => Attempt::failed(None, "the webhook's row is unusable", Instant::now()),
+            };
         }
     }
 

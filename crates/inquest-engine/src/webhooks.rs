@@ -10,6 +10,12 @@
 //! secret_file = "/run/secrets/inquest-webhook"   # or secret_env = "VAR"; "whsec_<base64>"
 //! event_types = ["session.completed", "report.ready"]   # empty or absent: all
 //! tenant = "acme"                       # absent: every tenant's events
+//!
+//! [[events.webhooks]]
+//! name = "slack-oncall"
+//! url = "https://hooks.slack.com/services/T000/B000/XXXX"   # the URL is the secret
+//! format = "slack"                      # Block Kit messages, not signed
+//! event_types = ["report.ready", "approval.requested", "session.failed"]
 //! ```
 
 use std::{collections::BTreeSet, path::PathBuf};
@@ -34,6 +40,36 @@ pub const EVENT_TYPES: [&str; 12] = [
     "incident.created",
 ];
 
+/// How events are written for a receiver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Standard Webhooks: `{type, timestamp, data}`, signed.
+    #[default]
+    Standard,
+    /// A Block Kit message for a Slack incoming webhook
+    /// ([`crate::slack`]). Slack verifies nothing: its URL is the secret.
+    Slack,
+}
+
+impl Format {
+    /// `""` is the default, `standard`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "" | "standard" => Some(Self::Standard),
+            "slack" => Some(Self::Slack),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Standard => "standard",
+            Self::Slack => "slack",
+        }
+    }
+}
+
 /// `[events]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -50,6 +86,9 @@ pub struct WebhookSection {
     pub name: String,
     /// Where events are POSTed; the only place they go.
     pub url: String,
+    /// `standard` (the default) or `slack`.
+    #[serde(default)]
+    pub format: Format,
     /// A file holding the secret (`whsec_` + base64), or...
     pub secret_file: Option<PathBuf>,
     /// ...an environment variable holding it. Exactly one of the two.
@@ -84,11 +123,21 @@ impl EventsSection {
                     hook.name
                 ));
             }
-            if hook.secret_file.is_some() == hook.secret_env.is_some() {
-                return Err(format!(
-                    "events.webhooks {:?}: give exactly one of `secret_file` and `secret_env`",
-                    hook.name
-                ));
+            let has_secret = hook.secret_file.is_some() || hook.secret_env.is_some();
+            match hook.format {
+                Format::Standard if hook.secret_file.is_some() == hook.secret_env.is_some() => {
+                    return Err(format!(
+                        "events.webhooks {:?}: give exactly one of `secret_file` and `secret_env`",
+                        hook.name
+                    ));
+                }
+                Format::Slack if has_secret => {
+                    return Err(format!(
+                        "events.webhooks {:?}: a Slack webhook is not signed (its URL is its secret): remove `secret_file` and `secret_env`",
+                        hook.name
+                    ));
+                }
+                _ => {}
             }
             if let Some(unknown) = hook
                 .event_types
@@ -111,6 +160,8 @@ impl EventsSection {
 pub struct Webhook {
     pub name: String,
     pub url: reqwest::Url,
+    pub format: Format,
+    /// Empty for Slack, which is not signed.
     key: Vec<u8>,
     types: BTreeSet<String>,
     tenant: Option<String>,
@@ -121,7 +172,7 @@ impl std::fmt::Debug for Webhook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Webhook")
             .field("name", &self.name)
-            .field("url", &self.url.as_str())
+            .field("format", &self.format)
             .field("types", &self.types)
             .field("tenant", &self.tenant)
             .finish_non_exhaustive()
@@ -135,6 +186,20 @@ impl WebhookSection {
     /// the secret.
     pub fn load(&self) -> Result<Webhook, String> {
         let name = &self.name;
+        let url = reqwest::Url::parse(&self.url)
+            .map_err(|e| format!("events.webhooks {name:?}: `url` is not a URL: {e}"))?;
+        if self.format == Format::Slack {
+            // A Slack incoming webhook's URL is its credential.
+            inquest_redact::register(&self.url);
+            return Ok(Webhook {
+                name: name.clone(),
+                url,
+                format: Format::Slack,
+                key: Vec::new(),
+                types: self.event_types.iter().cloned().collect(),
+                tenant: self.tenant.clone(),
+            });
+        }
         let text = match (&self.secret_file, &self.secret_env) {
             (Some(path), _) => std::fs::read_to_string(path).map_err(|e| {
                 format!(
@@ -155,11 +220,10 @@ impl WebhookSection {
         }
         let key = parse_secret(secret)
             .ok_or_else(|| format!("events.webhooks {name:?}: the secret is not whsec_<base64>"))?;
-        let url = reqwest::Url::parse(&self.url)
-            .map_err(|e| format!("events.webhooks {name:?}: `url` is not a URL: {e}"))?;
         Ok(Webhook {
             name: name.clone(),
             url,
+            format: Format::Standard,
             key,
             types: self.event_types.iter().cloned().collect(),
             tenant: self.tenant.clone(),
@@ -181,11 +245,17 @@ impl Webhook {
     /// An API webhook (migration V25) ready to deliver to: only its
     /// tenant's events. The error names what is wrong, never the secret.
     pub fn from_row(row: &inquest_store::WebhookRow) -> Result<Self, String> {
+        let format =
+            Format::parse(&row.format).ok_or_else(|| format!("unknown format {:?}", row.format))?;
         let key = parse_secret(&row.secret).ok_or("the secret is not whsec_<base64>")?;
         let url = reqwest::Url::parse(&row.url).map_err(|e| format!("url is not a URL: {e}"))?;
+        if format == Format::Slack {
+            inquest_redact::register(&row.url);
+        }
         Ok(Webhook {
             name: row.id.to_string(),
             url,
+            format,
             key,
             types: row.event_types.iter().cloned().collect(),
             tenant: Some(row.tenant.clone()),
@@ -265,6 +335,7 @@ mod tests {
         let hook = WebhookSection {
             name: "n".into(),
             url: "http://127.0.0.1:1/".into(),
+            format: Format::Standard,
             secret_file: None,
             secret_env: Some("INQUEST_TEST_UNSET".into()),
             event_types: vec!["report.ready".into()],
@@ -273,6 +344,7 @@ mod tests {
         let hook = Webhook {
             name: hook.name,
             url: reqwest::Url::parse(&hook.url).unwrap(),
+            format: Format::Standard,
             key: vec![1],
             types: hook.event_types.into_iter().collect(),
             tenant: hook.tenant,
@@ -287,6 +359,7 @@ mod tests {
         let good = WebhookSection {
             name: "n".into(),
             url: "http://127.0.0.1:1/".into(),
+            format: Format::Standard,
             secret_file: None,
             secret_env: Some("V".into()),
             event_types: Vec::new(),
@@ -308,6 +381,7 @@ mod tests {
         );
         assert!(
             check(WebhookSection {
+                format: Format::Standard,
                 secret_file: Some("f".into()),
                 ..good.clone()
             })
@@ -317,6 +391,21 @@ mod tests {
             check(WebhookSection {
                 event_types: vec!["turn.appended".into()],
                 ..good.clone()
+            })
+            .is_err()
+        );
+        // Slack is not signed: no secret, and one given is a mistake.
+        let slack = WebhookSection {
+            format: Format::Slack,
+            secret_file: None,
+            secret_env: None,
+            ..good.clone()
+        };
+        assert!(check(slack.clone()).is_ok());
+        assert!(
+            check(WebhookSection {
+                secret_env: Some("V".into()),
+                ..slack
             })
             .is_err()
         );

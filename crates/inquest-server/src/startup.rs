@@ -116,7 +116,13 @@ impl Application {
             .iter()
             .map(inquest_engine::webhooks::WebhookSection::load)
             .collect::<Result<Vec<_>, _>>()
-            .and_then(|hooks| inquest_engine::delivery::Deliveries::new(hooks, config.webhooks))
+            .and_then(|hooks| {
+                inquest_engine::delivery::Deliveries::new(
+                    hooks,
+                    config.webhooks,
+                    config.console.public_url.clone(),
+                )
+            })
             .map_err(anyhow::Error::msg)?;
         let runtime = AgentRuntime::new(config.runtime.agent_threads)?;
         // After the agent runtime's threads exist (they keep the process's
@@ -419,7 +425,9 @@ impl Application {
         {
             oidc.spawn_refresher(tasks, shutdown.clone());
         }
-        self.deliveries.spawn(&self.store, tasks, shutdown).await;
+        self.deliveries
+            .spawn(&self.store, &self.database_url, tasks, shutdown)
+            .await;
         spawn_idempotency_cleanup(
             &self.store,
             tasks,

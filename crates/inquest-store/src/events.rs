@@ -45,6 +45,19 @@ fn event_from_row(row: &Row) -> Result<EventRow, StoreError> {
     })
 }
 
+/// What a person reading an event needs beside its payload (a Slack
+/// message): the incident's title, the session's status now, and for an
+/// approval the arguments of the call asked about.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventContext {
+    /// `None` when the incident is gone.
+    pub incident_title: Option<String>,
+    pub session_status: Option<String>,
+    pub exit_reason: Option<String>,
+    /// The held call's arguments, for `approval.*` events.
+    pub approval_arguments: Option<String>,
+}
+
 /// How long a webhook's stream has been failing, as its failed attempt
 /// left the row (migration V28).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +112,35 @@ impl Store {
             })
             .await?;
         rows.iter().map(event_from_row).collect()
+    }
+
+    /// The context of `event` (see [`EventContext`]), read now: a status
+    /// may have moved on since the event, which the message says as it
+    /// is when sent.
+    pub async fn event_context(&self, event: &EventRow) -> Result<EventContext, StoreError> {
+        let call = event.payload.get("call_id").and_then(Value::as_str);
+        let row = self
+            .run("event_context", async |c| {
+                Ok(c.query_opt(
+                    "SELECT i.title, i.escaped, s.status::text, s.exit_reason, \
+                            (SELECT a.arguments FROM approvals a \
+                              WHERE a.session_id = $2 AND a.call_id = $3) \
+                     FROM incidents i LEFT JOIN sessions s ON s.id = $2 WHERE i.id = $1",
+                    &[&event.incident_id, &event.session_id, &call],
+                )
+                .await?)
+            })
+            .await?;
+        let Some(row) = row else {
+            return Ok(EventContext::default());
+        };
+        let escaped: bool = get(&row, 1)?;
+        Ok(EventContext {
+            incident_title: Some(crate::text::read(get(&row, 0)?, escaped, "incident title")?),
+            session_status: get(&row, 2)?,
+            exit_reason: get(&row, 3)?,
+            approval_arguments: get(&row, 4)?,
+        })
     }
 
     /// Up to `limit` of `tenant`'s events after `after`, oldest first,

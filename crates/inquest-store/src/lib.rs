@@ -57,7 +57,7 @@ pub use approvals::{ApprovalRow, DecideOutcome, NewApproval};
 pub use audit::{AuditEntry, AuditEvent, AuditPage};
 pub use bursts::{CallerEvent, SendOutcome, Transition};
 pub use error::StoreError;
-pub use events::{EventRow, Failing};
+pub use events::{EventContext, EventRow, Failing};
 pub use group::{DEFAULT_APPEND_STATEMENTS, MAX_GROUP};
 pub use idempotency::EXPIRE_BATCH;
 pub use incidents::{Incident, IncidentPage};

@@ -456,6 +456,60 @@ impl Store {
         .await
     }
 
+    /// [`Self::advance_api_webhook`] with the attempts that delivered the
+    /// events up to `event`, recorded in the same round of statements: a
+    /// stream records a run of deliveries at once rather than one row per
+    /// event. The attempts are recorded even when the lease moved on (they
+    /// happened); `false` as for `advance_api_webhook`.
+    pub async fn advance_api_webhook_with(
+        &self,
+        id: Uuid,
+        event: i64,
+        delivered: bool,
+        ttl: Duration,
+        attempts: &[NewAttempt<'_>],
+    ) -> Result<bool, StoreError> {
+        let holder = self.replica_id().as_str().to_owned();
+        let sql = format!("UPDATE webhooks SET {ADVANCE} WHERE id = $1 AND holder = $2");
+        let events: Vec<i64> = attempts.iter().map(|a| a.event_id).collect();
+        let statuses: Vec<Option<i32>> = attempts
+            .iter()
+            .map(|a| a.status_code.map(i32::from))
+            .collect();
+        let errors: Vec<Option<&str>> = attempts.iter().map(|a| a.error).collect();
+        let durations: Vec<i64> = attempts.iter().map(|a| millis(a.duration)).collect();
+        self.run("advance_api_webhook_with", async |c| {
+            let tx = c.transaction().await?;
+            let moved = tx
+                .execute(&sql, &[&id, &holder, &event, &millis(ttl), &delivered])
+                .await?
+                == 1;
+            if !events.is_empty() {
+                tx.execute(
+                    "INSERT INTO webhook_attempts (webhook_id, event_id, status_code, error, \
+                                                   duration_ms, redelivery) \
+                     SELECT $1, a.event_id, a.status_code, a.error, a.duration_ms, false \
+                     FROM unnest($2::bigint[], $3::integer[], $4::text[], $5::bigint[]) \
+                          AS a(event_id, status_code, error, duration_ms) \
+                     WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = $1 AND deleted_at IS NULL) \
+                     ORDER BY a.event_id",
+                    &[&id, &events, &statuses, &errors, &durations],
+                )
+                .await?;
+                tx.execute(
+                    "DELETE FROM webhook_attempts WHERE webhook_id = $1 AND id <= \
+                     (SELECT id FROM webhook_attempts WHERE webhook_id = $1 \
+                      ORDER BY id DESC OFFSET $2 LIMIT 1)",
+                    &[&id, &MAX_ATTEMPTS_KEPT],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(moved)
+        })
+        .await
+    }
+
     /// Records a failed attempt on API webhook `id`'s row and renews the
     /// lease; how long it has been failing, or `None` when the lease is no
     /// longer this replica's.

@@ -201,7 +201,7 @@ const GRPC_PACKAGES: [&str; 3] = ["grpcio==1.71.0", "grpcio-tools==1.71.0", "pro
 
 /// The third-party Standard Webhooks verifier the webhook tests check every
 /// delivery's signature with (`tests/api/events.rs`).
-const WEBHOOK_PACKAGES: [&str; 1] = ["standardwebhooks==1.1.0"];
+const WEBHOOK_PACKAGES: [&str; 2] = ["standardwebhooks==1.1.0", "slack_sdk==3.33.5"];
 
 /// A virtualenv under target/ with the MCP SDK, the Python client's gRPC
 /// packages and the webhook verifier, created once and reused (recreated

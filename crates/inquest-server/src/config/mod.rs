@@ -9,6 +9,7 @@ use serde::Deserialize;
 mod admin;
 pub mod agent;
 pub mod approval;
+mod console;
 mod env;
 pub mod limits;
 mod shutdown;
@@ -18,6 +19,7 @@ mod watch;
 
 pub use admin::AdminSection;
 pub use agent::ToolsSection;
+pub use console::ConsoleSection;
 pub use shutdown::ShutdownSection;
 pub use store::StoreSection;
 pub use watch::WatchSection;
@@ -54,6 +56,8 @@ pub struct Config {
     /// engine's `targets`).
     pub webhooks: inquest_engine::targets::TargetPolicy,
     pub admin: AdminSection,
+    /// `[console]`: the console's public address, for links in messages.
+    pub console: ConsoleSection,
     /// `[auth]`: bearer tokens (`mode = "none"` by default, loopback only).
     pub auth: crate::edge::auth::AuthSection,
     /// `[approval]`: which tool calls wait for a human before they run.
@@ -103,6 +107,7 @@ impl Default for Config {
             events: Default::default(),
             webhooks: Default::default(),
             admin: AdminSection::default(),
+            console: ConsoleSection::default(),
             tls: None,
             http: Default::default(),
             alerts: Default::default(),
@@ -238,6 +243,7 @@ impl Config {
         self.runtime.validate().map_err(ConfigError::Invalid)?;
         self.lease.validate().map_err(ConfigError::Invalid)?;
         self.events.validate().map_err(ConfigError::Invalid)?;
+        self.console.validate().map_err(ConfigError::Invalid)?;
         self.tenants.validate().map_err(ConfigError::Invalid)?;
         self.approval_gates().map_err(ConfigError::Invalid)?;
         self.limits.validate()?;

@@ -95,23 +95,14 @@ impl InvestigationsService {
         caller: &Caller,
         req: pb::CreateWebhookRequest,
     ) -> Result<Response<pb::CreateWebhookResponse>, Status> {
-        let format = match req.format.as_str() {
-            "" | "standard" => "standard",
-            "slack" => {
-                return Err(ApiError::InvalidArgument(
-                    "format: \"slack\" is not built yet; use \"standard\" (Standard Webhooks)"
-                        .into(),
-                )
-                .into());
-            }
-            other => {
-                return Err(ApiError::InvalidArgument(format!(
-                    "format: {} is not \"standard\"",
-                    crate::reason::excerpt(other)
+        let format = inquest_engine::webhooks::Format::parse(&req.format)
+            .ok_or_else(|| {
+                ApiError::InvalidArgument(format!(
+                    "format: {} is neither \"standard\" (Standard Webhooks) nor \"slack\" (a Slack incoming webhook)",
+                    crate::reason::excerpt(&req.format)
                 ))
-                .into());
-            }
-        };
+            })?
+            .as_str();
         if req.url.chars().count() > MAX_URL_CHARS || req.url.contains('\0') {
             return Err(ApiError::InvalidArgument(format!(
                 "url: at most {MAX_URL_CHARS} characters, no NUL"
@@ -151,6 +142,10 @@ impl InvestigationsService {
             .check_resolved(&url)
             .await
             .map_err(ApiError::InvalidArgument)?;
+        if format == "slack" {
+            // A Slack incoming webhook's URL is its credential.
+            inquest_redact::register(url.as_str());
+        }
         let secret = new_secret()?;
         let created = self
             .store
@@ -340,7 +335,7 @@ impl InvestigationsService {
             tracing::error!(webhook_id = %id, error = %e, "a stored webhook is unusable");
             crate::status::internal()
         })?;
-        let attempt = self.webhooks.sender.send(&hook, &event).await;
+        let attempt = self.webhooks.sender.send(&hook, &event, &self.store).await;
         let recorded = self
             .store
             .record_webhook_attempt(NewAttempt {
