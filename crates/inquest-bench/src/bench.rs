@@ -160,6 +160,20 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 60)]
         samples: usize,
     },
+    /// From an event's commit to its delivery at a local receiver, and
+    /// one webhook's delivery rate (see `bench_webhooks.rs`).
+    Webhooks {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Events timed one at a time.
+        #[arg(long, default_value_t = 300)]
+        samples: usize,
+        /// Events committed at once for the rate.
+        #[arg(long, default_value_t = 20000)]
+        backlog: usize,
+    },
     /// Attacks without credentials: a valid client's latency, the server's
     /// memory and CPU during idle connections, unknown-token calls and a
     /// stream flood, against idle (see `bench_attack.rs`).
@@ -388,6 +402,21 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             let result =
                 crate::bench_approval::run(crate::bench_approval::ApprovalBench { url, samples })
                     .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Webhooks {
+            database_url,
+            samples,
+            backlog,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_webhooks::run(crate::bench_webhooks::WebhooksBench {
+                url,
+                samples,
+                backlog,
+            })
+            .await;
             release(embedded).await?;
             result
         }

@@ -16,6 +16,7 @@ mod bench_replicas;
 mod bench_resume;
 mod bench_stream;
 mod bench_watch;
+mod bench_webhooks;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
