@@ -49,4 +49,5 @@ mod turns;
 mod watch;
 mod watch_lag;
 mod watch_tools;
+mod webhook_receivers;
 mod webhooks_api;
