@@ -456,25 +456,42 @@ enum Outcome {
 }
 
 /// Deliveries not yet recorded: the cursor moves past them, and their
-/// attempts are written, together.
-#[derive(Default)]
+/// attempts are written, together. Also when the lease was last renewed
+/// (the instant the renewing statement was sent, so the lease is known
+/// to last at least [`LEASE_TTL`] from it).
 struct Run {
     events: Vec<i64>,
     attempts: Vec<Attempt>,
     since: Option<Instant>,
+    renewed: Instant,
 }
 
 impl Run {
+    fn new(renewed: Instant) -> Self {
+        Self {
+            events: Vec::new(),
+            attempts: Vec::new(),
+            since: None,
+            renewed,
+        }
+    }
+
     fn push(&mut self, event: i64, attempt: Attempt) {
         self.since.get_or_insert_with(Instant::now);
         self.events.push(event);
         self.attempts.push(attempt);
     }
 
-    /// Whether to record now: [`FLUSH_EVERY`] deliveries, or the oldest
-    /// waited [`FLUSH_AFTER`] (which also renews the lease in time).
+    /// Whether to record (and renew) before the next POST: after
+    /// [`FLUSH_EVERY`] deliveries, when the oldest waited [`FLUSH_AFTER`],
+    /// or when a third of the lease has gone since it was renewed. The last
+    /// one matters after a pause (SIGSTOP, a stalled host): a replica whose
+    /// lease may have passed to another must find out before it sends
+    /// again, or the two would interleave the stream.
     fn due(&self) -> bool {
-        self.events.len() >= FLUSH_EVERY || self.since.is_some_and(|t| t.elapsed() >= FLUSH_AFTER)
+        self.events.len() >= FLUSH_EVERY
+            || self.since.is_some_and(|t| t.elapsed() >= FLUSH_AFTER)
+            || self.renewed.elapsed() >= LEASE_TTL / 3
     }
 }
 
@@ -543,6 +560,7 @@ impl Stream {
             // Seen before reading: an event that commits after this wakes
             // the wait below even if the read missed it.
             self.woken.borrow_and_update();
+            let asked = Instant::now();
             let delivered = match self.claim().await {
                 Ok(Some(delivered)) => delivered,
                 Ok(None) => {
@@ -559,7 +577,7 @@ impl Stream {
                     continue;
                 }
             };
-            match self.deliver_after(delivered).await {
+            match self.deliver_after(delivered, asked).await {
                 Ok(true) => {}
                 Ok(false) => {
                     if self.idle().await.is_err() {
@@ -662,7 +680,8 @@ impl Stream {
     /// Delivers the events after `delivered`, in order; `true` when there
     /// were any. Deliveries are recorded a run at a time ([`Run`]); a
     /// failure records the run before it, then retries its event alone.
-    async fn deliver_after(&self, delivered: i64) -> Result<bool, Stop> {
+    /// `renewed`: when the claim that returned `delivered` was sent.
+    async fn deliver_after(&self, delivered: i64, renewed: Instant) -> Result<bool, Stop> {
         let events = match self.read_after(delivered).await {
             Ok(events) => events,
             Err(e) => {
@@ -678,10 +697,13 @@ impl Stream {
             self.pause(POLL * 5).await?;
             return Ok(false);
         };
-        let mut run = Run::default();
+        let mut run = Run::new(renewed);
         for event in &events {
             if !hook.wants(&event.kind, &event.tenant) {
                 continue;
+            }
+            if run.due() {
+                self.flush(&mut run, None).await?;
             }
             let attempt = tokio::select! {
                 () = self.shutdown.cancelled() => {
@@ -705,10 +727,14 @@ impl Stream {
                 continue;
             }
             self.flush(&mut run, None).await?;
-            match self.retry(event, attempt).await? {
+            let outcome = self.retry(event, attempt).await?;
+            run.renewed = Instant::now();
+            match outcome {
                 Outcome::Delivered => self.advance(event.id, true, &[]).await?,
                 Outcome::GaveUp => self.advance(event.id, false, &[]).await?,
-                Outcome::Skipped => {}
+                // Renewed anyway: the retries' pauses renewed it, but
+                // not necessarily just now.
+                Outcome::Skipped => self.renew().await?,
             }
             // A failure took time: the webhook may have changed meanwhile.
             match self.hook().await? {
@@ -723,13 +749,17 @@ impl Stream {
     }
 
     /// Records `run` (its deliveries, and the cursor at its last event or
-    /// at `to` when later), and starts a new one.
+    /// at `to` when later), which renews the lease, and starts a new run.
+    /// With nothing to record, only renews.
     async fn flush(&self, run: &mut Run, to: Option<i64>) -> Result<(), Stop> {
         let last = run.events.last().copied();
+        let renewed = Instant::now();
         let Some(to) = last.max(to) else {
+            self.renew().await?;
+            run.renewed = renewed;
             return Ok(());
         };
-        let taken = std::mem::take(run);
+        let taken = std::mem::replace(run, Run::new(renewed));
         let attempts: Vec<NewAttempt<'_>> = match &self.source {
             Source::Api { id, .. } => taken
                 .events
@@ -747,6 +777,23 @@ impl Stream {
             Source::Configured(_) => Vec::new(),
         };
         self.advance(to, last.is_some(), &attempts).await
+    }
+
+    /// Renews the lease; [`Stop::LeaseLost`] when it is another replica's
+    /// now. A database that does not answer is retried: nothing is sent
+    /// meanwhile.
+    async fn renew(&self) -> Result<(), Stop> {
+        let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF).jittered();
+        loop {
+            match self.claim().await {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) => return Err(Stop::LeaseLost),
+                Err(e) => {
+                    tracing::warn!(webhook = %self.label, error = %error_chain(&e), "cannot renew the webhook's lease; trying again");
+                    self.pause(backoff.next_delay()).await?;
+                }
+            }
+        }
     }
 
     /// Moves the cursor to `event`; `delivered` ends the failing streak.
