@@ -7,8 +7,11 @@
 //! connections, a PostgreSQL restart, and a partition of one running
 //! replica (in its own network namespace) from the database.
 //!
+//! Every replica also delivers the event log to a webhook receiver in the
+//! test (`support/chaos/receiver.rs`) that refuses or delays some requests.
+//!
 //! Then the checker (`support/chaos/checker.rs`) asserts every promise
-//! for every session, stream and execution, one line of figures is
+//! for every session, stream, execution and delivered event, one line of figures is
 //! printed, and the test fails listing the violations if there are any.
 //!
 //! Knobs: `INQUEST_CHAOS_SEED` (printed at the start), `INQUEST_CHAOS_SECONDS`
@@ -33,10 +36,10 @@ use chaos::{
     faults::{self, Kind, Targets},
     model::Model,
     netns::{self, Netns},
-    now,
+    now, receiver,
     replicas::Fleet,
     sessions::{collect_finals, create_incident, details, spawn_workload},
-    setup::{EndServers, LOCALHOST, PARTITIONED, Workdir, free_port, specs},
+    setup::{EndServers, LOCALHOST, PARTITIONED, Peers, Workdir, free_port, specs},
     watchers::Streams,
     workload::Tracked,
 };
@@ -61,13 +64,25 @@ async fn every_promise_holds_under_faults() {
     let cluster = Cluster::start(&dir.join("pg"), free_port(), &["127.0.0.1", netns::HOST_IP])
         .unwrap_or_else(|e| panic!("starting the chaos test's PostgreSQL cluster: {e}"));
     let model = Model::start(s.seed, &[LOCALHOST, netns::host_ip()]).await;
+    let receiver = receiver::Receiver::start(s.seed, &[LOCALHOST, netns::host_ip()]).await;
     let exec_log = dir.join("executions.jsonl");
     let pid_log = dir.join("mcp-pids.txt");
     let _servers = EndServers(pid_log.clone());
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).expect("creating the log directory");
     let mut fleet = Fleet::new(
-        specs(&s, &dir, &model, &cluster, &netns, &exec_log, &pid_log),
+        specs(
+            &s,
+            &dir,
+            Peers {
+                model: &model,
+                receiver: &receiver,
+            },
+            &cluster,
+            &netns,
+            &exec_log,
+            &pid_log,
+        ),
         &logs,
     );
     fleet
@@ -115,6 +130,7 @@ async fn every_promise_holds_under_faults() {
         h.await.expect("a watcher task panicked");
     }
     let finals = collect_finals(&dir_handle, &tracked, &rng).await;
+    let (logged, delivered) = await_deliveries(&cluster, &receiver).await;
     fleet.stop_all(s.shutdown_grace).await;
 
     let (execs, unreadable) = executions::read(&exec_log);
@@ -139,12 +155,13 @@ async fn every_promise_holds_under_faults() {
         now: now(),
     });
     violations.extend(unreadable);
+    receiver::check(&logged, &delivered, &mut violations);
     details(&finals, &tracked, &streams, &execs, &model);
     let turns: usize = finals.iter().map(|f| f.turns.len()).sum();
     announce(&format!(
         "chaos: sessions={} turns={turns} faults kill9={} sigterm={} sigstop={} listen_kill={} \
-         conn_kill={} pg_restart={} partition={} watch_streams={} violations={} seed={} \
-         elapsed={:.0?}",
+         conn_kill={} pg_restart={} partition={} watch_streams={} events={} webhook_posts={} \
+         webhook_refused={} violations={} seed={} elapsed={:.0?}",
         finals.len(),
         counts.of(Kind::Kill9),
         counts.of(Kind::Sigterm),
@@ -154,6 +171,9 @@ async fn every_promise_holds_under_faults() {
         counts.of(Kind::PgRestart),
         counts.of(Kind::Partition),
         streams.len(),
+        logged.len(),
+        delivered.len(),
+        receiver.refused(),
         violations.len(),
         s.seed,
         started.elapsed(),
@@ -177,5 +197,32 @@ async fn every_promise_holds_under_faults() {
                 String::new()
             }
         );
+    }
+}
+
+/// Waits (60 s at most) until every event in the log reached the receiver
+/// with a 2xx; the log and what arrived, for the checker. The replicas are
+/// still running: delivery resumes after the last fault like everything
+/// else.
+async fn await_deliveries(
+    cluster: &Cluster,
+    receiver: &receiver::Receiver,
+) -> (receiver::Logged, Vec<receiver::Delivered>) {
+    let db = inquest_tests::connect(&cluster.url("127.0.0.1")).await;
+    let logged: receiver::Logged = db
+        .query("SELECT id, session_id::text FROM events ORDER BY id", &[])
+        .await
+        .unwrap_or_else(|e| panic!("reading the event log: {e}"))
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let delivered = receiver.delivered();
+        let arrived: std::collections::HashSet<i64> = delivered.iter().map(|d| d.id).collect();
+        if logged.iter().all(|(id, _)| arrived.contains(id)) || Instant::now() >= deadline {
+            return (logged, delivered);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -19,6 +19,7 @@ pub mod executions;
 pub mod faults;
 pub mod model;
 pub mod netns;
+pub mod receiver;
 pub mod replicas;
 pub mod script;
 mod selftest;

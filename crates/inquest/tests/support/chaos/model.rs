@@ -120,7 +120,7 @@ fn fake_addr(base_url: &str) -> SocketAddr {
 }
 
 /// Binds `ips` (the first gets a free port, the others the same one).
-async fn bind_all(ips: &[IpAddr]) -> Vec<TcpListener> {
+pub async fn bind_all(ips: &[IpAddr]) -> Vec<TcpListener> {
     'attempt: for _ in 0..50 {
         let first = TcpListener::bind((ips[0], 0))
             .await
@@ -158,7 +158,7 @@ async fn connection(stream: TcpStream, fake: SocketAddr, seed: u64, stats: Arc<M
 
 /// Reads one request (path and body); `None` at the end of the
 /// connection. Bodies come with `content-length` (reqwest's `json`).
-async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
+pub async fn read_request<R: tokio::io::AsyncBufRead + Unpin>(
     read: &mut R,
 ) -> Option<(String, Vec<u8>)> {
     let mut line = String::new();

@@ -12,6 +12,7 @@ use super::{
     executions,
     model::Model,
     netns::{self, Netns},
+    receiver::{self, Receiver},
     replicas::Spec,
     tools_script,
 };
@@ -33,17 +34,19 @@ pub fn free_port() -> u16 {
 pub fn specs(
     s: &Settings,
     dir: &Path,
-    model: &Model,
+    peers: Peers<'_>,
     cluster: &Cluster,
     netns: &Netns,
     exec_log: &Path,
     pid_log: &Path,
 ) -> Vec<Spec> {
+    let Peers { model, receiver } = peers;
     let host = config(
         s,
         dir,
         "host",
         &model.base_url(LOCALHOST),
+        &receiver.url(LOCALHOST),
         exec_log,
         pid_log,
     );
@@ -52,6 +55,7 @@ pub fn specs(
         dir,
         "netns",
         &model.base_url(netns::host_ip()),
+        &receiver.url(netns::host_ip()),
         exec_log,
         pid_log,
     );
@@ -75,13 +79,23 @@ pub fn specs(
     ]
 }
 
-/// `inquest.toml` (short leases, the fake model, the chaos MCP server)
-/// for replicas reaching the model at `model_url`.
+/// The HTTP servers of the test that replicas call: the model and the
+/// webhook receiver.
+#[derive(Clone, Copy)]
+pub struct Peers<'a> {
+    pub model: &'a Model,
+    pub receiver: &'a Receiver,
+}
+
+/// `inquest.toml` (short leases, the fake model, the chaos MCP server, the
+/// webhook receiver) for replicas reaching the model at `model_url` and
+/// the receiver at `webhook_url`.
 pub fn config(
     s: &Settings,
     dir: &Path,
     name: &str,
     model_url: &str,
+    webhook_url: &str,
     exec_log: &Path,
     pid_log: &Path,
 ) -> PathBuf {
@@ -95,18 +109,22 @@ pub fn config(
     }}});
     let mcp = dir.join(format!("mcp-{name}.json"));
     std::fs::write(&mcp, servers.to_string()).expect("writing the MCP config");
+    let secret = dir.join("webhook-secret");
+    std::fs::write(&secret, receiver::SECRET).expect("writing the webhook secret");
     let toml = format!(
         "[lease]\nttl = \"{}ms\"\nrenew_interval = \"{}ms\"\nreap_interval = \"{}ms\"\n\n\
          [shutdown]\ngrace = \"{}ms\"\n\n[watch]\nheartbeat = \"1s\"\n\n\
          [store]\nmax_connections = 8\n\n[approval]\nmode = \"mutating\"\n\n\
          [[providers]]\nkind = \"openai\"\nname = \"fake\"\nmodel = \"fake-model\"\n\
          base_url = \"{model_url}\"\nmax_retries = 1\ntimeout = \"8s\"\n\n\
-         [mcp]\nconfig = \"{}\"\n",
+         [mcp]\nconfig = \"{}\"\n\n\
+         [[events.webhooks]]\nname = \"chaos\"\nurl = \"{webhook_url}\"\nsecret_file = \"{}\"\n",
         s.lease_ttl.as_millis(),
         s.renew_interval.as_millis(),
         s.reap_interval.as_millis(),
         s.shutdown_grace.as_millis(),
-        mcp.display()
+        mcp.display(),
+        secret.display()
     );
     let path = dir.join(format!("inquest-{name}.toml"));
     std::fs::write(&path, toml).expect("writing the replica config");
