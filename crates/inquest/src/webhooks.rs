@@ -20,7 +20,8 @@ pub enum WebhookCommand {
         event_types: Vec<String>,
         #[arg(long, default_value = "")]
         description: String,
-        /// "standard" (Standard Webhooks).
+        /// "standard" (Standard Webhooks, signed) or "slack" (Block Kit
+        /// messages for a Slack incoming-webhook URL).
         #[arg(long, default_value = "standard")]
         format: String,
     },
@@ -109,8 +110,17 @@ pub async fn run(target: Target, command: WebhookCommand) -> anyhow::Result<()> 
             if let Some(w) = &created.webhook {
                 println!("webhook {}", webhook_line(w));
             }
-            println!("secret {}", created.secret);
-            eprintln!("(the secret is shown this once: give it to the receiver now)");
+            if created
+                .webhook
+                .as_ref()
+                .is_some_and(|w| w.format == "slack")
+            {
+                // Slack checks no signature; its URL is the credential.
+                eprintln!("(a Slack webhook is not signed: keep its URL secret)");
+            } else {
+                println!("secret {}", created.secret);
+                eprintln!("(the secret is shown this once: give it to the receiver now)");
+            }
         }
         WebhookCommand::List => {
             let list = client
