@@ -194,6 +194,10 @@ async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, S
             .list_events(with(pb::ListEventsRequest::default(), token))
             .await
             .map(drop),
+        "ListSchedules" => c
+            .list_schedules(with(pb::ListSchedulesRequest {}, token))
+            .await
+            .map(drop),
         // Refused as a loopback target when it gets past auth: no traffic.
         "CreateWebhook" => c
             .create_webhook(with(

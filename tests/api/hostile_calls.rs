@@ -1139,6 +1139,10 @@ async fn hostile_sweep(tenants: bool) {
                 });
                 sweep.check(n, rpc, &req, unary(call).await);
             }
+            "ListSchedules" => {
+                let call = client.list_schedules(pb::ListSchedulesRequest {});
+                sweep.check(n, rpc, "", unary(call).await);
+            }
             "ListTokens" => {
                 let limit = sweep.count();
                 let req = format!("limit={limit}");

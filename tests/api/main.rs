@@ -38,6 +38,7 @@ mod numbers;
 mod oidc;
 mod queue;
 mod resume;
+mod schedules;
 mod sessions;
 mod slack;
 mod statuses;

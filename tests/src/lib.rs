@@ -52,6 +52,10 @@ pub fn with_database(url: &str, db: &str) -> String {
 }
 
 /// Connects a plain client (its connection task runs in the background).
+/// For process tests that hold a connection from [`connect`] without a
+/// dependency of their own.
+pub use tokio_postgres;
+
 pub async fn connect(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await

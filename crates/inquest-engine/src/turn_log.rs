@@ -137,6 +137,15 @@ impl TurnLog {
         Ok(started)
     }
 
+    /// Publishes the opening turn of a session another path of the store
+    /// committed (a scheduled tick's), as [`Self::start_session`] does for
+    /// its own.
+    pub fn publish_started(&self, started: &StartedSession) {
+        if started.created {
+            self.live.publish_committed(started.first_turn.clone());
+        }
+    }
+
     /// With `enqueue` (the queue's bound), a message to a pending or
     /// running session is queued and announced to this replica's watchers.
     ///

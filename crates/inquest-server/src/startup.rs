@@ -96,6 +96,8 @@ pub struct Application {
     runtime: AgentRuntime,
     /// `[alerts]`: the webhook's bounds and triggers.
     alerts: crate::alerts::config::AlertsSection,
+    /// `[[schedules]]`, compiled.
+    schedules: Arc<Vec<crate::schedules::Schedule>>,
 }
 
 impl Application {
@@ -240,6 +242,7 @@ impl Application {
             tenants: config.tenants.clone(),
             runtime,
             alerts: config.alerts.clone(),
+            schedules: Arc::new(config.compiled_schedules().map_err(anyhow::Error::msg)?),
         })
     }
 
@@ -488,6 +491,15 @@ impl Application {
             refuse_bursts: self.refuse_bursts,
         });
         Arc::clone(&alerts).spawn_sweep(tasks, shutdown.clone());
+        crate::schedules::Scheduler {
+            store: self.store.clone(),
+            log: self.log.clone(),
+            runner: runner.clone(),
+            schedules: Arc::clone(&self.schedules),
+            tenants: self.tenants.clone(),
+            limits: self.limits,
+        }
+        .spawn(self.refuse_bursts, tasks, shutdown.clone());
         let investigations = InvestigationsService::new(
             self.store.clone(),
             watches,
@@ -502,6 +514,7 @@ impl Application {
         )
         .with_tenants(self.tenants)
         .refusing_bursts(self.refuse_bursts)
+        .with_schedules(Arc::clone(&self.schedules))
         .into_server();
         let addr = self.listener.local_addr()?;
         let auth_mode = match &self.auth {

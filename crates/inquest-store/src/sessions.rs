@@ -408,7 +408,7 @@ async fn check_tenant_incident(
 }
 
 /// The new session's row, in its initial status with one turn counted.
-async fn insert_session(
+pub(crate) async fn insert_session(
     tx: &deadpool_postgres::Transaction<'_>,
     id: SessionId,
     incident: IncidentId,
@@ -433,7 +433,7 @@ async fn insert_session(
 }
 
 /// The session's opening user turn, seq 1.
-async fn insert_opening_turn(
+pub(crate) async fn insert_opening_turn(
     tx: &deadpool_postgres::Transaction<'_>,
     id: SessionId,
     message: &UserMessage,

@@ -11,6 +11,7 @@ mod client;
 mod failure;
 mod investigate;
 mod retry;
+mod schedules;
 mod tokens;
 mod view;
 mod watch;
@@ -146,6 +147,14 @@ enum Command {
         #[command(flatten)]
         target: client::Target,
     },
+    /// Scheduled investigations of your tenant (`[[schedules]]` in the
+    /// server's config): list, with the next and last runs.
+    Schedule {
+        #[command(subcommand)]
+        command: schedules::ScheduleCommand,
+        #[command(flatten)]
+        target: client::Target,
+    },
 }
 
 /// A CLI piped into `head` should stop quietly when the pipe closes, not
@@ -263,6 +272,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Approve(args) => approve::decide(args, pb::ToolCallVerdict::Approve).await,
         Command::Deny(args) => approve::decide(args, pb::ToolCallVerdict::Deny).await,
         Command::Webhook { command, target } => webhooks::run(target, command).await,
+        Command::Schedule { command, target } => schedules::run(target, command).await,
     }
 }
 

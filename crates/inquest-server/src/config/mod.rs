@@ -69,6 +69,9 @@ pub struct Config {
     /// `[alerts]`: the Alertmanager webhook's bounds and triggers
     /// (`crate::alerts::config`).
     pub alerts: crate::alerts::config::AlertsSection,
+    /// `[[schedules]]`: investigations started by the clock
+    /// (`crate::schedules`).
+    pub schedules: Vec<crate::schedules::ScheduleEntry>,
     /// `[http]`: the names a loopback server without authentication
     /// answers to (`crate::edge::hosts`).
     pub http: crate::edge::hosts::HttpSection,
@@ -111,6 +114,7 @@ impl Default for Config {
             tls: None,
             http: Default::default(),
             alerts: Default::default(),
+            schedules: Vec::new(),
             auth: Default::default(),
             tenants: Default::default(),
             approval: Default::default(),
@@ -249,6 +253,7 @@ impl Config {
         self.limits.validate()?;
         self.auth.validate().map_err(ConfigError::Invalid)?;
         self.alerts.validate().map_err(ConfigError::Invalid)?;
+        self.compiled_schedules().map_err(ConfigError::Invalid)?;
         for (name, n) in [
             ("store.max_connections", self.store.max_connections),
             ("store.burst_connections", self.store.burst_connections),
@@ -299,6 +304,21 @@ impl Config {
             max_result_bytes: self.limits.max_tool_result_bytes,
             max_stderr_line_bytes: self.limits.max_mcp_stderr_line_bytes,
         }
+    }
+
+    /// The `[[schedules]]` checked and compiled, their title and prompt
+    /// within the message limits.
+    pub fn compiled_schedules(&self) -> Result<Vec<crate::schedules::Schedule>, String> {
+        let schedules = crate::schedules::config::compile_all(&self.schedules)?;
+        let limits = self.limits();
+        for s in &schedules {
+            let name = &s.entry.name;
+            inquest_core::IncidentText::parse(s.entry.title.clone(), String::new(), &limits)
+                .map_err(|e| format!("schedules {name:?}: title: {e}"))?;
+            inquest_core::UserMessage::parse(s.entry.prompt.clone(), &limits)
+                .map_err(|e| format!("schedules {name:?}: prompt: {e}"))?;
+        }
+        Ok(schedules)
     }
 
     pub fn limits(&self) -> inquest_core::Limits {

@@ -146,6 +146,10 @@ const ZEROED: &[Zeroed] = &[
         label: None,
     },
     Zeroed {
+        name: "inquest_schedule_ticks_total",
+        label: Some(("outcome", &["fired", "skipped"])),
+    },
+    Zeroed {
         name: "inquest_alert_follow_ups_total",
         label: Some(("outcome", &["sent", "ended"])),
     },
@@ -219,6 +223,10 @@ fn describe_counters() {
     describe_counter!(
         "inquest_alert_sessions_capped_total",
         "Trigger sessions not started because the tenant's alerts reached alerts.max_started_per_hour (the incident is recorded and says why)."
+    );
+    describe_counter!(
+        "inquest_schedule_ticks_total",
+        "[[schedules]] ticks, by outcome: fired (an incident and a session started; counted by the replica that fired it) or skipped (a tick missed while no replica ran with catch_up = \"none\", or the tenant over its limits)."
     );
     describe_counter!(
         "inquest_alert_follow_ups_total",

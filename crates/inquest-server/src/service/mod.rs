@@ -28,6 +28,7 @@ mod events;
 mod incidents;
 mod messages;
 pub mod pages;
+mod schedules;
 mod sessions;
 mod turns;
 pub mod webhooks;
@@ -80,6 +81,8 @@ pub struct InvestigationsService {
     refuse_bursts: bool,
     /// `[webhooks]` and the sender RedeliverEvent posts with.
     webhooks: webhooks::WebhookApi,
+    /// `[[schedules]]`, for ListSchedules.
+    schedules: std::sync::Arc<Vec<crate::schedules::Schedule>>,
 }
 
 impl InvestigationsService {
@@ -104,7 +107,17 @@ impl InvestigationsService {
             runner,
             tenants: Default::default(),
             refuse_bursts: false,
+            schedules: Default::default(),
         }
+    }
+
+    /// The same service listing `schedules` (ListSchedules).
+    pub fn with_schedules(
+        mut self,
+        schedules: std::sync::Arc<Vec<crate::schedules::Schedule>>,
+    ) -> Self {
+        self.schedules = schedules;
+        self
     }
 
     /// The same service refusing burst-opening calls (`NO_MODEL_PROVIDER`)
@@ -412,6 +425,14 @@ impl Investigations for InvestigationsService {
         request: Request<pb::ListAuditEventsRequest>,
     ) -> Result<Response<pb::ListAuditEventsResponse>, Status> {
         self.admin_list_audit_events(request).await
+    }
+
+    #[tracing::instrument(skip_all)]
+    async fn list_schedules(
+        &self,
+        request: Request<pb::ListSchedulesRequest>,
+    ) -> Result<Response<pb::ListSchedulesResponse>, Status> {
+        self.do_list_schedules(request).await
     }
 
     #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]
