@@ -443,3 +443,70 @@ async fn an_interrupt_sent_to_a_replica_without_the_lease_reaches_the_holder() {
     b.stop().await.unwrap();
     a.stop().await.unwrap();
 }
+
+/// The paths besides the notification, through the store and the real
+/// burst log (a driver plays the agent): an interrupt sent while the
+/// session waits to be claimed fires at the claim; the holder's lease
+/// renewal reads it (so a holder that missed the notification learns of
+/// it within one renew interval); the close that drains the message takes
+/// the flag with it, so the burst it opens is not interrupted; on the
+/// holder's replica the burst's token fires before the call returns.
+#[tokio::test]
+async fn an_interrupt_reaches_the_holder_at_its_claim_and_its_renewal_and_never_outlives_its_message()
+ {
+    use inquest_store::Renewal;
+    use inquest_tests::driver::{Driver, new_session};
+
+    let app = inquest_tests::spawn_app().await;
+    let mut client = app.client().await;
+    let id = new_session(&mut client).await;
+    // No agent here: the session waits, pending, to be claimed.
+    let sent = send_interrupt(&mut client, &id, PRICING, "p-1").await;
+    assert!(sent.queued, "{sent:?}");
+    let first = Driver::claim(&app, &id).await;
+    assert!(first.burst.lease().interrupt_requested());
+    assert!(first.burst.interrupt().is_cancelled(), "fired at the claim");
+    let renewed = app.store.renew_lease(first.burst.lease()).await.unwrap();
+    assert_eq!(
+        renewed,
+        Renewal::Held {
+            status: inquest_core::SessionStatus::Running,
+            interrupt: true
+        }
+    );
+    first.say("Stopping here.").await;
+    first
+        .finish_as(inquest_core::ExitReason::InterruptedByUser)
+        .await;
+    // The close drained the message into the next burst's turn.
+    assert_eq!(app.count("queued_messages").await, 0);
+    let s = session(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Pending, "{s:?}");
+    assert_eq!(s.exit_reason, "interrupted_by_user");
+
+    let second = Driver::claim(&app, &id).await;
+    assert!(!second.burst.interrupt().is_cancelled());
+    let renewed = app.store.renew_lease(second.burst.lease()).await.unwrap();
+    assert!(
+        matches!(
+            renewed,
+            Renewal::Held {
+                interrupt: false,
+                ..
+            }
+        ),
+        "{renewed:?}"
+    );
+    // A retry of the drained interrupt answers with its turn and stops
+    // nothing.
+    let retry = send_interrupt(&mut client, &id, PRICING, "p-1").await;
+    assert!(!retry.queued, "{retry:?}");
+    assert!(!second.burst.interrupt().is_cancelled());
+    // A new interrupt stops the running burst here before the call returns.
+    send_interrupt(&mut client, &id, "And the cache.", "").await;
+    assert!(second.burst.interrupt().is_cancelled());
+    second
+        .finish_as(inquest_core::ExitReason::InterruptedByUser)
+        .await;
+    app.stop().await.unwrap();
+}
