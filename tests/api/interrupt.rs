@@ -510,3 +510,52 @@ async fn an_interrupt_reaches_the_holder_at_its_claim_and_its_renewal_and_never_
         .await;
     app.stop().await.unwrap();
 }
+
+/// A session held for approval is not running: an interrupting message is
+/// a plain follow-up there, which supersedes the pending call (its result
+/// says so) before the message, and the model is asked at once.
+#[tokio::test]
+async fn an_interrupt_of_a_session_held_for_approval_supersedes_the_hold() {
+    let tools = Tools::new();
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("Restarting the database.").call(
+        "h1",
+        "restart_service",
+        r#"{"service":"db"}"#,
+    ))
+    .reply(FakeReply::text(SECOND))
+    .reply(FakeReply::text("S2"));
+    let section = McpSection::new(&tools.file);
+    let app = app_with_fake(&fake, |c| {
+        c.mcp = Some(section);
+        c.approval = inquest_server::config::approval::ApprovalSection::default();
+    })
+    .await;
+    let mut client = app.client().await;
+    let id = start(&mut client, ASK).await;
+    let (held, s) = finished(&mut client, &id, 1).await;
+    assert_eq!(held.exit_reason, "awaiting_approval");
+    assert_eq!(s.status(), pb::SessionStatus::AwaitingApproval);
+
+    let sent = send_interrupt(&mut client, &id, PRICING, "").await;
+    assert!(!sent.queued && sent.seq > 0, "{sent:?}");
+    let (second, s) = finished(&mut client, &id, 2).await;
+    assert_eq!(second.exit_reason, "awaiting_user", "{second:?}");
+    assert_eq!(s.approvals[0].state(), pb::ApprovalState::Superseded);
+    let stored = without_notices(turns(&mut client, &id).await);
+    assert_eq!(
+        tool_result_of(&stored[2]),
+        ("h1".into(), "restart_service".into(), true)
+    );
+    assert!(
+        stored[2].content.contains("superseded by a new message"),
+        "{}",
+        stored[2].content
+    );
+    assert_eq!(
+        shapes(&stored[3..]),
+        [user(PRICING), assistant(SECOND, &[])]
+    );
+    assert_eq!(tools.executions(), 0, "the held call never ran");
+    app.stop().await.unwrap();
+}
