@@ -559,3 +559,57 @@ async fn an_interrupt_of_a_session_held_for_approval_supersedes_the_hold() {
     assert_eq!(tools.executions(), 0, "the held call never ran");
     app.stop().await.unwrap();
 }
+
+/// An interrupt that arrives after the burst last looked (it is asking for
+/// approvals) is still not left waiting for a human: the close into
+/// `awaiting_approval` finds it queued, supersedes the hold (its result
+/// first) and opens the message's burst.
+#[tokio::test]
+async fn an_interrupt_queued_as_the_burst_holds_calls_supersedes_the_hold_at_the_close() {
+    use inquest_agent::{HeldCall, TurnSink};
+    use inquest_core::{SideEffect, ToolArguments, ToolCall};
+    use inquest_tests::driver::{Driver, new_session};
+
+    let app = inquest_tests::spawn_app().await;
+    let mut client = app.client().await;
+    let id = new_session(&mut client).await;
+    let driver = Driver::claim(&app, &id).await;
+    let asked = driver.call("h1", "restart_service").await;
+    let held = HeldCall {
+        call: ToolCall {
+            id: "h1".into(),
+            name: "restart_service".into(),
+            arguments: ToolArguments::from_model("{}"),
+        },
+        server: "incident".into(),
+        side_effect: SideEffect::Mutating,
+        rule: "mode mutating".into(),
+    };
+    driver
+        .burst
+        .request_approvals(driver.session, asked.seq, vec![held])
+        .await
+        .unwrap();
+    let sent = send_interrupt(&mut client, &id, PRICING, "").await;
+    assert!(sent.queued, "{sent:?}");
+    driver
+        .finish_as(inquest_core::ExitReason::AwaitingApproval)
+        .await;
+
+    let s = session(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Pending, "{s:?}");
+    assert_eq!(s.approvals[0].state(), pb::ApprovalState::Superseded);
+    assert_eq!(app.count("queued_messages").await, 0);
+    let stored = turns(&mut client, &id).await;
+    let tail: Vec<_> = stored[stored.len() - 2..]
+        .iter()
+        .map(|t| (t.role(), t.tool_call_id.clone(), t.content.clone()))
+        .collect();
+    assert_eq!(tail[1], (pb::TurnRole::User, String::new(), PRICING.into()));
+    assert_eq!((tail[0].0, tail[0].1.as_str()), (pb::TurnRole::Tool, "h1"));
+    assert!(
+        tail[0].2.contains("superseded by a new message"),
+        "{tail:?}"
+    );
+    app.stop().await.unwrap();
+}

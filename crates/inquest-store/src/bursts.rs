@@ -204,7 +204,10 @@ impl Store {
     /// any, the session is `pending` and its next burst waits to be
     /// claimed. A burst closing into `awaiting_approval` or
     /// `awaiting_confirmation` keeps the queue: a human must act first,
-    /// and the queue drains when a later burst closes.
+    /// and the queue drains when a later burst closes. Except an
+    /// interrupting message queued before a close into
+    /// `awaiting_approval`: that close supersedes the hold (its results
+    /// come first in the turns returned) and drains the queue.
     pub async fn close_burst_draining(
         &self,
         lease: &Lease,
@@ -241,6 +244,12 @@ impl Store {
                 SessionStatus::Idle | SessionStatus::Completed | SessionStatus::Failed
             );
         let drops = event == Event::Cancel;
+        // A burst that holds calls for approval keeps the queue, unless an
+        // interrupting message waits in it: it arrived after the burst
+        // checked for one, and the user asked for it to run now, so the
+        // hold is superseded (as a message to the held session would) and
+        // the queue drained.
+        let holds = matches!(event, Event::Close(_)) && to == SessionStatus::AwaitingApproval;
         self.detached(async move {
             let update = format!(
                 "UPDATE sessions SET status = $3::text, exit_reason = COALESCE($4, exit_reason), \
@@ -256,7 +265,7 @@ impl Store {
             store
                 .run_with_timeout("transition", limit, async |c| {
                     let tx = c.transaction().await?;
-                    let queued = if drains || drops {
+                    let queued = if drains || drops || holds {
                         // The row lock first: an enqueue holds it while it
                         // stores a message, so the queue read next is all
                         // of it.
@@ -272,6 +281,8 @@ impl Store {
                     };
                     // Watchers elsewhere stay registered when the close
                     // opens the next burst at once.
+                    let interrupting = holds && queued.iter().any(|q| q.interrupt);
+                    let drains = drains || interrupting;
                     let keep_watchers = to.is_active() || (drains && !queued.is_empty());
                     let changed = tx
                         .query_opt(
@@ -296,12 +307,18 @@ impl Store {
                         tx.rollback().await?;
                         return Ok((Transition::Unchanged(session_from_row(&row)?), Vec::new()));
                     };
-                    if queued.is_empty() {
+                    if queued.is_empty() || (holds && !interrupting) {
                         tx.commit().await?;
                         return Ok((Transition::Changed(session_from_row(&row)?), Vec::new()));
                     }
                     let turns = if drains {
-                        drain_queue(&tx, &origin, session, queued).await?
+                        let mut turns = if interrupting {
+                            crate::approvals::supersede(&tx, &origin, session).await?
+                        } else {
+                            Vec::new()
+                        };
+                        turns.extend(drain_queue(&tx, &origin, session, queued).await?);
+                        turns
                     } else {
                         drop_queue(&tx, &origin, session, queued.len()).await?;
                         Vec::new()
@@ -345,11 +362,13 @@ impl Store {
     }
 }
 
-/// One queued message: its row id, text and idempotency key.
+/// One queued message: its row id, text and idempotency key, and whether
+/// it interrupts.
 struct QueuedRow {
     id: i64,
     text: String,
     key: Option<String>,
+    interrupt: bool,
 }
 
 /// The session's queued messages, oldest first.
@@ -359,7 +378,7 @@ async fn load_queue(
 ) -> Result<Vec<QueuedRow>, StoreError> {
     let rows = tx
         .query(
-            "SELECT id, text, idempotency_key FROM queued_messages \
+            "SELECT id, text, idempotency_key, interrupt FROM queued_messages \
              WHERE session_id = $1 ORDER BY id",
             &[session.as_uuid()],
         )
@@ -374,6 +393,7 @@ async fn load_queue(
                 id: get(row, 0)?,
                 text,
                 key: get(row, 2)?,
+                interrupt: get(row, 3)?,
             })
         })
         .collect()
