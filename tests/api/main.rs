@@ -28,6 +28,7 @@ mod health;
 mod hostile;
 mod hostile_calls;
 mod idempotency;
+mod interrupt;
 mod leases;
 mod limits;
 mod listing;

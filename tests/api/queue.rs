@@ -206,11 +206,6 @@ async fn the_queue_is_bounded_reject_still_refuses_and_a_cancel_drops_the_queue(
             "{if_running:?}: {refused:?}"
         );
     }
-    let interrupt = client
-        .send_message(request(&id, PRICING, "", pb::IfRunning::Interrupt))
-        .await
-        .expect_err("not implemented");
-    assert_eq!(interrupt.code(), Code::Unimplemented, "{interrupt:?}");
     assert_eq!(app.count("queued_messages").await, 0);
 
     enqueue(&mut client, &id, PRICING, "").await;

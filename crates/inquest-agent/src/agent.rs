@@ -514,23 +514,23 @@ impl Agent {
         let mut held = Vec::new();
         for (index, call) in reply.calls.iter().enumerate() {
             if let Some(reason) = inputs.stop.reason() {
-                if reason != ExitReason::Interrupted {
+                if !matches!(
+                    reason,
+                    ExitReason::Interrupted | ExitReason::InterruptedByUser
+                ) {
                     // Cancelled (final) or no longer ours: nothing more
                     // to record.
                     return Err(reason);
                 }
-                // Shutting down: these calls were not started and now
-                // never will be in this burst. Say so in their results,
-                // so the next replica's plan knows they did not run (an
-                // honest result, not a guess). Held calls were not
-                // requested yet: they did not run either.
-                let not_run: Vec<ToolCall> = held
-                    .drain(..)
-                    .map(|h: HeldCall| h.call)
-                    .chain(reply.calls[index..].iter().cloned())
-                    .collect();
+                // Shutting down or interrupted: these calls were not
+                // started and now never will be in this burst. Say so in
+                // their results, so the next burst's plan (and model)
+                // knows they did not run (an honest result, not a guess).
+                // Held calls were not requested yet: they did not run
+                // either.
+                let not_run = not_started(&mut held, &reply.calls[index..]);
                 return Err(self
-                    .record_not_run(inputs.sink, state, burst, &not_run)
+                    .record_not_run(inputs.sink, state, burst, &not_run, reason)
                     .await);
             }
             let mut refusal = reply.refusals[index].clone();
@@ -546,11 +546,37 @@ impl Agent {
                     }
                 }
             }
-            self.run_call(inputs, state, burst, reply.seq, call, refusal.as_deref())
-                .await?;
+            if let Err(reason) = self
+                .run_call(inputs, state, burst, reply.seq, call, refusal.as_deref())
+                .await
+            {
+                if reason == ExitReason::InterruptedByUser {
+                    // The call's own (cut) result is stored; the calls
+                    // after it never start.
+                    let not_run = not_started(&mut held, &reply.calls[index + 1..]);
+                    return Err(self
+                        .record_not_run(inputs.sink, state, burst, &not_run, reason)
+                        .await);
+                }
+                return Err(reason);
+            }
         }
         if held.is_empty() {
             return Ok(());
+        }
+        if inputs.stop.reason() == Some(ExitReason::InterruptedByUser) {
+            // The user redirected the burst before its calls were held: the
+            // interrupting message runs now, not after a human's decision.
+            let not_run = not_started(&mut held, &[]);
+            return Err(self
+                .record_not_run(
+                    inputs.sink,
+                    state,
+                    burst,
+                    &not_run,
+                    ExitReason::InterruptedByUser,
+                )
+                .await);
         }
         Err(self.hold(inputs.sink, state, reply.seq, held).await)
     }
@@ -712,6 +738,15 @@ fn burst_span(session: SessionId, burst: u32) -> tracing::Span {
             exit_reason = tracing::field::Empty
         )
     }
+}
+
+/// The calls a stop kept from starting: the held ones (not requested yet),
+/// then `rest` of the reply.
+fn not_started(held: &mut Vec<HeldCall>, rest: &[ToolCall]) -> Vec<ToolCall> {
+    held.drain(..)
+        .map(|h| h.call)
+        .chain(rest.iter().cloned())
+        .collect()
 }
 
 /// How a burst whose model gave its final answer ends: a follow-up burst

@@ -174,6 +174,18 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20000)]
         backlog: usize,
     },
+    /// From SendMessage with if_running = INTERRUPT to the running burst
+    /// stopped, on the replica holding it and on another (see
+    /// `bench_interrupt.rs`).
+    Interrupt {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Interrupts to time on each replica.
+        #[arg(long, default_value_t = 40)]
+        samples: usize,
+    },
     /// Attacks without credentials: a valid client's latency, the server's
     /// memory and CPU during idle connections, unknown-token calls and a
     /// stream flood, against idle (see `bench_attack.rs`).
@@ -415,6 +427,19 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 url,
                 samples,
                 backlog,
+            })
+            .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Interrupt {
+            database_url,
+            samples,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_interrupt::run(crate::bench_interrupt::InterruptBench {
+                url,
+                samples,
             })
             .await;
             release(embedded).await?;

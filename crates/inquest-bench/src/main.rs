@@ -9,6 +9,7 @@ mod bench;
 mod bench_approval;
 mod bench_attack;
 mod bench_cache;
+mod bench_interrupt;
 mod bench_loop;
 mod bench_overload;
 mod bench_peer;

@@ -42,6 +42,13 @@ pub enum ExitReason {
     ReportAuthorFailed,
     /// The server shut down mid-burst; a follow-up resumes the session.
     Interrupted,
+    /// A message sent with `if_running = INTERRUPT` stopped the burst at
+    /// its next safe point: no model call or tool start after it, the
+    /// model call in flight abandoned (nothing of it stored), every call
+    /// of the reply answered (a read-only one cut, a mutating one let
+    /// finish within the shutdown grace). The session is `idle` and the
+    /// close opens the interrupting message's burst at once.
+    InterruptedByUser,
     /// This worker lost the session's lease (it stalled past the lease's
     /// expiry and another replica claimed the session). The fenced store
     /// refuses its writes; the session belongs to the new owner, so this
@@ -63,7 +70,7 @@ pub enum ExitReason {
 }
 
 impl ExitReason {
-    pub const ALL: [ExitReason; 17] = [
+    pub const ALL: [ExitReason; 18] = [
         ExitReason::Completed,
         ExitReason::AwaitingUser,
         ExitReason::IterationBudgetExhausted,
@@ -75,6 +82,7 @@ impl ExitReason {
         ExitReason::StoreFailed,
         ExitReason::ReportAuthorFailed,
         ExitReason::Interrupted,
+        ExitReason::InterruptedByUser,
         ExitReason::LeaseLost,
         ExitReason::StoreUnavailable,
         ExitReason::ResumeRefused,
@@ -96,6 +104,7 @@ impl ExitReason {
             ExitReason::StoreFailed => "store_failed",
             ExitReason::ReportAuthorFailed => "report_author_failed",
             ExitReason::Interrupted => "interrupted",
+            ExitReason::InterruptedByUser => "interrupted_by_user",
             ExitReason::LeaseLost => "lease_lost",
             ExitReason::StoreUnavailable => "store_unavailable",
             ExitReason::ResumeRefused => "resume_refused",
@@ -135,6 +144,7 @@ impl ExitReason {
             | ExitReason::ToolServersUnavailable
             | ExitReason::ReportAuthorFailed
             | ExitReason::ResumeRefused
+            | ExitReason::InterruptedByUser
             | ExitReason::DegradedHistory => Ending::Close(SessionStatus::Idle),
             ExitReason::AwaitingConfirmation => Ending::Close(SessionStatus::AwaitingConfirmation),
             ExitReason::AwaitingApproval => Ending::Close(SessionStatus::AwaitingApproval),
@@ -180,5 +190,12 @@ mod tests {
             Ending::Close(SessionStatus::Failed)
         );
         assert_eq!(ExitReason::LeaseLost.ending(), Ending::Abandon);
+        // An interrupt closes into a status whose close drains the queue
+        // (the interrupting message opens the next burst), unlike a
+        // shutdown, which hands the burst over.
+        assert_eq!(
+            ExitReason::InterruptedByUser.ending(),
+            Ending::Close(SessionStatus::Idle)
+        );
     }
 }

@@ -268,6 +268,7 @@ mod tests {
                 | ExitReason::ToolServersUnavailable
                 | ExitReason::ReportAuthorFailed
                 | ExitReason::ResumeRefused
+                | ExitReason::InterruptedByUser
                 | ExitReason::DegradedHistory => Some(S::Idle),
                 ExitReason::AwaitingConfirmation => Some(S::AwaitingConfirmation),
                 ExitReason::AwaitingApproval => Some(S::AwaitingApproval),

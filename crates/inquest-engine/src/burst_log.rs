@@ -32,6 +32,7 @@ use inquest_core::{
 use inquest_store::{Lease, NewApproval, Store, StoreError, Transition, WriteId};
 use time::OffsetDateTime;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::{
@@ -121,6 +122,10 @@ pub struct BurstLog {
     /// of the session's tenant, and the approved calls this burst runs
     /// first (each marked started in the store before it starts).
     approval: Arc<OnceLock<Approval>>,
+    /// Fires when a message interrupts this burst (`if_running =
+    /// INTERRUPT`), from this replica's API, the feed, the lease keeper's
+    /// renewal, or at once when the claim found one waiting.
+    interrupt: CancellationToken,
 }
 
 /// A burst's approval state, from [`BurstLog::set_approval`].
@@ -160,8 +165,18 @@ impl<T> Attempts<T> {
 }
 
 impl BurstLog {
-    pub(crate) fn new(store: Store, live: LiveView, lease: Lease, timing: LeaseTiming) -> Self {
+    pub(crate) fn new(
+        store: Store,
+        live: LiveView,
+        lease: Lease,
+        timing: LeaseTiming,
+        interrupt: CancellationToken,
+    ) -> Self {
         let clock = LeaseClock::new(&lease, timing.ttl, timing.margin);
+        if lease.interrupt_requested() {
+            metrics::counter!("inquest_interrupts_total", "via" => "claim").increment(1);
+            interrupt.cancel();
+        }
         Self {
             store,
             live,
@@ -170,7 +185,13 @@ impl BurstLog {
             head: Arc::default(),
             watched_elsewhere: Arc::new(AtomicBool::new(true)),
             approval: Arc::default(),
+            interrupt,
         }
+    }
+
+    /// Fires when a message interrupts this burst.
+    pub fn interrupt(&self) -> &CancellationToken {
+        &self.interrupt
     }
 
     /// The approval policy the burst screens calls with (`None`: none),

@@ -126,8 +126,8 @@ async fn on_event(log: &TurnLog, event: ListenEvent) {
 
 /// Applies what another replica announced (see [`inquest_store::notify`]):
 /// its committed turns and tool-call starts reach this replica's watchers,
-/// its status changes close or reopen them, and a cancel made there stops a
-/// burst running here. Our own announcements are skipped: they were
+/// its status changes close or reopen them, and a cancel or an interrupt
+/// made there stops a burst running here. Our own announcements are skipped: they were
 /// published locally already.
 pub async fn apply(log: &TurnLog, notification: Notification) {
     let (store, live) = (log.store(), log.live());
@@ -206,6 +206,12 @@ pub async fn apply(log: &TurnLog, notification: Notification) {
                 text: text.into(),
                 position,
             });
+        }
+        Notification::Interrupt { session, epoch, .. } => {
+            if live.interrupt_burst(session, epoch, false) {
+                metrics::counter!("inquest_interrupts_total", "via" => "feed").increment(1);
+                tracing::info!(%session, epoch, "interrupting the burst: asked on another replica");
+            }
         }
         Notification::Status {
             session, status, ..

@@ -37,8 +37,10 @@ pub(crate) struct Held {
 /// passes with no renewal having succeeded in time, it fires `lost` — at
 /// the deadline itself, not after the next attempt — and waits to be
 /// dropped. A renewal that finds the session cancelled (by another
-/// replica) fires `cancel`. `renew` is the store's renewal; a function so
-/// the pacing is tested on paused time.
+/// replica) fires `cancel`; one that finds an interrupting message queued
+/// fires `interrupt` (so a holder that missed the notification learns of
+/// it within one renew interval). `renew` is the store's renewal; a
+/// function so the pacing is tested on paused time.
 pub(crate) async fn keep_lease<R, F>(
     renew: R,
     held: Held,
@@ -46,6 +48,7 @@ pub(crate) async fn keep_lease<R, F>(
     timing: KeeperTiming,
     lost: CancellationToken,
     cancel: CancellationToken,
+    interrupt: CancellationToken,
 ) -> std::convert::Infallible
 where
     R: Fn() -> F,
@@ -78,10 +81,18 @@ where
         };
         next = sent + timing.every;
         match outcome {
-            Ok(Ok(Renewal::Held(status))) => {
+            Ok(Ok(Renewal::Held {
+                status,
+                interrupt: asked,
+            })) => {
                 clock.renewed(sent, timing.ttl, timing.margin);
                 if status == SessionStatus::Cancelled {
                     cancel.cancel();
+                }
+                if asked && !interrupt.is_cancelled() {
+                    metrics::counter!("inquest_interrupts_total", "via" => "renewal").increment(1);
+                    tracing::info!(%session, epoch = held.epoch, "interrupting the burst: found at the lease renewal");
+                    interrupt.cancel();
                 }
             }
             Ok(Ok(Renewal::Lost)) => {
@@ -126,6 +137,7 @@ mod tests {
         clock: LeaseClock,
         lost: CancellationToken,
         cancel: CancellationToken,
+        interrupt: CancellationToken,
         renewals: Arc<AtomicUsize>,
         task: tokio::task::JoinHandle<()>,
     }
@@ -136,6 +148,7 @@ mod tests {
         let now = Instant::now();
         let clock = LeaseClock::claimed_at(now, TTL, MARGIN);
         let (lost, cancel) = (CancellationToken::new(), CancellationToken::new());
+        let interrupt = CancellationToken::new();
         let renewals = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&renewals);
         let renew = move || {
@@ -164,6 +177,7 @@ mod tests {
             timing,
             lost.clone(),
             cancel.clone(),
+            interrupt.clone(),
         );
         let task = tokio::spawn(async move {
             keep.await;
@@ -172,6 +186,7 @@ mod tests {
             clock,
             lost,
             cancel,
+            interrupt,
             renewals,
             task,
         }
@@ -179,10 +194,14 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn renewals_that_land_keep_the_lease_for_as_long_as_the_burst_runs() {
-        let k = keeper(Some(Renewal::Held(SessionStatus::Running)));
+        let k = keeper(Some(Renewal::Held {
+            status: SessionStatus::Running,
+            interrupt: false,
+        }));
         tokio::time::sleep(TTL * 10).await;
         assert!(!k.lost.is_cancelled());
         assert!(!k.cancel.is_cancelled());
+        assert!(!k.interrupt.is_cancelled());
         assert!(!k.clock.passed());
         // One renewal every `EVERY`, give or take the one in flight.
         let n = k.renewals.load(Ordering::SeqCst);
@@ -213,9 +232,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_renewal_that_finds_the_session_cancelled_cancels_the_burst() {
-        let k = keeper(Some(Renewal::Held(SessionStatus::Cancelled)));
+        let k = keeper(Some(Renewal::Held {
+            status: SessionStatus::Cancelled,
+            interrupt: false,
+        }));
         k.cancel.cancelled().await;
         assert!(!k.lost.is_cancelled());
+        assert!(!k.interrupt.is_cancelled());
         k.task.abort();
     }
 
@@ -234,5 +257,19 @@ mod tests {
         assert!(!clock.passed());
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(clock.passed());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_that_finds_an_interrupting_message_interrupts_the_burst_within_one_interval()
+    {
+        let start = Instant::now();
+        let k = keeper(Some(Renewal::Held {
+            status: SessionStatus::Running,
+            interrupt: true,
+        }));
+        k.interrupt.cancelled().await;
+        assert_eq!(start.elapsed(), EVERY, "at the first renewal");
+        assert!(!k.lost.is_cancelled() && !k.cancel.is_cancelled());
+        k.task.abort();
     }
 }

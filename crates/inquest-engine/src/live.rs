@@ -43,10 +43,26 @@ struct LiveState {
     /// held back. Replaced when a new turn or attempt starts; removed when
     /// a turn at or past its seq is published or the burst ends.
     streaming: HashMap<SessionId, Streaming>,
-    /// Cancellation of each claimed burst, by session and lease epoch;
-    /// fired by `CancelSession`. Keyed by the epoch too, so a stale burst
-    /// that ends late never drops the token of the burst that replaced it.
-    bursts: HashMap<(SessionId, i64), CancellationToken>,
+    /// The stop handles of each claimed burst, by session and lease
+    /// epoch. Keyed by the epoch too, so a stale burst that ends late
+    /// never drops the handles of the burst that replaced it, and an
+    /// interrupt meant for one burst never stops the next.
+    bursts: HashMap<(SessionId, i64), BurstHandles>,
+    /// Interrupts asked here for a burst not registered here yet (the
+    /// message was queued while its session waited to be claimed, or the
+    /// claim's answer had not arrived): fired when a burst of that epoch
+    /// registers. One per session, the newest epoch; dropped when the
+    /// session settles or a later burst registers, so the map holds only
+    /// sessions with a burst about to start.
+    early_interrupts: HashMap<SessionId, i64>,
+}
+
+/// What stops one burst from outside, fired from here.
+struct BurstHandles {
+    /// `CancelSession`.
+    cancel: CancellationToken,
+    /// An interrupting message (`if_running = INTERRUPT`).
+    interrupt: CancellationToken,
 }
 
 /// One session's streamed text; see [`LiveState::streaming`].
@@ -228,12 +244,49 @@ impl LiveView {
             || self.lock().running_calls.contains_key(&session)
     }
 
-    /// A burst of `session` at lease `epoch` runs here; the token fires
-    /// when the session is cancelled.
-    pub(crate) fn register_burst(&self, session: SessionId, epoch: i64) -> CancellationToken {
-        let token = CancellationToken::new();
-        self.lock().bursts.insert((session, epoch), token.clone());
-        token
+    /// A burst of `session` at lease `epoch` runs here; the first token
+    /// fires when the session is cancelled, the second when a message
+    /// interrupts this burst (already fired when one asked for it before
+    /// the burst registered).
+    pub(crate) fn register_burst(
+        &self,
+        session: SessionId,
+        epoch: i64,
+    ) -> (CancellationToken, CancellationToken) {
+        let handles = BurstHandles {
+            cancel: CancellationToken::new(),
+            interrupt: CancellationToken::new(),
+        };
+        let tokens = (handles.cancel.clone(), handles.interrupt.clone());
+        let mut state = self.lock();
+        if let Some(&asked) = state.early_interrupts.get(&session)
+            && asked <= epoch
+        {
+            state.early_interrupts.remove(&session);
+            if asked == epoch {
+                handles.interrupt.cancel();
+            }
+        }
+        state.bursts.insert((session, epoch), handles);
+        tokens
+    }
+
+    /// Stops the burst of `session` at lease `epoch` at its next safe
+    /// point, if it runs here (`true`). Otherwise, with `remember` (the
+    /// interrupt was asked on this replica, which may be about to claim
+    /// that burst), the burst is stopped when it registers here.
+    pub fn interrupt_burst(&self, session: SessionId, epoch: i64, remember: bool) -> bool {
+        let mut state = self.lock();
+        if let Some(handles) = state.bursts.get(&(session, epoch)) {
+            handles.interrupt.cancel();
+            return true;
+        }
+        let later_runs = state.bursts.keys().any(|&(s, e)| s == session && e > epoch);
+        if remember && !later_runs {
+            let asked = state.early_interrupts.entry(session).or_insert(epoch);
+            *asked = (*asked).max(epoch);
+        }
+        false
     }
 
     /// Whether this replica holds a claimed burst of `session`.
@@ -259,11 +312,13 @@ impl LiveView {
         self.broadcaster.close(session);
     }
 
-    /// Drops all of the session's live memory; returns its bursts' tokens.
+    /// Drops all of the session's live memory; returns its bursts'
+    /// cancel tokens.
     fn forget_session(&self, session: SessionId) -> Vec<CancellationToken> {
         let mut state = self.lock();
         state.running_calls.remove(&session);
         state.streaming.remove(&session);
+        state.early_interrupts.remove(&session);
         let keys: Vec<_> = state
             .bursts
             .keys()
@@ -272,6 +327,7 @@ impl LiveView {
             .collect();
         keys.into_iter()
             .filter_map(|k| state.bursts.remove(&k))
+            .map(|h| h.cancel)
             .collect()
     }
 
@@ -365,8 +421,8 @@ mod tests {
     fn a_stale_burst_ending_late_keeps_its_successors_token_and_calls() {
         let live = LiveView::new(TurnBroadcaster::default());
         let s = SessionId::new();
-        let old = live.register_burst(s, 1);
-        let new = live.register_burst(s, 2);
+        let (old, _) = live.register_burst(s, 1);
+        let (new, _) = live.register_burst(s, 2);
         live.publish_tool_call_start(start(s, "c1"));
         live.forget_burst(s, 1);
         assert!(live.has_burst(s), "the newer burst still runs here");
@@ -375,6 +431,40 @@ mod tests {
         assert!(new.is_cancelled() && !old.is_cancelled());
         assert!(!live.has_burst(s));
         assert!(live.running_calls(s).is_empty());
+    }
+
+    #[test]
+    fn an_interrupt_stops_only_the_burst_of_its_epoch_even_before_it_registers() {
+        let live = LiveView::new(TurnBroadcaster::default());
+        let s = SessionId::new();
+        let (_, first) = live.register_burst(s, 1);
+        // Meant for the next claim's burst: nothing runs at epoch 2 yet.
+        assert!(!live.interrupt_burst(s, 2, true));
+        assert!(!first.is_cancelled(), "the burst running now is not it");
+        live.forget_burst(s, 1);
+        let (_, second) = live.register_burst(s, 2);
+        assert!(second.is_cancelled(), "fired as it registered");
+        // Once used, the early interrupt stops nothing later.
+        let (_, third) = live.register_burst(s, 3);
+        assert!(!third.is_cancelled());
+        assert!(live.interrupt_burst(s, 3, false));
+        assert!(third.is_cancelled());
+        // From the feed (not remembered): a burst not here is not waited for.
+        assert!(!live.interrupt_burst(s, 4, false));
+        let (_, fourth) = live.register_burst(s, 4);
+        assert!(!fourth.is_cancelled());
+        // A stale interrupt (an older epoch) never stops a newer burst.
+        live.forget_burst(s, 2);
+        live.forget_burst(s, 3);
+        assert!(!live.interrupt_burst(s, 2, true));
+        let (_, fifth) = live.register_burst(s, 5);
+        assert!(!fifth.is_cancelled());
+        // A settled session forgets what was asked early.
+        let t = SessionId::new();
+        assert!(!live.interrupt_burst(t, 1, true));
+        live.session_settled(t, false);
+        let (_, after) = live.register_burst(t, 1);
+        assert!(!after.is_cancelled());
     }
 
     #[test]

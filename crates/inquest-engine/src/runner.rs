@@ -41,6 +41,10 @@ use crate::{
     turn_log::{TurnLog, TurnLogError},
 };
 
+/// What a running tool that is not read-only gets after an interrupt when
+/// the embedder says nothing (the default `shutdown.grace`).
+const DEFAULT_INTERRUPT_GRACE: Duration = Duration::from_secs(10);
+
 /// Orphans (and stale pending sessions) claimed per reaper pass.
 const REAP_BATCH: u32 = 16;
 
@@ -69,6 +73,10 @@ pub struct Runner {
     runtime: AgentRuntime,
     /// Each tenant's approval policy (`[approval]`).
     approvals: ApprovalGates,
+    /// How long a running tool that is not read-only may go on after an
+    /// interrupt (`shutdown.grace`: the time a side effect is given to
+    /// land, whatever stops the burst).
+    interrupt_grace: Duration,
 }
 
 /// The cap on bursts running here at once. A burst holds a [`Slot`] from
@@ -150,7 +158,15 @@ impl Runner {
             max_notice_bytes: crate::DEFAULT_MAX_NOTICE_BYTES,
             runtime: AgentRuntime::shared(),
             approvals: ApprovalGates::default(),
+            interrupt_grace: DEFAULT_INTERRUPT_GRACE,
         }
+    }
+
+    /// Gives a running tool that is not read-only `grace` to finish after
+    /// an interrupt (the server passes `shutdown.grace`).
+    pub fn with_interrupt_grace(mut self, grace: Duration) -> Self {
+        self.interrupt_grace = grace;
+        self
     }
 
     /// Screens tool calls with these policies.
@@ -531,6 +547,7 @@ impl Runner {
             },
             lost.clone(),
             cancel.clone(),
+            burst.interrupt().clone(),
         );
         let work = async {
             let classes = |tool: &str| agent.side_effect(tool);
@@ -544,6 +561,8 @@ impl Runner {
             };
             let stop = Stop {
                 cancel,
+                interrupt: burst.interrupt().clone(),
+                interrupt_grace: self.interrupt_grace,
                 shutdown: self.shutdown.clone(),
                 abandon: self.abandon.clone(),
                 lease_lost: lost.clone(),

@@ -146,8 +146,12 @@ impl TurnLog {
         }
     }
 
-    /// With `enqueue` (the queue's bound), a message to a pending or
-    /// running session is queued and announced to this replica's watchers.
+    /// With `enqueue`, a message to a pending or running session is
+    /// queued and announced to this replica's watchers; an interrupting
+    /// one also stops the burst that will drain it, when that burst runs
+    /// here (or is about to be claimed here). Other replicas hear it
+    /// through the store's notification, and the holder reads it at its
+    /// next lease renewal if that was missed.
     ///
     /// Stores a follow-up user turn (session becomes `pending`), lifts the
     /// broadcaster latch, and publishes the turn, all before returning, so
@@ -159,16 +163,28 @@ impl TurnLog {
         session: SessionId,
         message: UserMessage,
         key: Option<IdempotencyKey>,
-        enqueue: Option<usize>,
+        enqueue: Option<inquest_store::Queueing>,
     ) -> Result<SendOutcome, StoreError> {
         let outcome = self
             .store
             .send_or_enqueue(tenant, quota, session, message, key, enqueue)
             .await?;
         if let SendOutcome::Queued {
+            interrupt: Some(epoch),
+            ..
+        } = &outcome
+        {
+            // A replay asks again: stopping a burst twice stops it once.
+            let here = self.live.interrupt_burst(session, *epoch, true);
+            let via = if here { "local" } else { "elsewhere" };
+            metrics::counter!("inquest_interrupts_total", "via" => via).increment(1);
+            tracing::info!(%session, epoch, here, "interrupting the burst");
+        }
+        if let SendOutcome::Queued {
             position,
             text,
             created: true,
+            ..
         } = &outcome
         {
             self.live
@@ -251,12 +267,13 @@ impl TurnLog {
     /// orphan): its writes go through the returned [`BurstLog`], and the
     /// token fires when the session is cancelled.
     pub fn adopt(&self, lease: Lease) -> (BurstLog, CancellationToken) {
-        let token = self.live.register_burst(lease.session(), lease.epoch());
+        let (token, interrupt) = self.live.register_burst(lease.session(), lease.epoch());
         let burst = BurstLog::new(
             self.burst_store.clone(),
             self.live.clone(),
             lease,
             self.lease,
+            interrupt,
         );
         (burst, token)
     }

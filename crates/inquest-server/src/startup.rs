@@ -354,6 +354,7 @@ impl Application {
         .with_max_notice_bytes(self.api.max_notice_bytes)
         .with_runtime(self.runtime.clone())
         .with_approvals(self.approvals.clone())
+        .with_interrupt_grace(self.grace)
     }
 
     /// Starts the cross-replica feed and waits (bounded) for its first

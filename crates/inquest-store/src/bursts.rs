@@ -33,6 +33,12 @@ pub enum SendOutcome {
         position: u32,
         text: String,
         created: bool,
+        /// Sent with `interrupt` ([`Queueing`]) and the burst it stops is
+        /// still to end: the lease epoch of that burst (the running one,
+        /// or, while the session is pending, the one its claim makes).
+        /// The close of that burst drains the message, so no other burst
+        /// is stopped by it.
+        interrupt: Option<i64>,
     },
     /// Refused, nothing stored: the session already holds `limit` queued
     /// messages.
@@ -44,6 +50,29 @@ pub enum SendOutcome {
         status: SessionStatus,
         exit_reason: Option<ExitReason>,
     },
+}
+
+/// How a message to a pending or running session is queued instead of
+/// refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queueing {
+    /// The queue's bound (`limits.max_queued_messages`).
+    pub bound: usize,
+    /// `if_running = INTERRUPT`: the burst that will drain the message
+    /// stops at its next safe point, so the message runs at once.
+    pub interrupt: bool,
+}
+
+/// The burst a queued interrupting message stops, by the session's status
+/// and lease epoch when it is read: the running burst, or the next claim's
+/// while pending; none once the session waits for a human (that burst
+/// already ended; the queue drains at a later close).
+fn interrupt_target(status: SessionStatus, epoch: i64) -> Option<i64> {
+    match status {
+        SessionStatus::Running => Some(epoch),
+        SessionStatus::Pending => Some(epoch + 1),
+        _ => None,
+    }
 }
 
 /// The events an API call applies without holding a lease.
@@ -89,10 +118,12 @@ impl Store {
             .await
     }
 
-    /// [`Store::send_message`]; with `enqueue` (the queue's bound), a
-    /// message to a `pending` or `running` session is queued instead of
-    /// refused: see [`SendOutcome::Queued`]; past the bound
-    /// [`SendOutcome::QueueFull`].
+    /// [`Store::send_message`]; with `enqueue`, a message to a `pending`
+    /// or `running` session is queued instead of refused: see
+    /// [`SendOutcome::Queued`]; past the bound [`SendOutcome::QueueFull`].
+    /// An interrupting one is also announced to every replica (the lease
+    /// holder stops the burst) and flagged for the holder's claim and
+    /// renewals.
     pub async fn send_or_enqueue(
         &self,
         tenant: &Tenant,
@@ -100,7 +131,7 @@ impl Store {
         session: SessionId,
         message: UserMessage,
         key: Option<IdempotencyKey>,
-        enqueue: Option<usize>,
+        enqueue: Option<Queueing>,
     ) -> Result<SendOutcome, StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
@@ -173,7 +204,10 @@ impl Store {
     /// any, the session is `pending` and its next burst waits to be
     /// claimed. A burst closing into `awaiting_approval` or
     /// `awaiting_confirmation` keeps the queue: a human must act first,
-    /// and the queue drains when a later burst closes.
+    /// and the queue drains when a later burst closes. Except an
+    /// interrupting message queued before a close into
+    /// `awaiting_approval`: that close supersedes the hold (its results
+    /// come first in the turns returned) and drains the queue.
     pub async fn close_burst_draining(
         &self,
         lease: &Lease,
@@ -210,6 +244,12 @@ impl Store {
                 SessionStatus::Idle | SessionStatus::Completed | SessionStatus::Failed
             );
         let drops = event == Event::Cancel;
+        // A burst that holds calls for approval keeps the queue, unless an
+        // interrupting message waits in it: it arrived after the burst
+        // checked for one, and the user asked for it to run now, so the
+        // hold is superseded (as a message to the held session would) and
+        // the queue drained.
+        let holds = matches!(event, Event::Close(_)) && to == SessionStatus::AwaitingApproval;
         self.detached(async move {
             let update = format!(
                 "UPDATE sessions SET status = $3::text, exit_reason = COALESCE($4, exit_reason), \
@@ -225,7 +265,7 @@ impl Store {
             store
                 .run_with_timeout("transition", limit, async |c| {
                     let tx = c.transaction().await?;
-                    let queued = if drains || drops {
+                    let queued = if drains || drops || holds {
                         // The row lock first: an enqueue holds it while it
                         // stores a message, so the queue read next is all
                         // of it.
@@ -241,6 +281,8 @@ impl Store {
                     };
                     // Watchers elsewhere stay registered when the close
                     // opens the next burst at once.
+                    let interrupting = holds && queued.iter().any(|q| q.interrupt);
+                    let drains = drains || interrupting;
                     let keep_watchers = to.is_active() || (drains && !queued.is_empty());
                     let changed = tx
                         .query_opt(
@@ -265,12 +307,18 @@ impl Store {
                         tx.rollback().await?;
                         return Ok((Transition::Unchanged(session_from_row(&row)?), Vec::new()));
                     };
-                    if queued.is_empty() {
+                    if queued.is_empty() || (holds && !interrupting) {
                         tx.commit().await?;
                         return Ok((Transition::Changed(session_from_row(&row)?), Vec::new()));
                     }
                     let turns = if drains {
-                        drain_queue(&tx, &origin, session, queued).await?
+                        let mut turns = if interrupting {
+                            crate::approvals::supersede(&tx, &origin, session).await?
+                        } else {
+                            Vec::new()
+                        };
+                        turns.extend(drain_queue(&tx, &origin, session, queued).await?);
+                        turns
                     } else {
                         drop_queue(&tx, &origin, session, queued.len()).await?;
                         Vec::new()
@@ -314,11 +362,13 @@ impl Store {
     }
 }
 
-/// One queued message: its row id, text and idempotency key.
+/// One queued message: its row id, text and idempotency key, and whether
+/// it interrupts.
 struct QueuedRow {
     id: i64,
     text: String,
     key: Option<String>,
+    interrupt: bool,
 }
 
 /// The session's queued messages, oldest first.
@@ -328,7 +378,7 @@ async fn load_queue(
 ) -> Result<Vec<QueuedRow>, StoreError> {
     let rows = tx
         .query(
-            "SELECT id, text, idempotency_key FROM queued_messages \
+            "SELECT id, text, idempotency_key, interrupt FROM queued_messages \
              WHERE session_id = $1 ORDER BY id",
             &[session.as_uuid()],
         )
@@ -343,6 +393,7 @@ async fn load_queue(
                 id: get(row, 0)?,
                 text,
                 key: get(row, 2)?,
+                interrupt: get(row, 3)?,
             })
         })
         .collect()
@@ -429,8 +480,8 @@ struct Send<'a> {
     session: SessionId,
     message: UserMessage,
     key: Option<&'a IdempotencyKey>,
-    /// The queue's bound, when a busy session queues the message.
-    enqueue: Option<usize>,
+    /// How a busy session queues the message, if it does.
+    enqueue: Option<Queueing>,
 }
 
 async fn send_message_tx(
@@ -457,22 +508,28 @@ async fn send_message_tx(
         return Ok(outcome);
     }
     let mut opened = open_burst(&tx, origin, session).await?;
-    if !opened && let Some(bound) = enqueue {
+    if !opened && let Some(queueing) = enqueue {
         // Under the row lock, so a burst cannot close (and drain the
         // queue) between this read and the insert.
         let row = tx
             .query_opt(
-                "SELECT status FROM sessions WHERE id = $1 FOR UPDATE",
+                "SELECT status, lease_epoch FROM sessions WHERE id = $1 FOR UPDATE",
                 &[session.as_uuid()],
             )
             .await?
             .ok_or_else(|| not_found_session(session))?;
-        match crate::rows::status(&row, 0)? {
+        let status = crate::rows::status(&row, 0)?;
+        match status {
             SessionStatus::Pending | SessionStatus::Running => {
                 let queued = Queue {
                     scope: &scope,
                     request: &request,
-                    bound,
+                    bound: queueing.bound,
+                    interrupt: queueing
+                        .interrupt
+                        .then(|| get::<i64>(&row, 1).map(|e| interrupt_target(status, e)))
+                        .transpose()?
+                        .flatten(),
                 };
                 return enqueue_tx(tx, origin, session, message, key, queued).await;
             }
@@ -520,6 +577,8 @@ struct Queue<'a> {
     scope: &'a str,
     request: &'a RequestFingerprint,
     bound: usize,
+    /// An interrupting message: the epoch of the burst it stops.
+    interrupt: Option<i64>,
 }
 
 /// Queues `message` behind the pending or running burst of `session`,
@@ -558,18 +617,28 @@ async fn enqueue_tx(
     let text = message.into_string();
     let row = tx
         .query_one(
-            "INSERT INTO queued_messages (session_id, text, position, idempotency_key, request_hash) \
-             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            "INSERT INTO queued_messages \
+             (session_id, text, position, idempotency_key, request_hash, interrupt) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
             &[
                 session.as_uuid(),
                 &text.as_bytes(),
                 &i32::try_from(position).unwrap_or(i32::MAX),
                 &key.map(IdempotencyKey::as_str),
                 &queue.request.as_bytes().as_slice(),
+                &queue.interrupt.is_some(),
             ],
         )
         .await?;
     let id: i64 = get(&row, 0)?;
+    if let Some(epoch) = queue.interrupt {
+        // To every replica, watched or not: the lease holder may be any of
+        // them, and it hears this at the commit. One that misses it reads
+        // the row's flag at its next renewal.
+        let payload = crate::notify::interrupt_payload(origin.as_str(), session, epoch);
+        tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
+            .await?;
+    }
     // Watchers on other replicas hear of it at the commit, as of a turn;
     // only when another replica registered one.
     let payload =
@@ -600,6 +669,7 @@ async fn enqueue_tx(
         position,
         text,
         created: true,
+        interrupt: queue.interrupt,
     })
 }
 
@@ -740,8 +810,9 @@ async fn outcome_for_key(
     let Some(seq) = get::<Option<i64>>(&claim, 1)? else {
         let row = tx
             .query_opt(
-                "SELECT position, text FROM queued_messages \
-                 WHERE session_id = $1 AND idempotency_key = $2",
+                "SELECT q.position, q.text, q.interrupt, s.status, s.lease_epoch \
+                 FROM queued_messages q JOIN sessions s ON s.id = q.session_id \
+                 WHERE q.session_id = $1 AND q.idempotency_key = $2",
                 &[session.as_uuid(), &key.as_str()],
             )
             .await?
@@ -753,11 +824,19 @@ async fn outcome_for_key(
             })?;
         let position: i32 = get(&row, 0)?;
         let text: Vec<u8> = get(&row, 1)?;
+        // A retry of an interrupt asks again for the burst that will
+        // drain it: stopping it twice is stopping it once.
+        let interrupt = if get::<bool>(&row, 2)? {
+            interrupt_target(crate::rows::status(&row, 3)?, get(&row, 4)?)
+        } else {
+            None
+        };
         return Ok(Some(SendOutcome::Queued {
             position: u32::try_from(position).unwrap_or(0),
             text: String::from_utf8(text)
                 .map_err(|e| StoreError::Corrupt(format!("queued message: {e}")))?,
             created: false,
+            interrupt,
         }));
     };
     let session = claimed_by;

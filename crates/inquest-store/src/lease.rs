@@ -85,6 +85,10 @@ pub struct Lease {
     /// lower bound of the expiry other replicas see: the holder's deadline
     /// counts from here, never from when the answer arrived.
     sent_at: Instant,
+    /// An interrupting message was queued when the claim ran: the burst
+    /// stops at its first safe point (the message was sent while the
+    /// session waited to be claimed, or while a worker that died ran it).
+    interrupt: bool,
 }
 
 impl Lease {
@@ -101,20 +105,29 @@ impl Lease {
     pub fn epoch(&self) -> i64 {
         self.epoch
     }
+
+    /// Whether an interrupting message waited when the claim ran.
+    pub fn interrupt_requested(&self) -> bool {
+        self.interrupt
+    }
 }
 
 /// What a renewal found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Renewal {
     /// Still ours, expiry pushed out; the session's current status (a
-    /// `cancelled` here means another replica cancelled it).
-    Held(SessionStatus),
+    /// `cancelled` here means another replica cancelled it), and whether
+    /// an interrupting message waits in its queue (the burst stops).
+    Held {
+        status: SessionStatus,
+        interrupt: bool,
+    },
     /// Another replica claimed the session (a newer epoch): stop writing.
     Lost,
 }
 
-/// Leases from claim rows of `(id, lease_epoch)`, claimed by a statement
-/// sent at `sent_at`.
+/// Leases from claim rows of `(id, lease_epoch, interrupt)`, claimed by a
+/// statement sent at `sent_at`.
 fn leases(rows: &[Row], sent_at: Instant) -> Result<Vec<Lease>, StoreError> {
     rows.iter()
         .map(|r| {
@@ -122,9 +135,18 @@ fn leases(rows: &[Row], sent_at: Instant) -> Result<Vec<Lease>, StoreError> {
                 session: SessionId::from_uuid(get(r, 0)?),
                 epoch: get(r, 1)?,
                 sent_at,
+                interrupt: get(r, 2)?,
             })
         })
         .collect()
+}
+
+/// SQL: whether the session `{table}.id` names has an interrupting
+/// message queued (migration V29).
+fn interrupt_queued(table: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM queued_messages q WHERE q.session_id = {table}.id AND q.interrupt)"
+    )
 }
 
 /// The interval expression `now() + ttl` for the lease TTL in `$n` (ms).
@@ -175,8 +197,9 @@ impl Store {
             "UPDATE sessions SET status = $5::text, lease_owner = $2, \
              lease_epoch = lease_epoch + 1, lease_expires_at = {}, updated_at = now(), \
              trace_id = $4 \
-             WHERE id = $1 AND status = ANY($6) RETURNING lease_epoch",
+             WHERE id = $1 AND status = ANY($6) RETURNING lease_epoch, {}",
             expiry(3),
+            interrupt_queued("sessions"),
         );
         let (to, from) = transition(Event::Claim);
         let sent_at = Instant::now();
@@ -200,6 +223,7 @@ impl Store {
                     session,
                     epoch: get(r, 0)?,
                     sent_at,
+                    interrupt: get(r, 1)?,
                 })
             })
             .transpose()
@@ -231,8 +255,9 @@ impl Store {
                      AND ($3::uuid IS NULL OR id = $3) \
                    ORDER BY lease_expires_at NULLS FIRST LIMIT $4 \
                    FOR UPDATE SKIP LOCKED) orphan \
-             WHERE s.id = orphan.id RETURNING s.id, s.lease_epoch",
+             WHERE s.id = orphan.id RETURNING s.id, s.lease_epoch, {}",
             expiry(2),
+            interrupt_queued("s"),
         );
         // Recovery keeps the status (`running` to `running`): only the
         // sources are bound.
@@ -269,8 +294,9 @@ impl Store {
              FROM (SELECT id FROM sessions WHERE status = ANY($6) \
                      AND updated_at <= now() - $4::bigint * interval '1 millisecond' \
                    ORDER BY updated_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) oldest \
-             WHERE s.id = oldest.id RETURNING s.id, s.lease_epoch",
+             WHERE s.id = oldest.id RETURNING s.id, s.lease_epoch, {}",
             expiry(2),
+            interrupt_queued("s"),
         );
         let (to, from) = transition(Event::Claim);
         let sent_at = Instant::now();
@@ -292,12 +318,15 @@ impl Store {
     }
 
     /// Pushes the lease's expiry out by the TTL if the epoch is still
-    /// ours.
+    /// ours, and reads whether an interrupting message waits: the bound
+    /// on how late a holder that missed the interrupt's notification
+    /// learns of it is the renew interval.
     pub async fn renew_lease(&self, lease: &Lease) -> Result<Renewal, StoreError> {
         let sql = format!(
             "UPDATE sessions SET lease_expires_at = {} \
-             WHERE id = $1 AND lease_epoch = $2 RETURNING status",
-            expiry(3)
+             WHERE id = $1 AND lease_epoch = $2 RETURNING status, {}",
+            expiry(3),
+            interrupt_queued("sessions"),
         );
         let session = lease.session;
         let epoch = lease.epoch;
@@ -310,7 +339,10 @@ impl Store {
             .await?;
         match row {
             None => Ok(Renewal::Lost),
-            Some(row) => Ok(Renewal::Held(crate::rows::status(&row, 0)?)),
+            Some(row) => Ok(Renewal::Held {
+                status: crate::rows::status(&row, 0)?,
+                interrupt: get(&row, 1)?,
+            }),
         }
     }
 

@@ -56,7 +56,7 @@ pub use alerts::{
 };
 pub use approvals::{ApprovalRow, DecideOutcome, NewApproval};
 pub use audit::{AuditEntry, AuditEvent, AuditPage};
-pub use bursts::{CallerEvent, SendOutcome, Transition};
+pub use bursts::{CallerEvent, Queueing, SendOutcome, Transition};
 pub use error::StoreError;
 pub use events::{EventContext, EventRow, Failing};
 pub use group::{DEFAULT_APPEND_STATEMENTS, MAX_GROUP};

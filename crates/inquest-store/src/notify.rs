@@ -17,6 +17,7 @@
 //! | `status` | `s` session, `st` the new status |
 //! | `tool_call_start` | `s` session, `a` assistant seq, `id` call id, `n` tool name, `at` started at |
 //! | `queued` | `s` session, `qi` the `queued_messages` row, `p` its queue position, `t` its text (absent when too large: fetch it by `qi`) |
+//! | `interrupt` | `s` session, `e` the lease epoch of the burst an interrupting message stops (sent to every replica, watched or not) |
 //!
 //! A turn's text travels as it is stored: when `x` is true, `c`, `ci`, `tn`
 //! and every string and key in `tc` and `rp` are in the encoding of [`crate::text`]
@@ -64,6 +65,14 @@ pub enum Notification {
         position: u32,
         text: Option<String>,
     },
+    /// A message sent with `if_running = INTERRUPT` was queued
+    /// (committed): the burst of `session` at lease `epoch` stops at its
+    /// next safe point, wherever it runs.
+    Interrupt {
+        origin: String,
+        session: SessionId,
+        epoch: i64,
+    },
     /// A tool call is about to run (not persisted).
     ToolCallStart {
         origin: String,
@@ -82,6 +91,7 @@ impl Notification {
             Notification::Turn { origin, .. }
             | Notification::Status { origin, .. }
             | Notification::MessageQueued { origin, .. }
+            | Notification::Interrupt { origin, .. }
             | Notification::ToolCallStart { origin, .. } => origin,
         }
     }
@@ -91,6 +101,7 @@ impl Notification {
             Notification::Turn { session, .. }
             | Notification::Status { session, .. }
             | Notification::MessageQueued { session, .. }
+            | Notification::Interrupt { session, .. }
             | Notification::ToolCallStart { session, .. } => *session,
         }
     }
@@ -145,6 +156,11 @@ impl Notification {
                     .and_then(|p| u32::try_from(p).ok())
                     .ok_or("p missing or out of range")?,
                 text: raw.t,
+            }),
+            "interrupt" => Ok(Notification::Interrupt {
+                origin: raw.o,
+                session,
+                epoch: raw.e.ok_or("e missing")?,
             }),
             other => Err(format!("unknown kind {other:?}")),
         }
@@ -201,6 +217,19 @@ pub(crate) fn message_queued_payload(
     payload.to_string()
 }
 
+/// The payload asking the holder of `session`'s burst at lease `epoch` to
+/// stop it (an interrupting message was queued).
+pub(crate) fn interrupt_payload(origin: &str, session: SessionId, epoch: i64) -> String {
+    serde_json::json!({
+        "v": 1,
+        "o": origin,
+        "k": "interrupt",
+        "s": session.as_uuid(),
+        "e": epoch,
+    })
+    .to_string()
+}
+
 /// SQL for the payload announcing a status change, given the SQL
 /// expressions of the origin, the session id and the new status.
 pub(crate) fn status_payload_sql(origin: &str, session: &str, status: &str) -> String {
@@ -230,6 +259,7 @@ struct Raw {
     qi: Option<i64>,
     p: Option<i64>,
     t: Option<String>,
+    e: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -321,6 +351,23 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn an_interrupt_round_trips_and_needs_its_epoch() {
+        let session = SessionId::new();
+        let payload = interrupt_payload("r1", session, 4);
+        assert_eq!(
+            Notification::parse(&payload).unwrap(),
+            Notification::Interrupt {
+                origin: "r1".into(),
+                session,
+                epoch: 4,
+            }
+        );
+        let mut without: Value = serde_json::from_str(&payload).unwrap();
+        assert!(without.as_object_mut().unwrap().remove("e").is_some());
+        assert!(Notification::parse(&without.to_string()).is_err());
     }
 
     #[test]

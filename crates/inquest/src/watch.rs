@@ -52,9 +52,17 @@ pub struct SendArgs {
     idempotency_key: String,
     /// What the server does when a burst is pending or running: `reject`
     /// refuses the message; `enqueue` stores it at once and runs it after
-    /// the current burst (the command prints its place and exits).
+    /// the current burst (the command prints its place and exits);
+    /// `interrupt` stores it at once, stops the running burst at its next
+    /// safe point and runs it next (the command follows that burst).
     #[arg(long, value_enum, default_value_t = IfRunning::Reject)]
     if_running: IfRunning,
+    /// Short for `--if-running enqueue`.
+    #[arg(long, conflicts_with_all = ["if_running", "interrupt"])]
+    queue: bool,
+    /// Short for `--if-running interrupt`.
+    #[arg(long, conflicts_with_all = ["if_running", "queue"])]
+    interrupt: bool,
     /// One JSON object per line, for scripts.
     #[arg(long)]
     json: bool,
@@ -67,6 +75,7 @@ pub struct SendArgs {
 pub enum IfRunning {
     Reject,
     Enqueue,
+    Interrupt,
 }
 
 impl IfRunning {
@@ -74,6 +83,20 @@ impl IfRunning {
         match self {
             IfRunning::Reject => pb::IfRunning::Reject,
             IfRunning::Enqueue => pb::IfRunning::Enqueue,
+            IfRunning::Interrupt => pb::IfRunning::Interrupt,
+        }
+    }
+}
+
+impl SendArgs {
+    /// `--if-running`, or the short flag that stands for it.
+    fn if_running(&self) -> IfRunning {
+        if self.queue {
+            IfRunning::Enqueue
+        } else if self.interrupt {
+            IfRunning::Interrupt
+        } else {
+            self.if_running
         }
     }
 }
@@ -191,17 +214,29 @@ async fn next_burst(
 /// Sends the message, then watches from it on (the new burst).
 pub async fn send(args: SendArgs) -> anyhow::Result<()> {
     let mut client = args.target.connect_retrying().await?;
+    let if_running = args.if_running();
     let request = pb::SendMessageRequest {
         session_id: args.session_id.clone(),
         message: args.message,
         idempotency_key: idempotency_key(args.idempotency_key),
-        if_running: args.if_running.wire().into(),
+        if_running: if_running.wire().into(),
     };
     let sent = retrying(|| {
         let (mut client, request) = (client.clone(), request.clone());
         async move { client.send_message(request).await }
     })
     .await?;
+    if sent.queued && if_running == IfRunning::Interrupt {
+        // The running burst stops at its next safe point and its close
+        // opens the message's burst: follow the session into it.
+        if !args.json {
+            println!(
+                "interrupting the running burst of session {}; the message runs next",
+                args.session_id
+            );
+        }
+        return interrupted(&mut client, &args.target, &args.session_id, args.json).await;
+    }
     if sent.queued {
         // Nothing to follow yet: the message opens a burst once the
         // current one ends (`inquest watch --follow` shows it).
@@ -232,6 +267,22 @@ pub async fn send(args: SendArgs) -> anyhow::Result<()> {
     )
     .await
     .map(|_| ())
+}
+
+/// Follows a session whose running burst an interrupting message stops:
+/// from its head now, through the end of that burst (its close opens the
+/// message's burst, which the watch follows), until the message's burst
+/// settles.
+async fn interrupted(
+    client: &mut Client,
+    target: &Target,
+    session: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    let head = get_session(client, session).await?.head_seq;
+    follow(client, target, session, head, json)
+        .await
+        .map(|_| ())
 }
 
 /// The session, read through an outage of the server or its store.

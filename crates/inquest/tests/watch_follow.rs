@@ -612,3 +612,92 @@ async fn send_if_running_enqueue_queues_behind_the_running_burst() {
     );
     server.stop().await;
 }
+
+/// `inquest send --interrupt` while the model is thinking (a scripted
+/// reply that takes ten minutes): the burst stops, ends
+/// `interrupted_by_user`, and the command follows the message's burst to
+/// its answer, exit 0. `--queue` and `--interrupt` exclude each other.
+#[tokio::test]
+async fn send_interrupt_stops_the_running_burst_and_follows_the_message() {
+    let database = inquest_tests::fresh_database().await;
+    let url = database.url.clone();
+    let scripted = Scripted::new(
+        r#"{"replies": [{"text": "Reading everything, slowly.", "delay": "600s"}],
+            "final": "Nothing more.",
+            "follow_up": {"replies": [{"text": "Looking at pricing-svc instead."}],
+                          "final": "pricing-svc it is."}}"#,
+    );
+    let server = Server::start(&scripted.args(&url)).await;
+    let mut c = server.client().await;
+    let session = asked(&mut c, "interrupt me").await;
+    let running = settled_or_running(&mut c, &session.id).await;
+    assert_eq!(running, pb::SessionStatus::Running);
+
+    let mut both = Cli::start(
+        &server,
+        &["send", &session.id, "Now?", "--queue", "--interrupt"],
+    );
+    assert_eq!(both.exit().await.code(), Some(2), "{}", both.output());
+
+    let mut cli = Cli::start(
+        &server,
+        &[
+            "send",
+            &session.id,
+            "Not the DB: pricing-svc.",
+            "--interrupt",
+        ],
+    );
+    let status = cli.exit().await;
+    assert!(
+        status.success(),
+        "{status}: {}\n{}",
+        cli.stderr.lock().unwrap(),
+        cli.output()
+    );
+    assert_eq!(
+        cli.count("interrupting the running burst of session"),
+        1,
+        "{}",
+        cli.output()
+    );
+    assert_eq!(
+        cli.count("Looking at pricing-svc instead."),
+        1,
+        "{}",
+        cli.output()
+    );
+    let report = c
+        .get_report(pb::GetReportRequest {
+            session_id: session.id.clone(),
+            burst: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(report.exit_reason, "interrupted_by_user");
+    let turns = all_turns(&mut c, &session.id).await;
+    assert!(
+        !turns.iter().any(|t| t.content.contains("slowly")),
+        "{turns:?}"
+    );
+    server.stop().await;
+}
+
+/// Polls until the session is running (or settled); its status.
+async fn settled_or_running(c: &mut support::Client, session: &str) -> pb::SessionStatus {
+    for _ in 0..6000 {
+        let s = c
+            .get_session(pb::GetSessionRequest {
+                session_id: session.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        if s.status() != pb::SessionStatus::Pending {
+            return s.status();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("session {session} never left pending");
+}

@@ -99,7 +99,9 @@ impl Agent {
     /// is asked again, then rebuilds the transcript so each real result
     /// takes the place of the placeholder the restore gave it. A stop
     /// before a call starts leaves it approved and unstarted, so the next
-    /// claimer runs it: a human's approval is not spent by a shutdown.
+    /// claimer runs it: a human's approval is not spent by a shutdown. An
+    /// interrupt is the user's redirection: the calls it kept from
+    /// starting are answered "not run", so the transcript stays valid.
     pub(super) async fn run_approved(
         &self,
         inputs: &LoopInputs<'_>,
@@ -110,12 +112,31 @@ impl Agent {
         if approved.is_empty() {
             return Ok(());
         }
-        for (assistant_seq, call) in &approved {
+        let interrupted = |from: usize| -> Vec<ToolCall> {
+            approved[from..].iter().map(|(_, c)| c.clone()).collect()
+        };
+        for (index, (assistant_seq, call)) in approved.iter().enumerate() {
             if let Some(reason) = inputs.stop.reason() {
+                if reason == ExitReason::InterruptedByUser {
+                    let not_run = interrupted(index);
+                    return Err(self
+                        .record_not_run(inputs.sink, state, burst, &not_run, reason)
+                        .await);
+                }
                 return Err(reason);
             }
-            self.run_call(inputs, state, burst, *assistant_seq, call, None)
-                .await?;
+            if let Err(reason) = self
+                .run_call(inputs, state, burst, *assistant_seq, call, None)
+                .await
+            {
+                if reason == ExitReason::InterruptedByUser {
+                    let not_run = interrupted(index + 1);
+                    return Err(self
+                        .record_not_run(inputs.sink, state, burst, &not_run, reason)
+                        .await);
+                }
+                return Err(reason);
+            }
         }
         let compactor = self.compactor();
         let (window, _) = compactor.budget(state);

@@ -1,6 +1,6 @@
 //! Running one tool call: to its end or cut off by a stop, timed and
-//! counted, and the honest results of calls a shutdown kept from
-//! starting.
+//! counted, and the honest results of calls a shutdown or an interrupt
+//! kept from starting.
 
 use inquest_core::{ExitReason, Message, NewTurn, SessionId, ToolCall};
 use tracing::Instrument;
@@ -15,27 +15,41 @@ use crate::{
 
 impl Agent {
     /// Runs one tool call to its end. A shutdown lets it finish (its real
-    /// result is stored). A cancel cuts it off with an error result that
-    /// says it may have partly run (the session ends for good, so no plan
-    /// will classify it). A lost lease or the end of the shutdown grace
-    /// cuts it off with no outcome at all: no result is written, and the
-    /// call stays dangling for the next claimer's recovery plan.
+    /// result is stored), and so does an interrupt when the tool is not
+    /// read-only and ends within the grace. A cancel, or an interrupt of
+    /// a read-only tool (at once) or of any other past the grace, cuts it
+    /// off with an error result that says so (the next burst's model
+    /// sees why, and the transcript stays valid as a rebuild would make
+    /// it). A lost lease or the end of the shutdown grace cuts it off
+    /// with no outcome at all: no result is written, and the call stays
+    /// dangling for the next claimer's recovery plan.
     pub(super) async fn run_tool(
         &self,
         session: SessionId,
         call: &ToolCall,
         stop: &Stop,
     ) -> (Option<ToolOutcome>, Option<ExitReason>) {
+        let read_only = self.tools.side_effect(&call.name) == inquest_core::SideEffect::ReadOnly;
         tokio::select! {
             biased;
-            reason = stop.tool_cut() => {
-                if reason != ExitReason::Cancelled {
-                    return (None, Some(reason));
-                }
+            reason = stop.tool_cut(read_only) => {
+                let content = match reason {
+                    ExitReason::Cancelled => {
+                        "the session was cancelled while this tool was running; it may have \
+                         partly run"
+                    }
+                    ExitReason::InterruptedByUser if read_only => {
+                        "interrupted by the user: this read-only tool was stopped before it \
+                         finished"
+                    }
+                    ExitReason::InterruptedByUser => {
+                        "interrupted by the user: this tool was still running at the end of the \
+                         grace and was stopped; it may have partly run"
+                    }
+                    _ => return (None, Some(reason)),
+                };
                 let outcome = ToolOutcome {
-                    content: "the session was cancelled while this tool was running; it may have \
-                              partly run"
-                        .to_owned(),
+                    content: content.to_owned(),
                     is_error: true,
                     server: None,
                     reached_server: true,
@@ -47,18 +61,24 @@ impl Agent {
     }
 
     /// Stores an error result for each call in `calls` that was never
-    /// started because the server is shutting down. These calls provably did not
-    /// run, so the result says so and nothing is left dangling.
+    /// started because the burst stops with `reason` (a shutdown, an
+    /// interrupt). These calls provably did not run, so the result says so
+    /// and nothing is left dangling. Returns the reason the burst ends with.
     pub(super) async fn record_not_run(
         &self,
         sink: &dyn TurnSink,
         state: &mut SessionState,
         burst: &mut BurstState,
         calls: &[ToolCall],
+        reason: ExitReason,
     ) -> ExitReason {
+        let why = if reason == ExitReason::InterruptedByUser {
+            "not run: the user interrupted the burst before this tool call started"
+        } else {
+            "not run: the server was shutting down before this tool call started"
+        };
         for call in calls {
-            let content =
-                "not run: the server was shutting down before this tool call started".to_owned();
+            let content = why.to_owned();
             let result = NewTurn::Tool {
                 call_id: call.id.clone(),
                 tool_name: call.name.clone(),
@@ -75,7 +95,7 @@ impl Agent {
                 is_error: true,
             });
         }
-        ExitReason::Interrupted
+        reason
     }
 }
 

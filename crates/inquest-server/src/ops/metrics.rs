@@ -53,6 +53,10 @@ const ZEROED: &[Zeroed] = &[
         label: Some(("by", &["reaper", "access"])),
     },
     Zeroed {
+        name: "inquest_interrupts_total",
+        label: Some(("via", &["local", "elsewhere", "feed", "renewal", "claim"])),
+    },
+    Zeroed {
         name: "inquest_orphan_recoveries_total",
         label: Some((
             "kind",
@@ -263,6 +267,10 @@ fn describe_counters() {
     describe_counter!(
         "inquest_leases_lost_total",
         "Leases this replica lost mid-burst: taken_over by another replica, or past their deadline unrenewed."
+    );
+    describe_counter!(
+        "inquest_interrupts_total",
+        "Interrupting messages (SendMessage if_running = INTERRUPT) and how each reached the burst it stops. On the replica asked: local (the burst runs here and was stopped at once) or elsewhere (left to the notification and the holder's renewal). On the holder: feed (the notification), renewal (found at a lease renewal) or claim (waiting when the burst was claimed)."
     );
     describe_counter!(
         "inquest_orphans_recovered_total",

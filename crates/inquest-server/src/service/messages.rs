@@ -1,5 +1,7 @@
 //! SendMessage: a follow-up that reopens a finished session.
 
+use inquest_store::Queueing;
+
 use super::*;
 
 impl InvestigationsService {
@@ -14,16 +16,18 @@ impl InvestigationsService {
         let key = IdempotencyKey::parse_optional(req.idempotency_key).map_err(ApiError::from)?;
         // An unknown value is refused like the others: guessing could run
         // a message twice or drop it.
+        // An interrupting message takes the queue's path (stored at once,
+        // drained by the close), and asks the burst that drains it to stop.
+        let queueing = |interrupt| {
+            Some(Queueing {
+                bound: self.limits.max_queued_messages,
+                interrupt,
+            })
+        };
         let enqueue = match pb::IfRunning::try_from(req.if_running) {
             Ok(pb::IfRunning::Unspecified | pb::IfRunning::Reject) => None,
-            Ok(pb::IfRunning::Enqueue) => Some(self.limits.max_queued_messages),
-            Ok(pb::IfRunning::Interrupt) => {
-                return Err(Status::unimplemented(
-                    "if_running = IF_RUNNING_INTERRUPT is not implemented yet; use \
-                     IF_RUNNING_ENQUEUE to run the message after the current burst, or \
-                     CancelSession then SendMessage",
-                ));
-            }
+            Ok(pb::IfRunning::Enqueue) => queueing(false),
+            Ok(pb::IfRunning::Interrupt) => queueing(true),
             Err(_) => {
                 return Err(Status::invalid_argument(format!(
                     "if_running {} is not an IfRunning value",
@@ -61,9 +65,17 @@ impl InvestigationsService {
                 }))
             }
             SendOutcome::Queued {
-                position, created, ..
+                position,
+                created,
+                interrupt,
+                ..
             } => {
-                tracing::info!(position, created, "follow-up message queued");
+                tracing::info!(
+                    position,
+                    created,
+                    interrupt = interrupt.is_some(),
+                    "follow-up message queued"
+                );
                 Ok(Response::new(pb::SendMessageResponse {
                     seq: 0,
                     queued: true,
