@@ -307,6 +307,7 @@ fn codes_of(reason: Reason) -> &'static [Code] {
         | Reason::ApprovalNotPending => &[Code::FailedPrecondition],
         Reason::CursorBeyondHead => &[Code::OutOfRange],
         Reason::WatcherLagged | Reason::LeaseLost => &[Code::Aborted],
+        Reason::TurnsLost => &[Code::DataLoss],
         Reason::ShuttingDown | Reason::StoreUnavailable => &[Code::Unavailable],
         Reason::WriteOutcomeUnknown => &[Code::DeadlineExceeded],
         Reason::IdempotencyKeyReused => &[Code::AlreadyExists],

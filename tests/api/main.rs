@@ -21,6 +21,7 @@ mod db_tls;
 mod error_details;
 mod errors;
 mod events;
+mod failover_loss;
 mod faults;
 mod faults_support;
 mod group_commit;

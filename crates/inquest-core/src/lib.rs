@@ -50,6 +50,6 @@ pub use tools::{
     tool_idempotency_key,
 };
 pub use turn::{
-    Carried, CompactionInfo, MAX_TOKENS_PER_CALL, NewTurn, Role, TokenUsage, ToolArguments,
-    ToolCall, Turn,
+    Carried, CompactionInfo, LOST_IN_FAILOVER, MAX_TOKENS_PER_CALL, NewTurn, Role, TokenUsage,
+    ToolArguments, ToolCall, Turn,
 };

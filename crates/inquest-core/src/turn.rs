@@ -337,6 +337,20 @@ impl NewTurn {
         }
     }
 
+    /// The tombstone stored under `seq` when the turn committed and
+    /// published under it was lost in a database failover (an
+    /// asynchronous standby promoted before it had received the turn).
+    /// `was`: what the writer knew of the lost turn, if anything. The seq
+    /// is never reused for other content.
+    pub fn lost_in_failover(seq: Seq, was: Option<&str>) -> Self {
+        let was = was.map_or_else(String::new, |w| format!(" It was {w}."));
+        NewTurn::notice(format!(
+            "{LOST_IN_FAILOVER} turn {seq} was committed and sent to watchers, then lost when \
+             the database failed over to a standby that had not received it.{was} Its content \
+             and the outcome of any tool call in it are unknown."
+        ))
+    }
+
     /// Value for the `recovery_plan` column: the serde form of a recovery
     /// notice's plan, `None` for every other turn.
     pub fn recovery_plan_stored(&self) -> Option<Value> {
@@ -410,7 +424,17 @@ pub struct Turn {
     pub created_at: OffsetDateTime,
 }
 
+/// How every tombstone of a turn lost in a failover starts
+/// ([`NewTurn::lost_in_failover`], [`Turn::is_lost_in_failover`]).
+pub const LOST_IN_FAILOVER: &str = "Lost in a database failover:";
+
 impl Turn {
+    /// Whether this is the tombstone of a turn lost in a failover: a
+    /// watcher that saw the turn it replaces is told.
+    pub fn is_lost_in_failover(&self) -> bool {
+        self.role == Role::Notice && self.content.starts_with(LOST_IN_FAILOVER)
+    }
+
     /// The tool calls this (assistant) turn requested.
     pub fn tool_calls(&self) -> Result<Vec<ToolCall>, ToolCallsDecodeError> {
         if self.role == Role::Compaction {

@@ -15,7 +15,7 @@
 //!   running calls) happen only after the fenced status change committed.
 
 use std::{
-    collections::HashSet,
+    collections::{BTreeMap, HashSet},
     future::Future,
     sync::{
         Arc, Mutex, OnceLock, PoisonError,
@@ -118,6 +118,9 @@ pub struct BurstLog {
     /// assistant turn itself, so that first open call is the one starting.
     /// Saves a round trip per tool call when nobody else watches.
     watched_elsewhere: Arc<AtomicBool>,
+    /// What each of this burst's latest turns was, by seq, for the
+    /// tombstones of turns a failover loses (bounded: [`DESCRIBED`]).
+    described: Arc<Mutex<BTreeMap<i64, String>>>,
     /// Set once by the resume, before the agent runs: the approval policy
     /// of the session's tenant, and the approved calls this burst runs
     /// first (each marked started in the store before it starts).
@@ -135,6 +138,26 @@ struct Approval {
 }
 
 /// How one fenced write ended after its retries.
+/// Turns of a burst remembered for the tombstones of a failover.
+const DESCRIBED: usize = 256;
+
+/// What a lost turn was, in a few words, for its tombstone.
+fn describe(turn: &NewTurn) -> String {
+    match turn {
+        NewTurn::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+            let names: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
+            format!("an assistant reply calling {}", names.join(", "))
+        }
+        NewTurn::Assistant { .. } => "an assistant reply".to_owned(),
+        NewTurn::Tool {
+            tool_name, call_id, ..
+        } => format!("the result of {tool_name} (call {call_id})"),
+        NewTurn::User(_) => "a user message".to_owned(),
+        NewTurn::Notice { .. } => "a notice".to_owned(),
+        NewTurn::Compaction { .. } => "a compaction summary".to_owned(),
+    }
+}
+
 enum Attempts<T> {
     Done(T),
     /// The store stayed unreachable until the lease deadline.
@@ -184,6 +207,7 @@ impl BurstLog {
             clock,
             head: Arc::default(),
             watched_elsewhere: Arc::new(AtomicBool::new(true)),
+            described: Arc::default(),
             approval: Arc::default(),
             interrupt,
         }
@@ -295,14 +319,30 @@ impl BurstLog {
         );
         let write = WriteId::new();
         let store = &self.store;
+        // The highest seq this burst saw committed: a head below it means
+        // the database lost turns (see `inquest_store::failover`).
+        let known = Seq::from_stored(self.head.load(Ordering::Relaxed));
         let stored = self
             .with_retries("append_turn", || {
-                store.append_turn_leased(&self.lease, write, turn.clone())
+                store.append_turn_after(&self.lease, known, write, turn.clone())
             })
             .instrument(span.clone())
             .await;
         span.record("outcome", stored.label());
+        if let Attempts::Refused(StoreError::HeadBehind { head, known, .. }) = &stored {
+            self.mark_lost(*head, *known).await;
+        }
         let appended = stored.into_result(TurnLogError::NotPersisted)?;
+        {
+            let mut described = self
+                .described
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            described.insert(appended.turn.seq.as_i64(), describe(&turn));
+            while described.len() > DESCRIBED {
+                described.pop_first();
+            }
+        }
         self.watched_elsewhere
             .store(appended.watched_elsewhere, Ordering::Relaxed);
         let stored = appended.turn;
@@ -310,6 +350,65 @@ impl BurstLog {
         self.head.fetch_max(stored.seq.as_i64(), Ordering::Relaxed);
         failpoints::hit(failpoints::BETWEEN_COMMIT_AND_PUBLISH).await;
         Ok(self.live.publish_committed(stored))
+    }
+
+    /// Before a write that is not an append (the report, the close): one
+    /// read of the head, so a burst whose last turns a failover lost does
+    /// not end on a transcript that lacks what watchers saw. A read that
+    /// fails says nothing: the write itself then meets the same store.
+    async fn check_head(&self) -> Result<(), TurnLogError> {
+        let known = self.head.load(Ordering::Relaxed);
+        if known == 0 {
+            return Ok(());
+        }
+        let Ok(row) = self.store.get_session(self.session()).await else {
+            return Ok(());
+        };
+        let head = row.head_seq.map_or(0, Seq::as_i64);
+        if head >= known {
+            return Ok(());
+        }
+        self.mark_lost(head, known).await;
+        Err(TurnLogError::NotPersisted(StoreError::HeadBehind {
+            session: self.session().to_string(),
+            head,
+            known,
+        }))
+    }
+
+    /// After the database lost turns this burst had committed (its head
+    /// at `head`, below `known`): stores a tombstone under each lost seq,
+    /// publishes them (watchers that saw the lost turns are told), and
+    /// leaves the session to recovery. The burst ends: its next step finds
+    /// the lease gone. Logged once, here.
+    async fn mark_lost(&self, head: i64, known: i64) {
+        let Some(known) = Seq::from_stored(known) else {
+            return;
+        };
+        let described = self
+            .described
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        tracing::error!(session = %self.session(), head, known = known.as_i64(), "the database lost committed turns (a failover to a standby that lacked them): storing tombstones under the lost seqs and recovering the session");
+        metrics::counter!("inquest_turns_lost_in_failover_total")
+            .increment(u64::try_from(known.as_i64() - head).unwrap_or(0));
+        let store = &self.store;
+        match self
+            .with_retries("mark_lost_turns", || {
+                store.mark_lost_turns(&self.lease, known, &described)
+            })
+            .await
+        {
+            Attempts::Done(tombstones) => {
+                for t in tombstones {
+                    self.live.publish_committed(t);
+                }
+            }
+            Attempts::Unavailable(e) | Attempts::Refused(e) => {
+                tracing::error!(session = %self.session(), error = %error_chain(&e), "cannot store the tombstones of turns lost in a failover");
+            }
+        }
     }
 
     /// Stores the recovery plan, fenced by the lease; `recovered` (an
@@ -331,6 +430,7 @@ impl BurstLog {
 
     /// Saves the burst's report, fenced by the lease.
     pub async fn save_report(&self, report: inquest_store::NewReport) -> Result<(), TurnLogError> {
+        self.check_head().await?;
         let store = &self.store;
         self.with_retries("save_report", || {
             store.save_report(&self.lease, report.clone())
@@ -346,6 +446,10 @@ impl BurstLog {
     /// latched and its running calls forgotten. A burst whose lease moved
     /// on touches nothing of its successor's.
     pub async fn close(&self, reason: ExitReason) -> Result<Transition, TurnLogError> {
+        self.check_head().await.map_err(|e| match e {
+            TurnLogError::NotPersisted(e) => TurnLogError::CloseNotRecorded(e),
+            e => e,
+        })?;
         let store = &self.store;
         let closed = self
             .with_retries("close_burst", || {
@@ -419,7 +523,13 @@ impl BurstLog {
 fn sink_error(e: TurnLogError) -> SinkError {
     match e {
         TurnLogError::Unavailable(_) => SinkError::Unavailable(Box::new(e)),
-        e if matches!(e.store_error(), Some(StoreError::LeaseLost { .. })) => {
+        // After lost turns the session is left to recovery, as when the
+        // lease moved: the burst writes nothing more.
+        e if matches!(
+            e.store_error(),
+            Some(StoreError::LeaseLost { .. } | StoreError::HeadBehind { .. })
+        ) =>
+        {
             SinkError::LeaseLost(Box::new(e))
         }
         TurnLogError::DeadlinePassed => SinkError::LeaseLost(Box::new(e)),

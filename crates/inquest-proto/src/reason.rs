@@ -120,6 +120,10 @@ reasons! {
     WatcherLagged => "WATCHER_LAGGED",
     /// ABORTED: another replica took the session over.
     LeaseLost => "LEASE_LOST",
+    /// DATA_LOSS: turns this watcher received were lost in a database
+    /// failover (an asynchronous standby promoted without them); their
+    /// seqs now hold tombstones. Reconnect with `after_seq` to read them.
+    TurnsLost => "TURNS_LOST",
     /// UNAVAILABLE: this server is shutting down; a watch carries
     /// `after_seq` to reconnect (to another replica) with.
     ShuttingDown => "SHUTTING_DOWN",

@@ -178,7 +178,9 @@ impl From<ApiError> for Status {
                     Reason::CursorBeyondHead,
                     format!(
                         "after_seq {after} is beyond the session's head seq {head}; \
-                         watch with after_seq <= {head}"
+                         watch with after_seq <= {head} (a cursor this stream gave you that is \
+                         now beyond the head means a database failover lost those turns: read \
+                         again from {head})"
                     ),
                     vec![
                         (key::HEAD_SEQ, head.to_string()),
@@ -224,6 +226,21 @@ fn store_status(e: StoreError) -> Status {
                 Reason::LeaseLost,
                 e.to_string(),
                 vec![(key::SESSION_ID, session)],
+            )
+        }
+        // Only a burst's own writes carry a known head; no API call does.
+        StoreError::HeadBehind {
+            ref session, head, ..
+        } => {
+            let session = session.clone();
+            reason::status(
+                Code::DataLoss,
+                Reason::TurnsLost,
+                e.to_string(),
+                vec![
+                    (key::SESSION_ID, session),
+                    (key::HEAD_SEQ, head.to_string()),
+                ],
             )
         }
         // The key is the client's: it reused one for another request.

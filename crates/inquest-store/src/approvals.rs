@@ -167,7 +167,7 @@ impl Store {
                         .await?
                     else {
                         drop(tx);
-                        return Err(crate::turns::no_row(&*c, session, Some(epoch)).await);
+                        return Err(crate::turns::no_row(&*c, session, Some(epoch), None).await);
                     };
                     let tenant: String = get(&row, 0)?;
                     for (position, r) in requests.iter().enumerate() {
@@ -245,7 +245,7 @@ impl Store {
                         )
                         .await?;
                     if changed == 0 {
-                        return Err(crate::turns::no_row(&*c, session, Some(epoch)).await);
+                        return Err(crate::turns::no_row(&*c, session, Some(epoch), None).await);
                     }
                     Ok(())
                 })

@@ -36,6 +36,18 @@ pub enum StoreError {
         held: i64,
         current: i64,
     },
+    /// A write under a lease found the session's head behind a seq this
+    /// burst had committed and published: the database lost committed
+    /// turns (a failover to an asynchronous standby that had not received
+    /// them). Nothing was written.
+    #[error(
+        "session {session}: the database's head is seq {head}, but seq {known} was committed before: turns were lost in a failover"
+    )]
+    HeadBehind {
+        session: String,
+        head: i64,
+        known: i64,
+    },
     /// An idempotency key already stands for another request (a different
     /// message, or incident): nothing was written.
     #[error("idempotency key {key:?} was used for a different request")]
@@ -74,6 +86,7 @@ impl StoreError {
             StoreError::Migration(_) => "migration",
             StoreError::ShuttingDown => "shutting_down",
             StoreError::LeaseLost { .. } => "lease_lost",
+            StoreError::HeadBehind { .. } => "head_behind",
             StoreError::IdempotencyConflict { .. } => "idempotency_conflict",
             StoreError::QuotaExceeded(_) => "quota_exceeded",
             StoreError::Internal(_) => "internal",

@@ -59,6 +59,8 @@ pub(crate) struct AppendQueue {
 struct Pending {
     session: SessionId,
     epoch: Option<i64>,
+    /// The head this writer knows committed (see `StoreError::HeadBehind`).
+    known: Option<i64>,
     write: Option<WriteId>,
     turn: NewTurn,
     reply: oneshot::Sender<Result<Appended, StoreError>>,
@@ -118,6 +120,7 @@ impl Store {
         &self,
         session: SessionId,
         epoch: Option<i64>,
+        known: Option<i64>,
         write: Option<WriteId>,
         turn: NewTurn,
     ) -> Result<Appended, StoreError> {
@@ -125,6 +128,7 @@ impl Store {
         let pending = Pending {
             session,
             epoch,
+            known,
             write,
             turn,
             reply,
@@ -166,13 +170,14 @@ impl Store {
         let Pending {
             session,
             epoch,
+            known,
             write,
             turn,
             ..
         } = pending;
         let outcome = self
             .run_measured("append_turn", None, async |c| {
-                insert_turn_seen(&*c, &self.replica, session, epoch, write, &turn).await
+                insert_turn_seen(&*c, &self.replica, session, epoch, known, write, &turn).await
             })
             .await;
         drop(slot);
@@ -221,8 +226,16 @@ impl Store {
             if let Some(p) = group.pop() {
                 let outcome = self
                     .run_with_timeout("append_turn", limit, async |c| {
-                        insert_turn_seen(&*c, &self.replica, p.session, p.epoch, p.write, &p.turn)
-                            .await
+                        insert_turn_seen(
+                            &*c,
+                            &self.replica,
+                            p.session,
+                            p.epoch,
+                            p.known,
+                            p.write,
+                            &p.turn,
+                        )
+                        .await
                     })
                     .await;
                 let _ = p.reply.send(outcome);
@@ -297,9 +310,11 @@ const GROUP_SQL: &str = "WITH bumped AS ( \
      FROM unnest($1::uuid[], $2::text[], $3::text[], $4::jsonb[], $5::text[], \
          $6::text[], $7::boolean[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], \
          $13::uuid[], $14::boolean[], $15::jsonb[], $16::bigint[], $17::bigint[], \
-         $18::bigint[]) \
-         AS v(sid, role, content, tc, ci, tn, e, ntc, it, ot, epoch, wid, x, rp, cr, cw, cu) \
+         $18::bigint[], $19::bigint[]) \
+         AS v(sid, role, content, tc, ci, tn, e, ntc, it, ot, epoch, wid, x, rp, cr, cw, cu, \
+              known) \
      WHERE s.id = v.sid AND (v.epoch IS NULL OR s.lease_epoch = v.epoch) \
+         AND (v.known IS NULL OR s.head_seq >= v.known) \
      RETURNING s.id AS sid, s.head_seq AS seq, s.tenant, \
          cardinality(array_remove(s.watch_replicas, $12::text)) > 0 AS watched, \
          v.role, v.content, v.tc, v.ci, v.tn, v.e, v.it, v.ot, v.wid, v.x, v.rp, v.cr, v.cw, \
@@ -373,6 +388,7 @@ struct GroupColumns<'g> {
     inputs: Vec<i64>,
     outputs: Vec<i64>,
     epochs: Vec<Option<i64>>,
+    knowns: Vec<Option<i64>>,
     origin: &'g str,
     writes: Vec<Option<Uuid>>,
     escaped: Vec<bool>,
@@ -410,6 +426,7 @@ impl<'g> GroupColumns<'g> {
                 .map(|s| to_i64(s.usage.output_tokens))
                 .collect(),
             epochs: group.iter().map(|p| p.epoch).collect(),
+            knowns: group.iter().map(|p| p.known).collect(),
             origin: origin.as_str(),
             writes: group
                 .iter()
@@ -433,7 +450,7 @@ impl<'g> GroupColumns<'g> {
     }
 
     /// `$1` to `$18`, in order.
-    fn params(&self) -> [&(dyn ToSql + Sync); 18] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 19] {
         [
             &self.sessions,
             &self.roles,
@@ -453,6 +470,7 @@ impl<'g> GroupColumns<'g> {
             &self.cache_reads,
             &self.cache_writes,
             &self.costs,
+            &self.knowns,
         ]
     }
 }
@@ -465,7 +483,12 @@ async fn insert_each(
 ) -> Vec<Result<Appended, StoreError>> {
     let mut outcomes = Vec::with_capacity(group.len());
     for p in group {
-        outcomes.push(insert_turn_seen(client, origin, p.session, p.epoch, p.write, &p.turn).await);
+        outcomes.push(
+            insert_turn_seen(
+                client, origin, p.session, p.epoch, p.known, p.write, &p.turn,
+            )
+            .await,
+        );
     }
     outcomes
 }
@@ -502,7 +525,7 @@ async fn group_outcomes(
                 watched_elsewhere,
             }),
             // Fenced off, or no such session: the single append's answer.
-            None => Err(no_row(client, p.session, p.epoch).await),
+            None => Err(no_row(client, p.session, p.epoch, p.known).await),
         });
     }
     outcomes
@@ -518,6 +541,7 @@ mod tests {
             Pending {
                 session,
                 epoch: None,
+                known: None,
                 write: None,
                 turn: NewTurn::notice("n"),
                 reply,

@@ -26,6 +26,7 @@ mod bursts;
 pub mod embedded;
 mod error;
 mod events;
+mod failover;
 mod group;
 mod idempotency;
 mod incidents;

@@ -121,7 +121,7 @@ impl Store {
                     .await?;
                     match row {
                         Some(row) => Ok(row),
-                        None => Err(crate::turns::no_row(&*c, session, Some(epoch)).await),
+                        None => Err(crate::turns::no_row(&*c, session, Some(epoch), None).await),
                     }
                 })
                 .await?;

@@ -212,7 +212,7 @@ impl Store {
                         .await?
                         .len();
                     if changed == 0 {
-                        return Err(crate::turns::no_row(&*c, id, Some(epoch)).await);
+                        return Err(crate::turns::no_row(&*c, id, Some(epoch), None).await);
                     }
                     Ok(())
                 })

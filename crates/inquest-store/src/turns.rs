@@ -84,6 +84,7 @@ macro_rules! append_sql {
                  cost_unknown_turns = cost_unknown_turns \
                      + CASE WHEN $2 = 'assistant' AND $18::bigint IS NULL THEN 1 ELSE 0 END \
              WHERE id = $1 AND ($11::bigint IS NULL OR lease_epoch = $11) \
+                 AND ($19::bigint IS NULL OR head_seq >= $19) \
              RETURNING head_seq, tenant, \
                  cardinality(array_remove(watch_replicas, $12::text)) > 0 AS watched), \
              ",
@@ -161,7 +162,7 @@ pub(crate) async fn insert_turn(
     write: Option<WriteId>,
     turn: &NewTurn,
 ) -> Result<Turn, StoreError> {
-    insert_turn_seen(client, origin, session, epoch, write, turn)
+    insert_turn_seen(client, origin, session, epoch, None, write, turn)
         .await
         .map(|appended| appended.turn)
 }
@@ -275,6 +276,7 @@ pub(crate) async fn insert_turn_seen(
     origin: &ReplicaId,
     session: SessionId,
     epoch: Option<i64>,
+    known: Option<i64>,
     write: Option<WriteId>,
     turn: &NewTurn,
 ) -> Result<Appended, StoreError> {
@@ -311,6 +313,7 @@ pub(crate) async fn insert_turn_seen(
                 &to_i64(usage.cache_read_input_tokens),
                 &to_i64(usage.cache_creation_input_tokens),
                 &usage.cost.map(|c| to_i64(c.nanos())),
+                &known,
             ],
         )
         .await;
@@ -321,7 +324,7 @@ pub(crate) async fn insert_turn_seen(
         Err(e) => return Err(e.into()),
     };
     let Some(row) = row else {
-        return Err(no_row(client, session, epoch).await);
+        return Err(no_row(client, session, epoch, known).await);
     };
     let watched_elsewhere = crate::rows::get(&row, 2)?;
     let seq = crate::rows::seq(crate::rows::get(&row, 0)?)?;
@@ -355,15 +358,17 @@ async fn committed_write(
 }
 
 /// Why a fenced write matched no session row: the session does not exist,
-/// or its epoch moved on.
+/// its head is behind what the writer knows committed (`known`: turns
+/// lost in a failover, whatever the epoch says), or its epoch moved on.
 pub(crate) async fn no_row(
     client: &impl deadpool_postgres::GenericClient,
     session: SessionId,
     epoch: Option<i64>,
+    known: Option<i64>,
 ) -> StoreError {
     let current = match client
         .query_opt(
-            "SELECT lease_epoch FROM sessions WHERE id = $1",
+            "SELECT lease_epoch, head_seq FROM sessions WHERE id = $1",
             &[session.as_uuid()],
         )
         .await
@@ -371,6 +376,19 @@ pub(crate) async fn no_row(
         Ok(row) => row,
         Err(e) => return e.into(),
     };
+    if let (Some(row), Some(known)) = (&current, known) {
+        match crate::rows::get::<i64>(row, 1) {
+            Ok(head) if head < known => {
+                return StoreError::HeadBehind {
+                    session: session.to_string(),
+                    head,
+                    known,
+                };
+            }
+            Ok(_) => {}
+            Err(e) => return e,
+        }
+    }
     match (current, epoch) {
         (Some(row), Some(held)) => match crate::rows::get::<i64>(&row, 0) {
             Ok(current) => StoreError::LeaseLost {
@@ -409,7 +427,7 @@ impl Store {
     /// request or burst) does not cancel the write, so what already happened
     /// is still recorded. Shutdown waits for writes in flight.
     pub async fn append_turn(&self, session: SessionId, turn: NewTurn) -> Result<Turn, StoreError> {
-        self.append(session, None, None, turn)
+        self.append(session, None, None, None, turn)
             .await
             .map(|appended| appended.turn)
     }
@@ -425,14 +443,43 @@ impl Store {
         write: WriteId,
         turn: NewTurn,
     ) -> Result<Appended, StoreError> {
-        self.append(lease.session(), Some(lease.epoch()), Some(write), turn)
-            .await
+        self.append(
+            lease.session(),
+            Some(lease.epoch()),
+            None,
+            Some(write),
+            turn,
+        )
+        .await
+    }
+
+    /// [`Store::append_turn_leased`], also refused with
+    /// [`StoreError::HeadBehind`] when the session's head is below
+    /// `known`, the highest seq this writer saw committed (`None`: not
+    /// known yet): after a failover to a standby that lacked them, the
+    /// lost seqs are never given to new content.
+    pub async fn append_turn_after(
+        &self,
+        lease: &Lease,
+        known: Option<Seq>,
+        write: WriteId,
+        turn: NewTurn,
+    ) -> Result<Appended, StoreError> {
+        self.append(
+            lease.session(),
+            Some(lease.epoch()),
+            known.map(Seq::as_i64),
+            Some(write),
+            turn,
+        )
+        .await
     }
 
     async fn append(
         &self,
         session: SessionId,
         epoch: Option<i64>,
+        known: Option<i64>,
         write: Option<WriteId>,
         turn: NewTurn,
     ) -> Result<Appended, StoreError> {
@@ -441,12 +488,15 @@ impl Store {
         self.detached(async move {
             // Grouped with the appends of other sessions when statements
             // are busy (crate::group).
-            tokio::time::timeout(limit, store.append_grouped(session, epoch, write, turn))
-                .await
-                .unwrap_or(Err(StoreError::Timeout {
-                    op: "append_turn",
-                    after: limit,
-                }))
+            tokio::time::timeout(
+                limit,
+                store.append_grouped(session, epoch, known, write, turn),
+            )
+            .await
+            .unwrap_or(Err(StoreError::Timeout {
+                op: "append_turn",
+                after: limit,
+            }))
         })
         .await
     }

@@ -64,6 +64,7 @@ pub fn should_reconnect(status: &tonic::Status) -> bool {
                 | Reason::ShuttingDown
                 | Reason::StoreUnavailable
                 | Reason::LeaseLost
+                | Reason::TurnsLost
                 | Reason::Internal
         ),
         None => matches!(

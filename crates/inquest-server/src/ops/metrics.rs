@@ -150,6 +150,10 @@ const ZEROED: &[Zeroed] = &[
         label: None,
     },
     Zeroed {
+        name: "inquest_turns_lost_in_failover_total",
+        label: None,
+    },
+    Zeroed {
         name: "inquest_schedule_ticks_total",
         label: Some(("outcome", &["fired", "skipped"])),
     },
@@ -227,6 +231,10 @@ fn describe_counters() {
     describe_counter!(
         "inquest_alert_sessions_capped_total",
         "Trigger sessions not started because the tenant's alerts reached alerts.max_started_per_hour (the incident is recorded and says why)."
+    );
+    describe_counter!(
+        "inquest_turns_lost_in_failover_total",
+        "Committed, published turns a database failover lost (an asynchronous standby promoted without them), counted by the burst that wrote them; each lost seq holds a tombstone."
     );
     describe_counter!(
         "inquest_schedule_ticks_total",

@@ -161,6 +161,7 @@ impl Watches {
             snapshot,
             announced: HashSet::new(),
             answered: RecentIds::new(self.channel_capacity),
+            sent_at: std::collections::VecDeque::new(),
             open_calls: running.then(Vec::new),
             shown_text: None,
             _slot: slot,
@@ -206,6 +207,11 @@ struct Watcher {
     /// start sits behind it in the same bounded queue, so remembering as
     /// many results as the queue holds is enough.
     answered: RecentIds,
+    /// When each of the latest turns this stream sent was committed, by
+    /// seq (the last [`SENT_AT`]): a live turn under a seq already sent is
+    /// the same turn again (equal time) or a different one, which only a
+    /// database failover that lost turns makes possible.
+    sent_at: std::collections::VecDeque<(u64, time::OffsetDateTime)>,
     /// During the first drain: the calls of the latest assistant turn sent
     /// that no sent result answers yet, in call order. Calls run one after
     /// another, so the first of them is the one running (or about to). A
@@ -363,6 +369,15 @@ impl Watcher {
                 Some(SubscriptionItem::Lagged) => return Err(End::Lagged),
                 Some(SubscriptionItem::Event(Event::Turn(turn))) => {
                     if !self.last.admits(turn.seq) {
+                        let other = self
+                            .sent_at
+                            .iter()
+                            .find(|(seq, _)| *seq == turn.seq.get())
+                            .is_some_and(|(_, at)| *at != turn.created_at);
+                        if turn.is_lost_in_failover() || other {
+                            // A turn this stream sent is gone: say so.
+                            return Err(self.turns_lost(turn.seq.get().saturating_sub(1)));
+                        }
                         continue;
                     }
                     if turn.seq.get() > self.last.get() + 1 {
@@ -438,6 +453,11 @@ impl Watcher {
                 .await
                 .map_err(|e| self.unavailable(e))?;
             let head = row.head_seq.map_or(0, |h| h.get());
+            if head < self.last.get() {
+                // The store holds less than this stream sent: a failover
+                // lost turns, and their tombstones are not stored yet.
+                return Err(self.turns_lost(head));
+            }
             if !row.status.is_active() {
                 self.drain(Some(head)).await?;
                 if row.status == inquest_core::SessionStatus::AwaitingApproval {
@@ -480,6 +500,22 @@ impl Watcher {
 
     /// The store could not be asked: end with a retryable code and the
     /// cursor, never OK.
+    /// The end of a stream that sent turns the database no longer holds
+    /// as sent (a failover lost them; tombstones stand under their seqs,
+    /// or will): DATA_LOSS with the cursor to read again from.
+    fn turns_lost(&self, after: u64) -> End {
+        tracing::warn!(session_id = %self.session, sent_up_to = self.last.get(), after, "a watcher received turns a database failover lost; told to read again");
+        End::Failed(reason::status(
+            Code::DataLoss,
+            Reason::TurnsLost,
+            format!(
+                "turns after seq {after} that this stream sent were lost in a database failover; \
+                 their seqs now hold tombstones: reconnect with after_seq={after} to read them"
+            ),
+            vec![(key::AFTER_SEQ, after.to_string())],
+        ))
+    }
+
     fn unavailable(&self, e: StoreError) -> End {
         tracing::warn!(session_id = %self.session, error = %inquest_core::error_chain(&e), "watch cannot read the session");
         let last = self.last.get();
@@ -543,6 +579,10 @@ impl Watcher {
     /// cursor (`last`, which a shutdown or a lag reports) is moved after
     /// it, so it never runs ahead of what was handed out.
     fn note_sent(&mut self, turn: &Turn) {
+        self.sent_at.push_back((turn.seq.get(), turn.created_at));
+        if self.sent_at.len() > SENT_AT {
+            self.sent_at.pop_front();
+        }
         if let Some(call_id) = &turn.tool_call_id {
             self.answered.insert(call_id.clone());
         }
@@ -688,6 +728,10 @@ struct RecentIds {
     set: HashSet<String>,
     capacity: usize,
 }
+
+/// Sent turns whose commit time a stream keeps (see `Watcher::sent_at`):
+/// the turns a failover loses are the latest few.
+const SENT_AT: usize = 64;
 
 impl RecentIds {
     fn new(capacity: usize) -> Self {

@@ -1,0 +1,384 @@
+//! An asynchronous failover with a real primary/standby pair: PostgreSQL
+//! streaming replication (`pg_basebackup -R -X stream`), two `inquest
+//! serve` replicas on a multi-host URL (`target_session_attrs=read-write`),
+//! a burst running on one and a watcher on the other. The standby is
+//! stopped mid-burst, so the next turns exist only on the primary (the loss
+//! is certain); the primary is killed (kill -9 of its postmaster); the
+//! standby comes back and is promoted. The burst's holder finds the head
+//! behind what it published, stores tombstones under the lost seqs, and
+//! the session is recovered from what the new primary holds. The watcher
+//! is told (DATA_LOSS, then reads the tombstones); no seq it received holds
+//! other content afterwards unless it is a tombstone; nothing ends failed.
+//!
+//! Streaming replication with a promotion the test drives (rather than
+//! pg_auto_failover): the test decides exactly which commits the standby
+//! lacks, which is what this promise is about.
+
+mod support;
+
+use std::{path::PathBuf, process::Command, time::Duration};
+
+use inquest_proto::v1::{self as pb, watch_event::Event};
+use support::{Server, create_incident, fleet::python, free_port};
+
+/// A primary and its asynchronous standby, in a directory of their own,
+/// run as `postgres` when root. Both are stopped (immediate) when dropped.
+struct Pair {
+    root: tempfile::TempDir,
+    bin: PathBuf,
+    as_postgres: bool,
+    primary: u16,
+    standby: u16,
+}
+
+impl Pair {
+    fn start() -> Pair {
+        let bin = inquest_store::embedded::find_binaries()
+            .expect("PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) are needed");
+        let root = tempfile::Builder::new()
+            .prefix("inquest-failover-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let as_postgres = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        if as_postgres {
+            run(Command::new("chown").args(["postgres", root.path().to_str().unwrap()]));
+        }
+        let pair = Pair {
+            root,
+            bin,
+            as_postgres,
+            primary: free_port(),
+            standby: free_port(),
+        };
+        run(pair
+            .pg("initdb")
+            .args(["--auth=trust", "-U", "postgres", "-D"])
+            .arg(pair.data("p")));
+        pair.start_node("p", pair.primary);
+        run(pair
+            .pg("pg_basebackup")
+            .args(["-h", "127.0.0.1", "-p", &pair.primary.to_string()])
+            .args(["-U", "postgres", "-R", "-X", "stream", "-D"])
+            .arg(pair.data("s")));
+        pair.start_node("s", pair.standby);
+        pair
+    }
+
+    fn data(&self, node: &str) -> PathBuf {
+        self.root.path().join(node)
+    }
+
+    fn pg(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if self.as_postgres {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(path);
+            cmd
+        } else {
+            Command::new(path)
+        }
+    }
+
+    fn start_node(&self, node: &str, port: u16) {
+        let options = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
+             -c max_connections=100 -c wal_level=replica -c max_wal_senders=5 -c hot_standby=on",
+            self.root.path().display()
+        );
+        run(self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data(node))
+            .arg("-l")
+            .arg(self.root.path().join(format!("{node}.log")))
+            .args(["-o", &options, "-w", "-t", "60", "start"]));
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=read-write",
+            self.primary, self.standby
+        )
+    }
+
+    fn primary_url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.primary)
+    }
+
+    fn stop_standby(&self) {
+        run(self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data("s"))
+            .args(["-m", "fast", "-w", "stop"]));
+    }
+
+    fn kill_primary(&self) {
+        let pid = std::fs::read_to_string(self.data("p").join("postmaster.pid"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .trim()
+            .to_owned();
+        run(Command::new("kill").args(["-KILL", &pid]));
+    }
+
+    fn promote_standby(&self) {
+        self.start_node("s", self.standby);
+        run(self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data("s"))
+            .args(["-w", "-t", "60", "promote"]));
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for node in ["p", "s"] {
+            let _ = self
+                .pg("pg_ctl")
+                .arg("-D")
+                .arg(self.data(node))
+                .args(["-m", "immediate", "stop"])
+                .output();
+        }
+    }
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+async fn head_on(db: &inquest_tests::tokio_postgres::Client, session: &str) -> i64 {
+    db.query_one(
+        "SELECT head_seq FROM sessions WHERE id = $1::text::uuid",
+        &[&session],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// A watcher that follows `session` on `port`, reconnecting from the
+/// cursor an ending names (or its last seq), recording every turn it
+/// receives and every status it ends with, until the session's stream
+/// ends OK.
+async fn follow(port: u16, session: String) -> (Vec<(i64, String)>, Vec<tonic::Status>) {
+    let (mut seen, mut endings) = (Vec::new(), Vec::new());
+    let mut after = 0i64;
+    for _ in 0..200 {
+        let Ok(mut c) = inquest_proto::v1::investigations_client::InvestigationsClient::connect(
+            format!("http://127.0.0.1:{port}"),
+        )
+        .await
+        else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let stream = c
+            .watch_session(pb::WatchSessionRequest {
+                session_id: session.clone(),
+                after_seq: after,
+            })
+            .await;
+        let mut stream = match stream {
+            Ok(s) => s.into_inner(),
+            Err(status) => {
+                // Beyond the head: read again from it, as the answer says.
+                if let Some(head) = inquest_server::reason::ErrorReason::of(&status)
+                    .filter(|r| r.reason == inquest_server::reason::Reason::CursorBeyondHead)
+                    .and_then(|r| r.number("head_seq"))
+                {
+                    after = head;
+                }
+                endings.push(status);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        loop {
+            match stream.message().await {
+                Ok(Some(e)) => {
+                    if let Some(Event::Turn(t)) = e.event {
+                        after = t.seq;
+                        seen.push((t.seq, t.content));
+                    }
+                }
+                Ok(None) => return (seen, endings),
+                Err(status) => {
+                    if let Some(a) = inquest_server::reason::ErrorReason::of(&status)
+                        .and_then(|r| r.number("after_seq"))
+                    {
+                        after = a;
+                    }
+                    endings.push(status);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    break;
+                }
+            }
+        }
+    }
+    panic!("the watcher never saw the session end: {seen:?} {endings:?}");
+}
+
+#[tokio::test]
+async fn an_asynchronous_failover_never_rewrites_a_turn_a_watcher_saw() {
+    let pair = Pair::start();
+    let python = python();
+    let dir = tempfile::tempdir().unwrap();
+    let replies: Vec<serde_json::Value> = (1..=14)
+        .map(|i| {
+            serde_json::json!({
+                "text": format!("Reading the status, step {i}."),
+                "tool_calls": [{"name": "slow_read", "arguments": {"service": "checkout", "seconds": 0.4}}],
+            })
+        })
+        .collect();
+    let script = dir.path().join("script.json");
+    std::fs::write(
+        &script,
+        serde_json::json!({"replies": replies, "final": "Checkout is fine."}).to_string(),
+    )
+    .unwrap();
+    let servers = serde_json::json!({"mcpServers": {"incident": {
+        "command": python,
+        "args": [inquest_testkit::mcp::incident_tools_script().display().to_string()],
+    }}});
+    let mcp = dir.path().join("mcp.json");
+    std::fs::write(&mcp, servers.to_string()).unwrap();
+    // A lease far longer than the failover: the holder outlives it and is
+    // the one that finds the head behind.
+    let config = dir.path().join("inquest.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[admin]\nenabled = false\n\n[approval]\nmode = \"off\"\n\n\
+             [lease]\nttl = \"20s\"\nrenew_interval = \"1s\"\nreap_interval = \"500ms\"\n\n\
+             [[providers]]\nkind = \"script\"\nname = \"script\"\nscript = \"{}\"\n\n\
+             [mcp]\nconfig = \"{}\"\n",
+            script.display(),
+            mcp.display()
+        ),
+    )
+    .unwrap();
+    let url = pair.url();
+    let args = ["--database-url", &url, "--config", config.to_str().unwrap()];
+    let holder = Server::start_with("failover-a", &args, &[]).await;
+    let watcher = Server::start_with("failover-b", &args, &[]).await;
+    let mut c = holder.client().await;
+    let incident = create_incident(&mut c, "checkout latency").await;
+    let session = c
+        .start_session(pb::StartSessionRequest {
+            incident_id: incident.id,
+            message: "Why is checkout slow?".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    let followed = tokio::spawn(follow(watcher.port, session.clone()));
+    let db = inquest_tests::connect(&pair.primary_url()).await;
+    // Replicated up to here; then the standby goes, and the next turns
+    // exist only on the primary.
+    for _ in 0..300 {
+        if head_on(&db, &session).await >= 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    pair.stop_standby();
+    let stopped_at = head_on(&db, &session).await;
+    for _ in 0..300 {
+        if head_on(&db, &session).await >= stopped_at + 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lost_up_to = head_on(&db, &session).await;
+    assert!(
+        lost_up_to >= stopped_at + 3,
+        "the burst went on on the primary"
+    );
+    drop(db);
+    pair.kill_primary();
+    pair.promote_standby();
+    eprintln!("standby stopped at head {stopped_at}; primary killed at head {lost_up_to}");
+
+    let (seen, endings) = tokio::time::timeout(Duration::from_secs(120), followed)
+        .await
+        .expect("the watcher did not finish in 120 s")
+        .unwrap();
+    let db = inquest_tests::connect(&pair.url()).await;
+    let stored: Vec<(i64, String)> = db
+        .query(
+            "SELECT seq, content FROM turns WHERE session_id = $1::text::uuid ORDER BY seq",
+            &[&session],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let status: String = db
+        .query_one(
+            "SELECT status::text FROM sessions WHERE id = $1::text::uuid",
+            &[&session],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "completed", "{stored:#?}");
+    let seqs: Vec<i64> = stored.iter().map(|t| t.0).collect();
+    assert_eq!(
+        seqs,
+        (1..=i64::try_from(seqs.len()).unwrap()).collect::<Vec<_>>()
+    );
+    // The lost seqs hold tombstones; everything the watcher received under
+    // a seq is what is stored there, or was replaced by its tombstone.
+    let tombstones: Vec<i64> = stored
+        .iter()
+        .filter(|t| t.1.starts_with(inquest_core::LOST_IN_FAILOVER))
+        .map(|t| t.0)
+        .collect();
+    assert!(!tombstones.is_empty(), "no tombstone: {stored:#?}");
+    assert!(
+        tombstones.iter().all(|s| *s <= lost_up_to),
+        "tombstones {tombstones:?} past the primary's last head {lost_up_to}"
+    );
+    for (seq, content) in &seen {
+        let now = stored
+            .iter()
+            .find(|t| t.0 == *seq)
+            .map(|t| t.1.as_str())
+            .unwrap_or_default();
+        assert!(
+            now == content || now.starts_with(inquest_core::LOST_IN_FAILOVER),
+            "seq {seq} was sent as {content:?} and is stored as {now:?}"
+        );
+    }
+    // The watcher was told, if it had received a lost turn.
+    let saw_lost = seen.iter().any(|(seq, _)| tombstones.contains(seq));
+    let told = endings
+        .iter()
+        .any(|s| matches!(s.code(), tonic::Code::DataLoss | tonic::Code::OutOfRange));
+    assert!(
+        !saw_lost || told,
+        "received lost turns without being told: {endings:?}"
+    );
+    holder.stop().await;
+    watcher.stop().await;
+}
