@@ -128,6 +128,7 @@ async fn watch_all(client: &mut Client, id: &str) -> Vec<pb::watch_event::Event>
         .watch_session(pb::WatchSessionRequest {
             session_id: id.into(),
             after_seq: 0,
+            after_committed_at: None,
         })
         .await
         .unwrap()

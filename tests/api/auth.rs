@@ -103,6 +103,7 @@ async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, S
                 pb::WatchSessionRequest {
                     session_id: UNKNOWN.into(),
                     after_seq: 0,
+                    after_committed_at: None,
                 },
                 token,
             ))

@@ -970,6 +970,7 @@ async fn hostile_sweep(tenants: bool) {
                 let call = client.watch_session(pb::WatchSessionRequest {
                     session_id,
                     after_seq,
+                    after_committed_at: None,
                 });
                 let Some(mut stream) = sweep.check(n, rpc, &req, unary(call).await) else {
                     continue;

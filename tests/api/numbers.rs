@@ -49,6 +49,7 @@ async fn session_figures_are_the_sum_of_burst_figures_everywhere() {
         .watch_session(pb::WatchSessionRequest {
             session_id: id.clone(),
             after_seq: 0,
+            after_committed_at: None,
         })
         .await
         .unwrap()

@@ -131,6 +131,7 @@ async fn call(c: &mut Client, token: &str, method: &str, id: &str) -> Status {
                 pb::WatchSessionRequest {
                     session_id: id,
                     after_seq: 0,
+                    after_committed_at: None,
                 },
                 token,
             ))
@@ -948,6 +949,7 @@ async fn a_tenants_watches_cannot_take_another_tenants_share() {
             pb::WatchSessionRequest {
                 session_id: session.into(),
                 after_seq: 0,
+                after_committed_at: None,
             },
             token,
         ))

@@ -17,6 +17,7 @@ pub async fn watch(
         .watch_session(pb::WatchSessionRequest {
             session_id: session.into(),
             after_seq,
+            after_committed_at: None,
         })
         .await
         .map(tonic::Response::into_inner)

@@ -134,6 +134,7 @@ async fn measure(bench: &OverloadBench, server: &Replica, url: &str) -> anyhow::
                     .watch_session(pb::WatchSessionRequest {
                         session_id: session.clone(),
                         after_seq: after,
+                        after_committed_at: None,
                     })
                     .await;
                 let mut stream = match opened {

@@ -100,6 +100,7 @@ async fn receive(
         .watch_session(pb::WatchSessionRequest {
             session_id: session.to_string(),
             after_seq: 0,
+            after_committed_at: None,
         })
         .await?
         .into_inner();
@@ -373,6 +374,7 @@ async fn recovery(bench: &ReplicasBench) -> anyhow::Result<()> {
             .watch_session(pb::WatchSessionRequest {
                 session_id: session.clone(),
                 after_seq: 0,
+                after_committed_at: None,
             })
             .await?
             .into_inner();

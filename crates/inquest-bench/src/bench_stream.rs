@@ -130,6 +130,7 @@ async fn phases(
                 .watch_session(pb::WatchSessionRequest {
                     session_id: session.clone(),
                     after_seq: 0,
+                    after_committed_at: None,
                 })
                 .await?
                 .into_inner();

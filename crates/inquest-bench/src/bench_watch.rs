@@ -182,6 +182,7 @@ async fn open_watchers(
             .watch_session(pb::WatchSessionRequest {
                 session_id: session.to_owned(),
                 after_seq: head,
+                after_committed_at: None,
             })
             .await?
             .into_inner();
@@ -579,6 +580,7 @@ async fn idle_memory(bench: &WatchBench) -> anyhow::Result<()> {
                 .watch_session(pb::WatchSessionRequest {
                     session_id: sessions[w / PER_SESSION].0.to_string(),
                     after_seq: 0,
+                    after_committed_at: None,
                 })
                 .await?
                 .into_inner();

@@ -43,6 +43,9 @@ use crate::{
 /// First pause between attempts of a write the store did not take; it
 /// doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+/// How often a burst that gave its lease up asks an absent store for the
+/// head (`BurstLog::look_for_lost_turns`).
+const LOOK_AGAIN: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Until when this worker may act for its lease: the instant the latest
@@ -486,6 +489,39 @@ impl BurstLog {
     /// Forgets the burst without writing anything (its lease was lost).
     pub fn abandon(&self) {
         self.live.forget_burst(self.session(), self.lease.epoch());
+    }
+
+    /// After the burst gave up its lease (its deadline passed while the
+    /// store was away, or the lease moved): reads the head once the store
+    /// answers, for up to `patience`, and marks the seqs it published that
+    /// a failover lost. A failover longer than the lease leaves the burst
+    /// no write to find the loss with; this is that write's check. When
+    /// another replica claimed the session first it is refused, and the
+    /// watchers' own check (a turn under a seq they hold) tells them.
+    pub async fn look_for_lost_turns(&self, patience: Duration) {
+        let known = self.head.load(Ordering::Relaxed);
+        if known == 0 {
+            return;
+        }
+        let until = Instant::now() + patience;
+        loop {
+            match self.store.get_session(self.session()).await {
+                Ok(row) => {
+                    let head = row.head_seq.map_or(0, Seq::as_i64);
+                    if head < known {
+                        self.mark_lost(head, known).await;
+                    }
+                    return;
+                }
+                Err(_) if Instant::now() + LOOK_AGAIN < until => {
+                    tokio::time::sleep(LOOK_AGAIN).await;
+                }
+                Err(e) => {
+                    tracing::warn!(session = %self.session(), error = %error_chain(&e), "cannot check the head after giving the lease up; a failover loss, if any, is left to the watchers' check");
+                    return;
+                }
+            }
+        }
     }
 
     /// Announces a tool call about to run, here and to other replicas.

@@ -137,6 +137,10 @@ impl Slots {
     }
 }
 
+/// How long a burst that gave its lease up waits for the store to answer,
+/// to mark turns a failover lost (`BurstLog::look_for_lost_turns`).
+const LOST_TURNS_PATIENCE: Duration = Duration::from_secs(60);
+
 impl Runner {
     pub fn new(
         agent: Option<Arc<Agent>>,
@@ -687,16 +691,29 @@ impl Runner {
             Ending::Abandon => {
                 tracing::warn!(%session, "lease lost or past its deadline: this burst writes nothing more");
                 burst.abandon();
+                // A failover takes seconds to a minute; the burst's slot
+                // is held meanwhile, as its lease would have been.
+                burst
+                    .look_for_lost_turns(self.lease.ttl.max(LOST_TURNS_PATIENCE))
+                    .await;
             }
-            Ending::HandOver => match burst.hand_over().await {
-                Ok(true) => {
-                    tracing::info!(%session, exit_reason = %exit, "burst handed over to the other replicas")
+            Ending::HandOver => {
+                // One look while the lease is still ours: the next claimer
+                // must not take seqs a failover lost for new turns.
+                burst.look_for_lost_turns(Duration::ZERO).await;
+                match burst.hand_over().await {
+                    Ok(true) => {
+                        tracing::info!(%session, exit_reason = %exit, "burst handed over to the other replicas")
+                    }
+                    Ok(false) => tracing::info!(%session, "burst no longer ours"),
+                    Err(e) => {
+                        tracing::warn!(%session, error = %error_chain(&e), "cannot hand the burst over; its lease will expire instead");
+                        burst
+                            .look_for_lost_turns(self.lease.ttl.max(LOST_TURNS_PATIENCE))
+                            .await;
+                    }
                 }
-                Ok(false) => tracing::info!(%session, "burst no longer ours"),
-                Err(e) => {
-                    tracing::warn!(%session, error = %error_chain(&e), "cannot hand the burst over; its lease will expire instead")
-                }
-            },
+            }
             Ending::Close(_) => match burst.close(exit).await {
                 // The close turned queued messages into the next burst's
                 // turns: start it here (any replica's reaper would too).

@@ -15,14 +15,57 @@ use inquest_core::{NewTurn, Seq, SessionStatus, Turn};
 
 use crate::{Lease, Store, StoreError, rows::get};
 
+/// How far back a reconnecting watcher's cursor is compared
+/// ([`Store::replaced_before`]): a failover loses the latest turns.
+const REPLACED_WINDOW: i64 = 256;
+
 impl Store {
+    /// For a watcher reconnecting after `after` (the turn it received there
+    /// committed at `at`): `None` when the session still holds that turn
+    /// (or no turn there: the cursor check answers that); otherwise the
+    /// first seq at or below `after` that holds a turn committed since,
+    /// which the watcher must read again from.
+    pub async fn replaced_before(
+        &self,
+        session: inquest_core::SessionId,
+        after: Seq,
+        at: time::OffsetDateTime,
+    ) -> Result<Option<Seq>, StoreError> {
+        let after = after.as_i64();
+        let row = self
+            .run("replaced_before", async |c| {
+                Ok(c.query_one(
+                    "SELECT (SELECT created_at FROM turns WHERE session_id = $1 AND seq = $2), \
+                            (SELECT min(seq) FROM turns WHERE session_id = $1 AND seq <= $2 \
+                             AND seq > $2 - $4 AND created_at > $3)",
+                    &[session.as_uuid(), &after, &at, &REPLACED_WINDOW],
+                )
+                .await?)
+            })
+            .await?;
+        let stored: Option<time::OffsetDateTime> = get(&row, 0)?;
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        // Stored to the microsecond; the client's copy may carry the same
+        // instant with more digits.
+        let micros = |t: time::OffsetDateTime| t.unix_timestamp_nanos() / 1000;
+        if micros(stored) == micros(at) {
+            return Ok(None);
+        }
+        let first: Option<i64> = get(&row, 1)?;
+        Ok(Seq::from_stored(first.unwrap_or(after)))
+    }
+
     /// Stores the tombstone of every seq from the session's head + 1 to
     /// `known` (`described`: what the writer knew of a lost turn, by seq)
-    /// and expires the burst's lease, so a claim plans its recovery from
-    /// what the database holds. One transaction under the session row's
-    /// lock. LeaseLost when a newer epoch claimed the session meanwhile
-    /// (its writes may already stand under those seqs). Returns the
-    /// tombstones (none when the head had caught up), to publish.
+    /// and, while the lease is still this burst's, expires it, so a claim
+    /// plans its recovery from what the database holds. One transaction
+    /// under the session row's lock: the seqs past the head hold nothing
+    /// yet, so the tombstones take no one's place, even when another
+    /// replica claimed the session since (its next turn goes after them).
+    /// Returns the tombstones (none when the head had caught up), to
+    /// publish.
     pub async fn mark_lost_turns(
         &self,
         lease: &Lease,
@@ -47,14 +90,7 @@ impl Store {
                     id: session.to_string(),
                 });
             };
-            let (head, current): (i64, i64) = (get(&row, 0)?, get(&row, 1)?);
-            if current > held {
-                return Err(StoreError::LeaseLost {
-                    session: session.to_string(),
-                    held,
-                    current,
-                });
-            }
+            let head: i64 = get(&row, 0)?;
             let mut tombstones = Vec::new();
             for n in head.saturating_add(1)..=known.as_i64() {
                 let Some(seq) = Seq::from_stored(n) else {

@@ -323,11 +323,18 @@ async fn follow_burst(
     // Reconnects in a row without receiving anything are one outage (the
     // view says so once, then shows it going on).
     let mut retry = Retry::quiet();
+    // When the turn at `after_seq` was committed, as received: a reconnect
+    // sends it, so a failover that replaced it is told, not passed over.
+    let mut committed_at: Option<(i64, prost_types::Timestamp)> = None;
     view.burst_started();
     loop {
         let request = pb::WatchSessionRequest {
             session_id: session.into(),
             after_seq,
+            after_committed_at: committed_at
+                .as_ref()
+                .filter(|(seq, _)| *seq == after_seq)
+                .map(|(_, at)| *at),
         };
         let reason = match ticking(view, client.watch_session(request)).await {
             Ok(response) => {
@@ -342,8 +349,11 @@ async fn follow_burst(
                             retry.reset();
                             view.reconnected();
                             if let Some(event) = event.event {
-                                if let Event::Turn(t) = &event {
-                                    after_seq = after_seq.max(t.seq);
+                                if let Event::Turn(t) = &event
+                                    && t.seq >= after_seq
+                                {
+                                    after_seq = t.seq;
+                                    committed_at = t.created_at.map(|at| (t.seq, at));
                                 }
                                 view.event(&event);
                             }

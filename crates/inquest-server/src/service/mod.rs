@@ -86,6 +86,45 @@ pub struct InvestigationsService {
 }
 
 impl InvestigationsService {
+    /// A reconnecting watcher whose turn at its cursor is no longer the
+    /// one it received (a failover replaced it): DATA_LOSS with where to
+    /// read again from.
+    async fn check_cursor(
+        &self,
+        session: SessionId,
+        after: inquest_core::Seq,
+        at: &prost_types::Timestamp,
+    ) -> Result<(), Status> {
+        let Ok(at) = time::OffsetDateTime::from_unix_timestamp_nanos(
+            i128::from(at.seconds) * 1_000_000_000 + i128::from(at.nanos),
+        ) else {
+            return Err(
+                ApiError::InvalidArgument("after_committed_at is not a valid time".into()).into(),
+            );
+        };
+        let Some(first) = self
+            .store
+            .replaced_before(session, after, at)
+            .await
+            .map_err(ApiError::from)?
+        else {
+            return Ok(());
+        };
+        let again = first.as_i64() - 1;
+        tracing::warn!(session_id = %session, after_seq = after.as_i64(), again, "a watcher's cursor points at a turn a database failover replaced; told to read again");
+        Err(crate::reason::status(
+            tonic::Code::DataLoss,
+            crate::reason::Reason::TurnsLost,
+            format!(
+                "the turn at seq {} is not the one this client received: a database failover \
+                 replaced turns from seq {}; reconnect with after_seq={again} to read them",
+                after.as_i64(),
+                first.as_i64()
+            ),
+            vec![(crate::reason::key::AFTER_SEQ, again.to_string())],
+        ))
+    }
+
     pub fn new(
         store: Store,
         watches: Watches,
@@ -300,6 +339,12 @@ impl Investigations for InvestigationsService {
         let id = SessionId::parse(&req.session_id).map_err(ApiError::from)?;
         let after = AfterSeq::parse(req.after_seq).map_err(ApiError::from)?;
         self.session_of(&caller, id).await?;
+        if let (Some(at), Some(seq)) = (
+            req.after_committed_at.as_ref(),
+            inquest_core::Seq::from_stored(req.after_seq),
+        ) {
+            self.check_cursor(id, seq, at).await?;
+        }
         let share = crate::watch::TenantShare {
             tenant: &caller.tenant,
             share: self.tenants.watch_share(&caller.tenant),

@@ -140,6 +140,7 @@ async fn watch_once(
     let request = pb::WatchSessionRequest {
         session_id: id.to_owned(),
         after_seq,
+        after_committed_at: None,
     };
     let opened = tokio::time::timeout(IDLE, client.watch_session(request)).await;
     let mut events = match opened {
