@@ -160,6 +160,23 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 60)]
         samples: usize,
     },
+    /// Alertmanager notifications: a new group to its first model request,
+    /// and one group's repeats deduplicated (see `bench_alerts.rs`).
+    Alerts {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// New groups timed.
+        #[arg(long, default_value_t = 100)]
+        samples: usize,
+        /// Seconds of repeated notifications.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Connections repeating them at once.
+        #[arg(long, default_value_t = 8)]
+        senders: usize,
+    },
     /// From an event's commit to its delivery at a local receiver, and
     /// one webhook's delivery rate (see `bench_webhooks.rs`).
     Webhooks {
@@ -414,6 +431,23 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             let result =
                 crate::bench_approval::run(crate::bench_approval::ApprovalBench { url, samples })
                     .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Alerts {
+            database_url,
+            samples,
+            seconds,
+            senders,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_alerts::run(crate::bench_alerts::AlertsBench {
+                url,
+                samples,
+                seconds,
+                senders,
+            })
+            .await;
             release(embedded).await?;
             result
         }

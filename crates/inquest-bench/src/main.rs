@@ -6,6 +6,7 @@
 //! the memory part of `watch`). `main` only parses and dispatches.
 
 mod bench;
+mod bench_alerts;
 mod bench_approval;
 mod bench_attack;
 mod bench_cache;
