@@ -23,6 +23,7 @@ mod errors;
 mod events;
 mod faults;
 mod faults_support;
+mod fork;
 mod group_commit;
 mod health;
 mod hostile;

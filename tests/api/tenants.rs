@@ -139,6 +139,18 @@ async fn call(c: &mut Client, token: &str, method: &str, id: &str) -> Status {
             Ok(mut stream) => stream.get_mut().message().await.map(drop),
             Err(s) => Err(s),
         },
+        "ForkSession" => c
+            .fork_session(req(
+                pb::ForkSessionRequest {
+                    session_id: id,
+                    at_seq: 1,
+                    message: Some("what if?".into()),
+                    idempotency_key: "f1".into(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
         "CancelSession" => c
             .cancel_session(req(pb::CancelSessionRequest { session_id: id }, token))
             .await
@@ -287,6 +299,7 @@ async fn another_tenants_ids_answer_exactly_as_unknown_ones_and_write_nothing() 
         "GetSession",
         "ListTurns",
         "SendMessage",
+        "ForkSession",
         "WatchSession",
         "CancelSession",
         "GetReport",

@@ -42,7 +42,7 @@ pub struct ForkRequest {
 /// What `fork_session` did.
 #[derive(Debug, Clone)]
 pub enum ForkOutcome {
-    Forked(Forked),
+    Forked(Box<Forked>),
     /// `at_seq` is past the source's newest committed turn: nothing stored.
     BeyondHead {
         head: u64,
@@ -112,7 +112,7 @@ async fn fork_session_tx(
         && let Some(found) = existing_fork(&tx, &scope, key, &request).await?
     {
         tx.commit().await?;
-        return Ok(ForkOutcome::Forked(found));
+        return Ok(ForkOutcome::Forked(Box::new(found)));
     }
     let incident: uuid::Uuid = get(&source, 0)?;
     let head: i64 = get(&source, 1)?;
@@ -181,16 +181,16 @@ async fn fork_session_tx(
             .await?
             .ok_or_else(|| StoreError::Internal("idempotency key vanished".into()))?;
         tx.commit().await?;
-        return Ok(ForkOutcome::Forked(found));
+        return Ok(ForkOutcome::Forked(Box::new(found)));
     }
     let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1");
     let session = session_from_row(&tx.query_one(&sql, &[id.as_uuid()]).await?)?;
     tx.commit().await?;
-    Ok(ForkOutcome::Forked(Forked {
+    Ok(ForkOutcome::Forked(Box::new(Forked {
         session,
         new_turns,
         created: true,
-    }))
+    })))
 }
 
 /// The copy of turns `1..=$3` of session `$2` into the new session `$1`,

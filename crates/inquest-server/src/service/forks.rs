@@ -56,7 +56,7 @@ impl InvestigationsService {
             })
             .await?;
         let forked = match outcome {
-            ForkOutcome::Forked(forked) => forked,
+            ForkOutcome::Forked(forked) => *forked,
             ForkOutcome::BeyondHead { head } => {
                 return Err(ApiError::ForkBeyondHead {
                     at: at_seq.get(),
