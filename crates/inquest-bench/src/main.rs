@@ -9,6 +9,7 @@ mod bench;
 mod bench_approval;
 mod bench_attack;
 mod bench_cache;
+mod bench_fork;
 mod bench_interrupt;
 mod bench_loop;
 mod bench_overload;
