@@ -39,7 +39,9 @@ pub async fn run(bench: ForkBench) -> anyhow::Result<()> {
     let turns = (bench.turns / 2 * 2).max(2);
     let source = SessionId::new();
     let loading = Instant::now();
-    store.insert_bench_session(incident.id, source, turns).await?;
+    store
+        .insert_bench_session(incident.id, source, turns)
+        .await?;
     store.analyze_bench_tables().await?;
     eprintln!(
         "loaded a session of {turns} turns in {:.1} s",
