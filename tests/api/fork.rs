@@ -283,6 +283,16 @@ async fn a_fork_without_a_message_is_idle_with_its_history_and_takes_a_follow_up
         (src.as_str(), 3)
     );
     assert_eq!(fake.request_count(), 0, "no burst without a message");
+    // Settled: a watch drains its history and ends OK.
+    let stream = inquest_tests::watching::watch(&mut client, &forked.id, 0)
+        .await
+        .unwrap();
+    let (events, ending) = inquest_tests::watching::collect(stream).await;
+    assert!(ending.is_ok(), "{ending:?}");
+    assert_eq!(
+        inquest_tests::watching::turn_seqs(&events),
+        [1, 2, 3, 4, 5, 6]
+    );
 
     let before = fake.request_count();
     send(&mut client, &forked.id, WHAT_IF).await;
