@@ -41,7 +41,7 @@ pub use resume::{
     MessageCalls, Rebuilt, RecoveryKind, RecoveryPlan, Repair, Restored, ResumeError,
     ResumeRequest, Tail, active_time, fork_cut_calls, fork_turns, is_follow_up, notice_plan,
     plan_recovery, plan_recovery_rebuilt, plan_resume, plan_resume_rebuilt, rebuild_messages,
-    restore, starts_fork_tail,
+    restore,
 };
 pub use seq::{AfterSeq, CursorError, Seq};
 pub use session::{Ending, Event, Refused, SessionStatus};

@@ -148,6 +148,9 @@ async fn fork_session_tx(
         &[id.as_uuid(), req.source.as_uuid(), &req.at_seq.as_i64()],
     )
     .await?;
+    // Only the calls of the copy's last user or assistant turn can be cut
+    // from their results: read from that turn on (a handful of rows, found
+    // by walking the primary key back from the cut), never the whole copy.
     let tail_sql = format!(
         "SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq <= $2 \
          AND seq >= coalesce((SELECT max(seq) FROM turns WHERE session_id = $1 \

@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 
 use super::recovery::{InterruptedCall, classify_tail};
-use crate::{NewTurn, Role, SessionId, SideEffect, Turn};
+use crate::{NewTurn, SessionId, SideEffect, Turn};
 
 /// The content of the error result a fork stores for a call whose result
 /// lies past the cut.
@@ -76,12 +76,6 @@ fn fork_notice_text(source: SessionId, at_seq: u64, cut: &[InterruptedCall]) -> 
     }
     text.push('.');
     text
-}
-
-/// Whether a stored turn's role can start the tail [`fork_cut_calls`]
-/// reads (its last user or assistant turn).
-pub fn starts_fork_tail(role: Role) -> bool {
-    matches!(role, Role::User | Role::Assistant)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ mod validate;
 
 pub use active_time::active_time;
 pub use follow_up::{is_follow_up, notice_plan, plan_resume, plan_resume_rebuilt};
-pub use fork::{FORKED_TOOL_RESULT, fork_cut_calls, fork_turns, starts_fork_tail};
+pub use fork::{FORKED_TOOL_RESULT, fork_cut_calls, fork_turns};
 pub use message::{
     EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,
 };
