@@ -423,6 +423,24 @@ async fn fork_retries_by_key_return_the_same_fork_and_refusals_write_nothing() {
         (sessions, turns_before)
     );
 
+    // With a message: a retry returns the fork and runs no second burst.
+    let running = fork(&mut client, &src, 6, Some(WHAT_IF), "m")
+        .await
+        .unwrap();
+    let (report, _) = finished(&mut client, &running.id, 0).await;
+    let replay = fork(&mut client, &src, 6, Some(WHAT_IF), "m")
+        .await
+        .unwrap();
+    assert_eq!(replay.id, running.id);
+    let again = session(&mut client, &running.id).await;
+    assert_eq!(again.head_seq, replay.head_seq);
+    let latest = crate::agent_support::report(&mut client, &running.id, 0)
+        .await
+        .expect("its report");
+    assert_eq!(latest.burst, report.burst, "one burst for one keyed fork");
+    let sessions = app.count("sessions").await;
+    let turns_before = app.count("turns").await;
+
     // The key with another request: refused, nothing stored.
     for (at, message) in [(5, None), (4, Some("m"))] {
         let e = fork(&mut client, &src, at, message, "k").await.unwrap_err();
