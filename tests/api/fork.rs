@@ -490,3 +490,27 @@ async fn fork_retries_by_key_return_the_same_fork_and_refusals_write_nothing() {
         "{audit:?}"
     );
 }
+
+#[tokio::test]
+async fn concurrent_forks_with_one_key_make_one_fork() {
+    let fake = FakeProvider::start(Flavor::Anthropic).await.unwrap();
+    let entry = provider(&fake, Flavor::Anthropic, "fake");
+    let app = app_with_fake(&fake, |c| c.providers = vec![entry]).await;
+    let mut client = app.client().await;
+    let incident = incident(&mut client).await;
+    let src = seed(&app, incident, &investigation(SessionId::new()))
+        .await
+        .to_string();
+    let sessions = app.count("sessions").await;
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (mut c, src) = (client.clone(), src.clone());
+        calls.spawn(async move { fork(&mut c, &src, 3, None, "race").await });
+    }
+    let mut ids = std::collections::BTreeSet::new();
+    while let Some(done) = calls.join_next().await {
+        ids.insert(done.unwrap().unwrap().id);
+    }
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert_eq!(app.count("sessions").await, sessions + 1);
+}
