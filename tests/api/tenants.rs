@@ -451,6 +451,24 @@ async fn the_running_burst_limit_is_per_tenant_and_refusals_write_nothing() {
     assert_eq!(info.metadata["limit"], "tenants.max_running_bursts");
     assert_eq!(info.metadata["value"], "1");
     assert_eq!(rows(&app).await, before, "a refused start wrote");
+    // A fork that would run a message is a burst too; one without a
+    // message is not, and is made.
+    let fork = |message: Option<&str>| {
+        req(
+            pb::ForkSessionRequest {
+                session_id: first.id.clone(),
+                at_seq: 1,
+                message: message.map(str::to_owned),
+                idempotency_key: String::new(),
+            },
+            &acme,
+        )
+    };
+    let refused = c.fork_session(fork(Some("what if?"))).await.unwrap_err();
+    assert_eq!(reason(&refused), Reason::TenantBurstLimit, "{refused:?}");
+    assert_eq!(rows(&app).await, before, "a refused fork wrote");
+    let idle = c.fork_session(fork(None)).await.unwrap().into_inner();
+    assert_eq!(idle.status(), pb::SessionStatus::Idle);
 
     // Another tenant has its own limit (the default, 3).
     let other = incident(&mut c, &globex, "globex").await;
