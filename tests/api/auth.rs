@@ -112,6 +112,18 @@ async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, S
             Ok(mut stream) => stream.get_mut().message().await.map(drop),
             Err(s) => Err(s),
         },
+        "ForkSession" => c
+            .fork_session(with(
+                pb::ForkSessionRequest {
+                    session_id: UNKNOWN.into(),
+                    at_seq: 1,
+                    message: None,
+                    idempotency_key: String::new(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
         "CancelSession" => c
             .cancel_session(with(
                 pb::CancelSessionRequest {

@@ -963,6 +963,29 @@ async fn hostile_sweep(tenants: bool) {
                 });
                 sweep.check(n, rpc, &req, unary(call).await);
             }
+            "ForkSession" => {
+                let session_id = sweep.id(Pool::Session);
+                let at_seq = sweep.seq();
+                let message = sweep.rng.chance(50).then(|| sweep.text());
+                let idempotency_key = sweep.key();
+                let req = format!(
+                    "session_id={} at_seq={at_seq} message={} idempotency_key={}",
+                    show(&session_id),
+                    message.as_deref().map_or("unset".to_owned(), show),
+                    show(&idempotency_key)
+                );
+                let call = client.fork_session(pb::ForkSessionRequest {
+                    session_id,
+                    at_seq,
+                    message,
+                    idempotency_key,
+                });
+                if let Some(fork) = sweep.check(n, rpc, &req, unary(call).await)
+                    && sweep.started.insert(fork.id.clone())
+                {
+                    sweep.sessions.push(fork.id);
+                }
+            }
             "WatchSession" => {
                 let session_id = sweep.id(Pool::Session);
                 let after_seq = sweep.seq();

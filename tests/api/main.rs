@@ -24,6 +24,7 @@ mod events;
 mod failover_loss;
 mod faults;
 mod faults_support;
+mod fork;
 mod group_commit;
 mod health;
 mod hostile;

@@ -140,6 +140,18 @@ async fn call(c: &mut Client, token: &str, method: &str, id: &str) -> Status {
             Ok(mut stream) => stream.get_mut().message().await.map(drop),
             Err(s) => Err(s),
         },
+        "ForkSession" => c
+            .fork_session(req(
+                pb::ForkSessionRequest {
+                    session_id: id,
+                    at_seq: 1,
+                    message: Some("what if?".into()),
+                    idempotency_key: "f1".into(),
+                },
+                token,
+            ))
+            .await
+            .map(drop),
         "CancelSession" => c
             .cancel_session(req(pb::CancelSessionRequest { session_id: id }, token))
             .await
@@ -288,6 +300,7 @@ async fn another_tenants_ids_answer_exactly_as_unknown_ones_and_write_nothing() 
         "GetSession",
         "ListTurns",
         "SendMessage",
+        "ForkSession",
         "WatchSession",
         "CancelSession",
         "GetReport",
@@ -439,6 +452,24 @@ async fn the_running_burst_limit_is_per_tenant_and_refusals_write_nothing() {
     assert_eq!(info.metadata["limit"], "tenants.max_running_bursts");
     assert_eq!(info.metadata["value"], "1");
     assert_eq!(rows(&app).await, before, "a refused start wrote");
+    // A fork that would run a message is a burst too; one without a
+    // message is not, and is made.
+    let fork = |message: Option<&str>| {
+        req(
+            pb::ForkSessionRequest {
+                session_id: first.id.clone(),
+                at_seq: 1,
+                message: message.map(str::to_owned),
+                idempotency_key: String::new(),
+            },
+            &acme,
+        )
+    };
+    let refused = c.fork_session(fork(Some("what if?"))).await.unwrap_err();
+    assert_eq!(reason(&refused), Reason::TenantBurstLimit, "{refused:?}");
+    assert_eq!(rows(&app).await, before, "a refused fork wrote");
+    let idle = c.fork_session(fork(None)).await.unwrap().into_inner();
+    assert_eq!(idle.status(), pb::SessionStatus::Idle);
 
     // Another tenant has its own limit (the default, 3).
     let other = incident(&mut c, &globex, "globex").await;

@@ -191,6 +191,20 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20000)]
         backlog: usize,
     },
+    /// ForkSession of a long session at its head, beside a plain
+    /// INSERT…SELECT of the same rows (see `bench_fork.rs`).
+    Fork {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Stored turns of the session forked.
+        #[arg(long, default_value_t = 100_000)]
+        turns: i64,
+        /// Measured forks (after one warm-up).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
     /// From SendMessage with if_running = INTERRUPT to the running burst
     /// stopped, on the replica holding it and on another (see
     /// `bench_interrupt.rs`).
@@ -463,6 +477,17 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 backlog,
             })
             .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Fork {
+            database_url,
+            turns,
+            runs,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result =
+                crate::bench_fork::run(crate::bench_fork::ForkBench { url, turns, runs }).await;
             release(embedded).await?;
             result
         }

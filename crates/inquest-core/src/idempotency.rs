@@ -39,6 +39,20 @@ impl RequestFingerprint {
         Self::of("inquest.v1.SendMessage/1", &[message.as_str().as_bytes()])
     }
 
+    /// `ForkSession`: the seq it forks at and the first message, if any
+    /// (the source session is the key's scope). No message and an empty
+    /// one cannot both reach here: an empty message is refused.
+    pub fn fork_session(at_seq: u64, message: Option<&UserMessage>) -> Self {
+        let at = at_seq.to_be_bytes();
+        match message {
+            Some(m) => Self::of(
+                "inquest.v1.ForkSession/1",
+                &[&at, b"message", m.as_str().as_bytes()],
+            ),
+            None => Self::of("inquest.v1.ForkSession/1", &[&at, b"none"]),
+        }
+    }
+
     /// `DecideToolCalls`: each decision (call id, approve?, comment) in
     /// the order sent (the session is the key's scope).
     pub fn decide_tool_calls<'a>(

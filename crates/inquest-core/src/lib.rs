@@ -37,10 +37,11 @@ pub use idempotency::RequestFingerprint;
 pub use ids::{IdError, IncidentId, SessionId};
 pub use input::{IdempotencyKey, IncidentText, InputError, Limits, UserMessage};
 pub use resume::{
-    AuditCounters, CallArguments, InterruptedCall, Message, MessageCall, MessageCalls, Rebuilt,
-    RecoveryKind, RecoveryPlan, Repair, Restored, ResumeError, ResumeRequest, Tail, active_time,
-    is_follow_up, notice_plan, plan_recovery, plan_recovery_rebuilt, plan_resume,
-    plan_resume_rebuilt, rebuild_messages, restore,
+    AuditCounters, CallArguments, FORKED_TOOL_RESULT, InterruptedCall, Message, MessageCall,
+    MessageCalls, Rebuilt, RecoveryKind, RecoveryPlan, Repair, Restored, ResumeError,
+    ResumeRequest, Tail, active_time, fork_cut_calls, fork_turns, is_follow_up, notice_plan,
+    plan_recovery, plan_recovery_rebuilt, plan_resume, plan_resume_rebuilt, rebuild_messages,
+    restore,
 };
 pub use seq::{AfterSeq, CursorError, Seq};
 pub use session::{Ending, Event, Refused, SessionStatus};

@@ -137,6 +137,24 @@ impl TurnLog {
         Ok(started)
     }
 
+    /// Forks a session (`Store::fork_session`) and publishes the turns the
+    /// fork stored after its copy, so a watcher of the fork that subscribed
+    /// early still sees them live (the copied turns it drains).
+    pub async fn fork_session(
+        &self,
+        tenant: &Tenant,
+        quota: TenantQuota,
+        req: inquest_store::ForkRequest,
+    ) -> Result<inquest_store::ForkOutcome, StoreError> {
+        let outcome = self.store.fork_session(tenant, quota, req).await?;
+        if let inquest_store::ForkOutcome::Forked(forked) = &outcome {
+            for turn in &forked.new_turns {
+                self.live.publish_committed(turn.clone());
+            }
+        }
+        Ok(outcome)
+    }
+
     /// Publishes the opening turn of a session another path of the store
     /// committed (a scheduled tick's), as [`Self::start_session`] does for
     /// its own.

@@ -113,7 +113,8 @@ reasons! {
     /// cancelled by another call): `status`.
     SessionStateChanged => "SESSION_STATE_CHANGED",
     /// OUT_OF_RANGE: the watch cursor is beyond the head: `head_seq`,
-    /// `after_seq` (the cursor sent).
+    /// `after_seq` (the cursor sent); or a fork's `at_seq` is: `head_seq`
+    /// only.
     CursorBeyondHead => "CURSOR_BEYOND_HEAD",
     /// ABORTED: the watcher fell behind the live stream; reconnect with
     /// `after_seq` (`head_seq` too).

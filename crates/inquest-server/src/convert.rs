@@ -111,6 +111,11 @@ pub fn session(s: SessionRow) -> pb::Session {
         cost_unknown_turns: count(s.cost.unknown_calls),
         // Filled by the calls that show them (GetSession, DecideToolCalls).
         approvals: Vec::new(),
+        forked_from_session_id: s
+            .forked_from
+            .map(|(parent, _)| parent.to_string())
+            .unwrap_or_default(),
+        forked_at_seq: s.forked_from.map_or(0, |(_, at)| at.as_i64()),
     }
 }
 

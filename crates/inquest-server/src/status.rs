@@ -41,6 +41,9 @@ pub enum ApiError {
     /// A watch cursor beyond the session's newest turn.
     #[error("after_seq {after} is beyond the session's head seq {head}")]
     OutOfRange { after: u64, head: u64 },
+    /// A fork's `at_seq` beyond its source's newest turn.
+    #[error("at_seq {at} is beyond the session's head seq {head}")]
+    ForkBeyondHead { at: u64, head: u64 },
     /// A cap is reached (`limit` names its config key); retrying after
     /// `retry_after` may succeed.
     #[error("{what} ({limit} = {value}); retry later")]
@@ -167,6 +170,15 @@ impl From<ApiError> for Status {
                     trailers,
                 )
             }
+            ApiError::ForkBeyondHead { at, head } => reason::status(
+                Code::OutOfRange,
+                Reason::CursorBeyondHead,
+                format!(
+                    "at_seq {at} is beyond the session's head seq {head}; fork with \
+                     1 <= at_seq <= {head}"
+                ),
+                vec![(key::HEAD_SEQ, head.to_string())],
+            ),
             ApiError::OutOfRange { after, head } => {
                 let mut trailers = tonic::metadata::MetadataMap::new();
                 trailers.insert(

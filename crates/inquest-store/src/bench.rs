@@ -45,6 +45,34 @@ impl Store {
         .await
     }
 
+    /// The plain copy a fork is compared against: turns `1..=at` of
+    /// `source` into the scratch table under the new session id `into`,
+    /// one `INSERT ... SELECT` and nothing else (no session row, no
+    /// counters, no notice). Returns the rows copied.
+    pub async fn copy_into_ceiling(
+        &self,
+        source: inquest_core::SessionId,
+        into: Uuid,
+        at: i64,
+    ) -> Result<u64, StoreError> {
+        self.run("bench_copy_ceiling", async |c| {
+            Ok(c.execute(
+                "INSERT INTO bench_ceiling (session_id, seq, role, content, tool_calls, \
+                     tool_call_id, tool_name, is_error, input_tokens, output_tokens, escaped, \
+                     recovery_plan, cache_read_input_tokens, cache_creation_input_tokens, \
+                     cost_nano_usd, created_at) \
+                 SELECT $1, seq, role, content, tool_calls, tool_call_id, tool_name, is_error, \
+                     input_tokens, output_tokens, escaped, recovery_plan, \
+                     cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, \
+                     created_at \
+                 FROM turns WHERE session_id = $2 AND seq <= $3",
+                &[&into, source.as_uuid(), &at],
+            )
+            .await?)
+        })
+        .await
+    }
+
     pub async fn drop_ceiling_table(&self) -> Result<(), StoreError> {
         self.run("bench_drop_ceiling", async |c| {
             c.batch_execute("DROP TABLE IF EXISTS bench_ceiling")

@@ -46,6 +46,10 @@ pub struct SessionRow {
     pub trace_id: Option<String>,
     /// Whose session it is: the tenant its policy and limits come from.
     pub tenant: inquest_core::Tenant,
+    /// A fork's parent session and the seq it was forked at: its turns
+    /// `1..=at` are copies of the parent's (migration V32). `None` for a
+    /// session that is no fork.
+    pub forked_from: Option<(SessionId, Seq)>,
 }
 
 impl SessionRow {
@@ -70,7 +74,7 @@ pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, 
      last_recovery_plan, \
      lease_owner, lease_expires_at, lease_epoch, recovery_plan_escaped, trace_id, \
      cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, cost_unknown_turns, \
-     tenant";
+     tenant, forked_from, forked_at_seq";
 
 pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
     let head: i64 = get(row, 4)?;
@@ -105,6 +109,13 @@ pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
             let tenant: String = get(row, 21)?;
             inquest_core::Tenant::parse(&tenant)
                 .map_err(|e| StoreError::Corrupt(format!("session tenant {tenant:?}: {e}")))?
+        },
+        forked_from: match (
+            get::<Option<uuid::Uuid>>(row, 22)?,
+            get::<Option<i64>>(row, 23)?,
+        ) {
+            (Some(parent), Some(at)) => Some((SessionId::from_uuid(parent), crate::rows::seq(at)?)),
+            _ => None,
         },
     })
 }

@@ -476,6 +476,12 @@ fn print_session(s: &pb::Session) {
     if !s.trace_id.is_empty() {
         println!("  trace: {}", s.trace_id);
     }
+    if !s.forked_from_session_id.is_empty() {
+        println!(
+            "  forked from: session {} at seq {}",
+            s.forked_from_session_id, s.forked_at_seq
+        );
+    }
     if let Some(plan) = &s.last_recovery_plan {
         println!(
             "  last recovery plan: {}{}",

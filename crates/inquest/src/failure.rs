@@ -20,9 +20,11 @@ pub fn status_error(e: tonic::Status) -> anyhow::Error {
         Reason::AwaitingConfirmation => {
             "\nhint: review its recovery plan (`inquest session get SESSION`), then `inquest session continue SESSION` or `inquest session cancel SESSION`".to_owned()
         }
-        Reason::CursorBeyondHead => match r.number(key::HEAD_SEQ) {
-            Some(head) => format!("\nhint: use --after-seq {head} or lower"),
-            None => String::new(),
+        // A watch's cursor names `after_seq`; a fork's at_seq does not.
+        Reason::CursorBeyondHead => match (r.number(key::HEAD_SEQ), r.number(key::AFTER_SEQ)) {
+            (Some(head), Some(_)) => format!("\nhint: use --after-seq {head} or lower"),
+            (Some(head), None) => format!("\nhint: fork with --at {head} or lower"),
+            (None, _) => String::new(),
         },
         Reason::Unauthenticated => {
             "\nhint: pass an API token with --token or INQUEST_TOKEN (`inquest token create` makes one)".to_owned()
@@ -166,10 +168,22 @@ mod tests {
             Code::OutOfRange,
             Reason::CursorBeyondHead,
             "beyond",
-            vec![(key::HEAD_SEQ, "4".into())],
+            vec![(key::HEAD_SEQ, "4".into()), (key::AFTER_SEQ, "7".into())],
         );
         assert!(!should_reconnect(&beyond));
         assert!(status_error(beyond).to_string().contains("--after-seq 4"));
+        // A fork's at_seq beyond the head names no cursor.
+        let fork_beyond = reason::status(
+            Code::OutOfRange,
+            Reason::CursorBeyondHead,
+            "beyond",
+            vec![(key::HEAD_SEQ, "4".into())],
+        );
+        assert!(
+            status_error(fork_beyond)
+                .to_string()
+                .contains("--at 4 or lower")
+        );
         let not_found = reason::status(Code::NotFound, Reason::SessionNotFound, "no", vec![]);
         assert!(!should_reconnect(&not_found));
         // A transport failure has no details: its code decides.

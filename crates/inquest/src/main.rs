@@ -9,6 +9,7 @@
 mod approve;
 mod client;
 mod failure;
+mod fork;
 mod investigate;
 mod retry;
 mod schedules;
@@ -133,6 +134,10 @@ enum Command {
     Watch(watch::WatchArgs),
     /// Send a follow-up message to a session, then watch its new burst.
     Send(watch::SendArgs),
+    /// Fork a session at a turn: a new session of the same incident whose
+    /// history is the source's turns up to `--at`, then run the message
+    /// (if any) in it and watch that burst. Prints the new session's id.
+    Fork(fork::ForkArgs),
     /// Approve tool calls held for approval (all pending ones when no call
     /// is named): each runs once, then the model goes on.
     Approve(approve::DecideArgs),
@@ -269,6 +274,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => investigate::report(args).await,
         Command::Watch(args) => watch::watch(args).await,
         Command::Send(args) => watch::send(args).await,
+        Command::Fork(args) => fork::fork(args).await,
         Command::Approve(args) => approve::decide(args, pb::ToolCallVerdict::Approve).await,
         Command::Deny(args) => approve::decide(args, pb::ToolCallVerdict::Deny).await,
         Command::Webhook { command, target } => webhooks::run(target, command).await,

@@ -336,6 +336,65 @@ async fn every_readme_command_runs_as_documented() {
         run.stderr
     );
 
+    // fork: a new session from the first turns; with a message it runs
+    // and is followed; the same key, the same fork.
+    let f = inquest(
+        &["fork", &session, "--at", "2", "--idempotency-key", "F-1"],
+        &env,
+    )
+    .await
+    .ok("fork");
+    let forked = f
+        .stdout
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        f.stdout
+            .starts_with(&format!("forked session {session} at seq 2 into session ")),
+        "{}",
+        f.stdout
+    );
+    let again = inquest(
+        &["fork", &session, "--at", "2", "--idempotency-key", "F-1"],
+        &env,
+    )
+    .await
+    .ok("fork again");
+    assert!(again.stdout.trim().ends_with(&forked), "{}", again.stdout);
+    let f = inquest(
+        &["fork", &session, "--at", "1", "What about the cache?"],
+        &env,
+    )
+    .await
+    .ok("fork with a message");
+    assert!(f.stdout.contains("notice"), "{}", f.stdout);
+    assert!(
+        f.stdout.contains("user      What about the cache?"),
+        "{}",
+        f.stdout
+    );
+    assert!(f.stdout.contains("-- session "), "{}", f.stdout);
+    let f = inquest(&["fork", &session, "--at", "999"], &env)
+        .await
+        .failed("fork beyond the head");
+    assert!(
+        f.stderr.contains("beyond the session's head"),
+        "{}",
+        f.stderr
+    );
+    assert!(
+        f.stderr.contains("fork with --at 13 or lower"),
+        "{}",
+        f.stderr
+    );
+    let get = inquest(&["session", "get", &forked], &env)
+        .await
+        .ok("session get of a fork");
+    assert!(get.stdout.contains(&session), "{}", get.stdout);
+
     // watch --follow of the idle session ends when it is cancelled.
     let follower = tokio::process::Command::new(env!("CARGO_BIN_EXE_inquest"))
         .args(["watch", "--follow", &session])

@@ -6,6 +6,8 @@
 //! - [`active_time`]: working time summed over bursts.
 //! - [`plan_recovery`]: classification, repairs and notice for a session
 //!   whose worker died.
+//! - [`fork_cut_calls`], [`fork_turns`]: what a fork stores after the
+//!   turns it copies, so its history stays provider-valid.
 //! - [`plan_resume`]: the plan a resume acts on (follow-up aware), and
 //!   [`notice_plan`], the plan as the notice turn recording it carries it;
 //!   [`plan_resume_rebuilt`] also hands back the transcript the plan was
@@ -16,6 +18,7 @@
 mod active_time;
 mod call_index;
 mod follow_up;
+mod fork;
 mod id_hash;
 mod message;
 mod message_calls;
@@ -26,6 +29,7 @@ mod validate;
 
 pub use active_time::active_time;
 pub use follow_up::{is_follow_up, notice_plan, plan_resume, plan_resume_rebuilt};
+pub use fork::{FORKED_TOOL_RESULT, fork_cut_calls, fork_turns};
 pub use message::{
     EMPTY_USER_MESSAGE, INTERRUPTED_TOOL_RESULT, MISSING_OPENING_MESSAGE, Message, Repair,
 };

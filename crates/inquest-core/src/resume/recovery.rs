@@ -344,7 +344,7 @@ fn scan_exact(visible: &[&Turn]) -> (bool, Vec<bool>) {
     (degraded, fresh)
 }
 
-fn classify_tail(
+pub(super) fn classify_tail(
     visible: &[&Turn],
     fresh: &[bool],
     classes: &impl ToolClasses,

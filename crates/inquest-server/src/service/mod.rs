@@ -25,6 +25,7 @@ mod admin;
 mod approvals;
 pub mod audit;
 mod events;
+mod forks;
 mod incidents;
 mod messages;
 pub mod pages;
@@ -323,6 +324,27 @@ impl Investigations for InvestigationsService {
         let outcome = self.do_send_message(&caller, request).await;
         self.audit
             .record(&caller, "SendMessage", ids, &outcome, |_, _| {})
+            .await;
+        outcome
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id, at_seq = request.get_ref().at_seq))]
+    async fn fork_session(
+        &self,
+        request: Request<pb::ForkSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let ids = AuditIds {
+            session: SessionId::parse(&req.session_id).ok(),
+            ..AuditIds::default()
+        };
+        let outcome = self.do_fork_session(&caller, req).await;
+        self.audit
+            .record(&caller, "ForkSession", ids, &outcome, |r, ids| {
+                ids.incident = IncidentId::parse(&r.incident_id).ok();
+                ids.detail = Some(format!("forked into {} at seq {}", r.id, r.forked_at_seq));
+            })
             .await;
         outcome
     }
