@@ -148,7 +148,10 @@ async fn measure(
     // Warm-up: the first group also opens the pools.
     fake.reply(FakeReply::text("Checked."))
         .reply(FakeReply::text("Checked."));
-    anyhow::ensure!(conn.post(&payload("warm-up")).await? == 200, "warm-up refused");
+    anyhow::ensure!(
+        conn.post(&payload("warm-up")).await? == 200,
+        "warm-up refused"
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let mut firsts = Vec::with_capacity(bench.samples);
@@ -185,7 +188,10 @@ async fn measure(
     let repeated = payload("repeated");
     fake.reply(FakeReply::text("Checked."))
         .reply(FakeReply::text("Checked."));
-    anyhow::ensure!(conn.post(&repeated).await? == 200, "first of the repeated group refused");
+    anyhow::ensure!(
+        conn.post(&repeated).await? == 200,
+        "first of the repeated group refused"
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     let tables = ["turns", "incidents", "alert_events", "sessions"];
     let mut before = Vec::new();
