@@ -25,6 +25,7 @@ fn trigger() -> Trigger {
         matches: [("severity".to_owned(), "critical".to_owned())].into(),
         match_re: Default::default(),
         prompt: "Investigate {{label.alertname}}: {{annotation.summary}}\n{{alerts}}".into(),
+        on_resolved: Default::default(),
     }
 }
 
@@ -1133,4 +1134,80 @@ async fn a_waiting_change_survives_a_restart_and_is_sent_after_the_recovered_bur
     assert!(users[1].contains("instance=b:1"), "{}", users[1]);
     app.stop().await.unwrap();
     drop(db);
+}
+
+/// A trigger with `on_resolved = "follow_up"`: when every alert of the
+/// group resolves, its session gets the notice and a follow-up message
+/// saying so, which opens a burst (the default only leaves the notice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_that_asks_for_it_follows_up_on_resolution() {
+    use crate::agent_support::provider;
+    use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    for i in 0..6 {
+        fake.reply(FakeReply::text(&format!("S{i}")));
+    }
+    let entry = provider(&fake, Flavor::OpenAi, "fake");
+    let app = spawn_with_auth(|c| {
+        c.providers = vec![entry];
+        c.alerts.triggers = vec![Trigger {
+            on_resolved: inquest_server::alerts::config::OnResolved::FollowUp,
+            ..trigger()
+        }];
+    })
+    .await;
+    let operator = token(&app, "acme", Role::Operator).await;
+    let am = Alertmanager::start(&app, &operator).await;
+    let settled = [pb::SessionStatus::Idle, pb::SessionStatus::Completed];
+    am.post(json!([alert("HighLatency", "a:1", "critical", false)]))
+        .await;
+    until("the trigger's session", async || {
+        app.count("sessions").await == 1
+    })
+    .await;
+    let incident = incidents(&app, &operator).await.remove(0).id;
+    let session = sessions_of(&app, &operator, &incident).await.remove(0).id;
+    until("the first burst ends", async || {
+        settled.contains(&status_of(&app, &operator, &session).await)
+    })
+    .await;
+    let requests = fake.request_count();
+    am.post(json!([alert("HighLatency", "a:1", "critical", true)]))
+        .await;
+    until("the resolution's follow-up", async || {
+        of_role(
+            &turns_of(&app, &operator, &session).await,
+            pb::TurnRole::User,
+        )
+        .len()
+            == 2
+    })
+    .await;
+    let turns = turns_of(&app, &operator, &session).await;
+    let notices = of_role(&turns, pb::TurnRole::Notice);
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(
+        notices[0].contains("the trigger asks for a follow-up"),
+        "{}",
+        notices[0]
+    );
+    let users = of_role(&turns, pb::TurnRole::User);
+    assert!(
+        users[1].starts_with("The alert group changed: 0 alert(s) firing anew, 1 resolved."),
+        "{}",
+        users[1]
+    );
+    until("the follow-up's burst ran", async || {
+        fake.request_count() > requests
+            && settled.contains(&status_of(&app, &operator, &session).await)
+    })
+    .await;
+    assert!(
+        origin(&app, &operator, &incident)
+            .await
+            .resolved_at
+            .is_some()
+    );
+    drop(am);
+    app.stop().await.unwrap();
 }

@@ -71,6 +71,9 @@ pub struct AlertNotification {
     pub incident: IncidentText,
     /// The matching trigger's rendered prompt, if one matched.
     pub prompt: Option<String>,
+    /// The group's trigger asks for a follow-up (a burst) when every alert
+    /// resolves, not only a notice.
+    pub follow_up_on_resolved: bool,
     /// Distinct fingerprints (the edge drops repeats).
     pub alerts: Vec<AlertSeen>,
     /// How a change becomes a follow-up on the group's session.
@@ -445,6 +448,7 @@ async fn record_alerts_tx(
     let changed = changes.len();
     let (fired, resolved): (Vec<_>, Vec<_>) = changes.into_iter().partition(|(_, f)| *f);
     let (mut resolved_at, mut notice) = (None, None);
+    let mut follow_up_resolution = false;
     if changed > 0 {
         // Resolved when no alert of the group fires any more; an alert
         // firing again reopens it. Only the transition writes.
@@ -472,11 +476,20 @@ async fn record_alerts_tx(
         if let Some(Some(at)) = moved {
             resolved_at = Some(at);
             if let Some(session) = started {
-                let text = format!(
-                    "Every alert of the group has resolved ({} resolved by this notification); \
-                     no new investigation was started.",
-                    resolved.len()
-                );
+                follow_up_resolution = n.follow_up_on_resolved;
+                let text = if follow_up_resolution {
+                    format!(
+                        "Every alert of the group has resolved ({} resolved by this \
+                         notification); the trigger asks for a follow-up to confirm it.",
+                        resolved.len()
+                    )
+                } else {
+                    format!(
+                        "Every alert of the group has resolved ({} resolved by this \
+                         notification); no new investigation was started.",
+                        resolved.len()
+                    )
+                };
                 notice = Some(
                     crate::turns::insert_turn(
                         &tx,
@@ -512,7 +525,7 @@ async fn record_alerts_tx(
         prompt = Some(p.clone());
     }
     let mut pending = waiting;
-    if started.is_some() && !fired.is_empty() {
+    if started.is_some() && (!fired.is_empty() || follow_up_resolution) {
         let f: Vec<String> = fired.iter().map(|(f, _)| f.clone()).collect();
         let r: Vec<String> = resolved.iter().map(|(f, _)| f.clone()).collect();
         let (message, key) = (n.follow_up)(&f, &r, pending.as_ref().map(|(m, _)| m.as_str()));

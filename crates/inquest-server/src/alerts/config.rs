@@ -64,6 +64,22 @@ pub struct Trigger {
     pub match_re: BTreeMap<String, String>,
     /// The session's opening message (see the module docs).
     pub prompt: String,
+    /// When every alert of the group resolves: `notice` (the default) or
+    /// `follow_up`, which also sends the session a message saying so, so
+    /// a burst confirms the recovery.
+    #[serde(default)]
+    pub on_resolved: OnResolved,
+}
+
+/// What a trigger's session gets when its group resolves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnResolved {
+    /// A notice and `resolved_at`; no burst.
+    #[default]
+    Notice,
+    /// The notice, and a follow-up message that opens a burst.
+    FollowUp,
 }
 
 /// A part of a prompt template.

@@ -339,6 +339,8 @@ impl Alerts {
         })?;
         let prompt = render::matching(&self.triggers, n)
             .map(|t| render::prompt(t, n, self.limits.max_message_bytes));
+        let follow_up_on_resolved = render::matching_any(&self.triggers, n)
+            .is_some_and(|t| t.on_resolved == config::OnResolved::FollowUp);
         Ok(AlertNotification {
             group_key: n.group_key.clone(),
             source: "alertmanager",
@@ -346,6 +348,7 @@ impl Alerts {
             external_url: render::fit(&n.external_url, render::MAX_VALUE_BYTES, "external URL"),
             incident,
             prompt,
+            follow_up_on_resolved,
             alerts: n
                 .alerts
                 .iter()

@@ -191,6 +191,15 @@ pub fn matching<'t>(triggers: &'t [Matcher], n: &Notification) -> Option<&'t Tri
         .map(|m| &m.trigger)
 }
 
+/// The first trigger matching any alert of `n`, firing or resolved: the
+/// group's trigger, also for a notification that resolves it.
+pub fn matching_any<'t>(triggers: &'t [Matcher], n: &Notification) -> Option<&'t Trigger> {
+    triggers
+        .iter()
+        .find(|m| n.alerts.iter().any(|a| m.matches(&a.labels)))
+        .map(|m| &m.trigger)
+}
+
 /// `trigger`'s prompt for `n`, at most `limit` bytes.
 pub fn prompt(trigger: &Trigger, n: &Notification, limit: usize) -> String {
     // Validated at startup; an unparsable one (never) gives its text as is.
@@ -248,6 +257,7 @@ mod tests {
             matches: [("severity".into(), "critical".into())].into(),
             match_re: Default::default(),
             prompt: "Look at {{label.alertname}} on {{label.instance}} ({{annotation.summary}}) {{external_url}}\n{{alerts}}{{label.none}}".into(),
+            on_resolved: Default::default(),
         };
         let section = |t: &Trigger| super::super::config::AlertsSection {
             triggers: vec![t.clone()],
@@ -281,6 +291,7 @@ mod tests {
             matches: [("severity".into(), "critical".into())].into(),
             match_re: Default::default(),
             prompt: " {{label.absent}} ".into(),
+            on_resolved: Default::default(),
         };
         assert!(prompt(&t, &n, 10_000).starts_with("<alerts>\n- [firing]"));
     }
