@@ -160,6 +160,17 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 60)]
         samples: usize,
     },
+    /// From the end of a burst with a message queued behind it to that
+    /// message's first model request (see `bench_queue.rs`).
+    Queue {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Sessions timed.
+        #[arg(long, default_value_t = 50)]
+        samples: usize,
+    },
     /// Alertmanager notifications: a new group to its first model request,
     /// and one group's repeats deduplicated (see `bench_alerts.rs`).
     Alerts {
@@ -445,6 +456,16 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             let result =
                 crate::bench_approval::run(crate::bench_approval::ApprovalBench { url, samples })
                     .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Queue {
+            database_url,
+            samples,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result =
+                crate::bench_queue::run(crate::bench_queue::QueueBench { url, samples }).await;
             release(embedded).await?;
             result
         }

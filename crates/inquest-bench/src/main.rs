@@ -15,6 +15,7 @@ mod bench_interrupt;
 mod bench_loop;
 mod bench_overload;
 mod bench_peer;
+mod bench_queue;
 mod bench_replicas;
 mod bench_resume;
 mod bench_stream;
