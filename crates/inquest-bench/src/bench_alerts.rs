@@ -10,6 +10,10 @@
 //!   keep-alive connections at once for some seconds (what Alertmanager's
 //!   retries and `repeat_interval` send): answered notifications/s, and
 //!   the turns, incidents and alert events written meanwhile (none may be).
+//! - A storm: 1,000 distinct groups as fast as 8 connections send them, on
+//!   a second replica with the default `max_started_per_hour` (60): how
+//!   many sessions start, and a person's ListIncidents latency on the
+//!   first replica during the storm against before it.
 
 use std::{
     sync::{
@@ -54,9 +58,107 @@ pub async fn run(bench: AlertsBench) -> anyhow::Result<()> {
         ),
     )?;
     let replica = Replica::start(&bench.url, &config, "bench-alerts", None).await?;
-    let result = measure(&bench, &replica, &fake).await;
+    // The same setup with the storm cap at its default, for the storm,
+    // which runs first: the cap counts the last hour's starts, and the
+    // timed groups below start many.
+    let capped = dir.join("capped.toml");
+    let text = std::fs::read_to_string(&config)?
+        .replace("max_started_per_hour = 100000", "max_started_per_hour = 60");
+    std::fs::write(&capped, text)?;
+    let second = Replica::start(&bench.url, &capped, "bench-alerts-storm", None).await?;
+    let result = storm(&bench.url, &replica, &second, &fake).await;
+    second.stop()?;
+    let result = match result {
+        Ok(()) => measure(&bench, &replica, &fake).await,
+        Err(e) => Err(e),
+    };
     replica.stop()?;
     result
+}
+
+/// ListIncidents from a person's client, timed, `n` times 10 ms apart.
+async fn person(endpoint: &str, n: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut client = inquest_proto::v1::investigations_client::InvestigationsClient::connect(
+        endpoint.to_owned(),
+    )
+    .await?;
+    let mut took = Vec::with_capacity(n);
+    for _ in 0..n {
+        let started = Instant::now();
+        client
+            .list_incidents(inquest_proto::v1::ListIncidentsRequest {
+                page_size: 20,
+                ..Default::default()
+            })
+            .await?;
+        took.push(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    took.sort();
+    Ok(took)
+}
+
+async fn storm(
+    url: &str,
+    person_side: &Replica,
+    storm_side: &Replica,
+    fake: &FakeProvider,
+) -> anyhow::Result<()> {
+    const GROUPS: usize = 1000;
+    const SENDERS: usize = 8;
+    let (db, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    let connection = tokio::spawn(connection);
+    for _ in 0..200 {
+        fake.reply(FakeReply::text("Checked."));
+    }
+    let quiet = person(&person_side.endpoint, 200).await?;
+    let sessions_before = count(&db, "sessions").await?;
+    let incidents_before = count(&db, "incidents").await?;
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut senders = Vec::new();
+    for _ in 0..SENDERS {
+        let (next, endpoint) = (next.clone(), storm_side.endpoint.clone());
+        senders.push(tokio::spawn(async move {
+            let mut conn = Conn::open(&endpoint).await?;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= GROUPS as u64 {
+                    return anyhow::Ok(());
+                }
+                let status = conn.post(&payload(&format!("storm-{i}"))).await?;
+                anyhow::ensure!(status == 200, "storm notification {i} answered {status}");
+            }
+        }));
+    }
+    let during = person(&person_side.endpoint, 200);
+    let (during, sent) = tokio::join!(during, async {
+        for s in senders {
+            s.await??;
+        }
+        anyhow::Ok(started.elapsed())
+    });
+    let (during, sent) = (during?, sent?);
+    let sessions = count(&db, "sessions").await? - sessions_before;
+    let incidents = count(&db, "incidents").await? - incidents_before;
+    println!(
+        "storm: {GROUPS} new groups from {SENDERS} connections in {:.1} s ({:.0}/s): {incidents} incidents, \
+         {sessions} sessions started (cap 60 per hour); a person's ListIncidents p50 {:.1} ms, p99 {:.1} ms \
+         during it against {:.1} ms, {:.1} ms before (p99 ratio {:.2})",
+        sent.as_secs_f64(),
+        GROUPS as f64 / sent.as_secs_f64(),
+        ms(pick(&during, 0.5)),
+        ms(pick(&during, 0.99)),
+        ms(pick(&quiet, 0.5)),
+        ms(pick(&quiet, 0.99)),
+        ms(pick(&during, 0.99)) / ms(pick(&quiet, 0.99)).max(0.001),
+    );
+    // The started sessions' bursts end before the timed phase counts
+    // model requests.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    drop(db);
+    connection.abort();
+    Ok(())
 }
 
 fn payload(group: &str) -> String {
