@@ -433,7 +433,9 @@
       lastRecoveryPlan: null,
       costUsd: 0,
       costComplete: false,
-      approvals: []
+      approvals: [],
+      forkedFromSessionId: "",
+      forkedAtSeq: 0
     };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.id = str(f);
@@ -451,6 +453,8 @@
       else if (n === 19) m.costUsd = double(f);
       else if (n === 20) m.costComplete = bool(f);
       else if (n === 22) m.approvals.push(decodeApproval(sub(f)));
+      else if (n === 23) m.forkedFromSessionId = str(f);
+      else if (n === 24) m.forkedAtSeq = num(f);
     }
     return m;
   }
@@ -532,6 +536,14 @@
         event = { kind: "text_delta", delta: d2 };
       } else if (n === 6) {
         event = { kind: "approval_requested", approval: decodeApproval(body) };
+      } else if (n === 7) {
+        const q = { sessionId: "", text: "", position: 0 };
+        for (const [k, g] of fields(body)) {
+          if (k === 1) q.sessionId = str(g);
+          else if (k === 2) q.text = str(g);
+          else if (k === 3) q.position = num(g);
+        }
+        event = { kind: "message_queued", queued: q };
       }
     }
     return event;
@@ -587,10 +599,20 @@
     return { items, next };
   }
   function decodeSendMessage(buf) {
-    let seq = 0;
-    for (const [n, f] of fields(buf)) if (n === 1) seq = num(f);
-    return seq;
+    const m = { seq: 0, queued: false, queuePosition: 0 };
+    for (const [n, f] of fields(buf)) {
+      if (n === 1) m.seq = num(f);
+      else if (n === 2) m.queued = bool(f);
+      else if (n === 3) m.queuePosition = num(f);
+    }
+    return m;
   }
+  var IfRunning = {
+    UNSPECIFIED: 0,
+    REJECT: 1,
+    ENQUEUE: 2,
+    INTERRUPT: 3
+  };
   var encode = {
     createIncident: (title, description) => new Writer().string(1, title).string(2, description).finish(),
     listIncidents: (pageSize, pageToken) => new Writer().uint(1, pageSize).string(2, pageToken).finish(),
@@ -599,7 +621,9 @@
     incidentId: (incidentId) => new Writer().string(1, incidentId).finish(),
     listSessions: (incidentId, pageSize, pageToken, statuses = []) => new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
     listTurns: (sessionId, afterSeq, limit) => new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
-    sendMessage: (sessionId, message, idempotencyKey) => new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).finish(),
+    sendMessage: (sessionId, message, idempotencyKey, ifRunning = 0) => new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).uint(4, ifRunning).finish(),
+    /** ForkSession; an empty `message` leaves it unset (the fork stays idle). */
+    forkSession: (sessionId, atSeq, message, idempotencyKey) => new Writer().string(1, sessionId).uint(2, atSeq).string(3, message).string(4, idempotencyKey).finish(),
     watchSession: (sessionId, afterSeq) => new Writer().string(1, sessionId).uint(2, afterSeq).finish(),
     getReport: (sessionId, burst) => new Writer().string(1, sessionId).uint(2, burst).finish(),
     decideToolCalls: (sessionId, decisions, idempotencyKey) => {
@@ -4993,6 +5017,13 @@ Please report this to https://github.com/markedjs/marked.`, e) {
        * arrives late never overwrites a newer one. */
       __publicField(this, "reads", 0);
       __publicField(this, "shown", 0);
+      /**
+       * Messages queued behind the running burst, in queue order, until each
+       * opens a burst and arrives as a user turn. Learnt from SendMessage's
+       * answer and from the watch's MessageQueued events (live only: a page
+       * opened later sees them once they are turns).
+       */
+      __publicField(this, "queued", []);
       __publicField(this, "approvalsShown", "");
       __publicField(this, "cardHost", {
         decided: (s) => this.decided(s),
@@ -5012,6 +5043,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       $2("approval-list").replaceChildren();
       show($2("approvals"), false);
       show($2("report"), false);
+      show($2("lineage"), false);
+      closeForkForm();
+      this.renderQueued();
       this.renderStreaming();
       this.setWatchState("connecting");
       await this.refresh();
@@ -5070,6 +5104,44 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       confirmWhy.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? holdWhy(s) : "";
       show(confirmWhy, confirmWhy.textContent !== "");
       $2("follow-up-send").disabled = s.status === SessionStatus.CANCELLED;
+      if (s.forkedFromSessionId) {
+        const link = $2("lineage-link");
+        link.href = `#/session/${s.forkedFromSessionId}/turn/${s.forkedAtSeq}`;
+        link.textContent = `session ${s.forkedFromSessionId} at turn #${s.forkedAtSeq}`;
+        $2("lineage").dataset.parent = s.forkedFromSessionId;
+        $2("lineage").dataset.atSeq = String(s.forkedAtSeq);
+      }
+      show($2("lineage"), s.forkedFromSessionId !== "");
+      if (s.status === SessionStatus.CANCELLED && this.queued.length > 0) {
+        this.queued = [];
+        this.renderQueued();
+      }
+    }
+    addQueued(text2, position) {
+      if (this.queued.some((q) => q.text === text2 && q.position === position)) return;
+      this.queued.push({ text: text2, position });
+      this.renderQueued();
+    }
+    /** A user turn arrived: the queued message it was is no longer queued. */
+    dequeue(text2) {
+      if (this.queued.length === 0) return;
+      const i = this.queued.findIndex((q) => q.text === text2);
+      if (i < 0) return;
+      this.queued.splice(i, 1);
+      this.renderQueued();
+    }
+    renderQueued() {
+      const items = this.queued.map(
+        (q) => h(
+          "li",
+          { class: "queued", "data-position": String(q.position) },
+          h("span", { class: "queued-state" }, `queued, position ${q.position}`),
+          h("pre", { class: "content" }, q.text)
+        )
+      );
+      $2("queued-list").replaceChildren(...items);
+      $2("queued").dataset.count = String(items.length);
+      show($2("queued"), items.length > 0);
     }
     /** The latest hold's calls: Approve / Deny while the session waits for
      * them, then how each was decided. */
@@ -5201,6 +5273,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         case "turn": {
           const outcome = this.timeline.applyTurn(event.turn);
           if (outcome.added) {
+            if (event.turn.role === TurnRole.USER) this.dequeue(event.turn.content);
             this.renderTurn(event.turn);
             this.markHeldCalls();
             this.scheduleRefresh();
@@ -5216,6 +5289,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         }
         case "text_delta":
           if (this.timeline.applyDelta(event.delta)) this.renderStreaming();
+          break;
+        case "message_queued":
+          if (event.queued.sessionId === this.id) this.addQueued(event.queued.text, event.queued.position);
           break;
         case "approval_requested":
           this.scheduleRefresh();
@@ -5236,7 +5312,10 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       });
       const label = turn.role === TurnRole.TOOL ? `tool result \xB7 ${turn.toolName} (${turn.toolCallId})${turn.isError ? " \xB7 error" : ""}` : turn.role === TurnRole.NOTICE && turn.recoveryPlan ? `recovery notice \xB7 ${turn.recoveryPlan.kind}` : role;
       const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
-      li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt))));
+      const fork = h("button", { type: "button", class: "fork-button", "data-action": "fork" }, "Fork from here");
+      fork.setAttribute("aria-label", `Fork from turn ${turn.seq}`);
+      fork.addEventListener("click", () => openForkForm(turn.seq));
+      li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt)), fork));
       if (turn.role === TurnRole.NOTICE) {
         li.setAttribute("role", "note");
         if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
@@ -5309,19 +5388,59 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     async cancel() {
       await this.readSession("CancelSession");
     }
-    async followUp(text2) {
-      decodeSendMessage(await call("SendMessage", encode.sendMessage(this.id, text2, newKey())));
+    /** Sends a follow-up; while a burst runs it is queued behind it or
+     * interrupts it (`mode`), otherwise it opens a burst at once. */
+    async followUp(text2, mode) {
+      const before = this.timeline.lastSeq;
+      const sent = decodeSendMessage(await call("SendMessage", encode.sendMessage(this.id, text2, newKey(), mode)));
+      const arrived = this.timeline.turns.some(
+        (t) => t.seq > before && t.role === TurnRole.USER && t.content === text2
+      );
+      if (sent.queued && !arrived) this.addQueued(text2, sent.queuePosition);
       await this.refresh();
       void this.watch();
+    }
+    /** Forks this session after turn `atSeq` (ForkSession) and opens the fork. */
+    async fork(atSeq, message, key) {
+      const s = decodeSession(await call("ForkSession", encode.forkSession(this.id, atSeq, message, key)));
+      location.hash = `#/session/${s.id}`;
     }
   };
   var current = null;
   var hooks = { holdReconnect: false, holdWaiting: false };
+  var forkKey = "";
+  function openForkForm(seq) {
+    const form = $2("fork-form");
+    if (form.dataset.atSeq !== String(seq) || form.hidden) forkKey = newKey();
+    form.dataset.atSeq = String(seq);
+    $2("fork-at").textContent = `#${seq}`;
+    show(form, true);
+    form.scrollIntoView({ block: "nearest" });
+    $2("fork-message").focus();
+  }
+  function closeForkForm() {
+    const form = $2("fork-form");
+    show(form, false);
+    form.dataset.atSeq = "0";
+    $2("fork-message").value = "";
+  }
   function setupSessionActions() {
     const guard = (f) => () => {
       clearError();
       f().catch(showError);
     };
+    $2("fork-close").addEventListener("click", closeForkForm);
+    $2("fork-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const seq = Number($2("fork-form").dataset.atSeq);
+      if (!current || !seq) return;
+      clearError();
+      const button = $2("fork-submit");
+      button.disabled = true;
+      current.fork(seq, $2("fork-message").value.trim(), forkKey).catch(showError).finally(() => {
+        button.disabled = false;
+      });
+    });
     $2("confirm-button").addEventListener("click", guard(async () => current?.confirm()));
     $2("cancel-button").addEventListener("click", guard(async () => current?.cancel()));
     $2("follow-up").addEventListener("submit", (e) => {
@@ -5330,7 +5449,8 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       const text2 = input.value.trim();
       if (!text2 || !current) return;
       clearError();
-      current.followUp(text2).then(() => {
+      const mode = $2("follow-up-mode").value === "interrupt" ? IfRunning.INTERRUPT : IfRunning.ENQUEUE;
+      current.followUp(text2, mode).then(() => {
         input.value = "";
       }).catch(showError);
     });

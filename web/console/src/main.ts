@@ -12,6 +12,7 @@ import {
   type SessionTurn,
   ALL_STATUSES,
   ApprovalState,
+  IfRunning,
   SessionStatus,
   ToolCallVerdict,
   TurnRole,
@@ -767,6 +768,9 @@ class SessionPage {
     $("approval-list").replaceChildren();
     show($("approvals"), false);
     show($("report"), false);
+    show($("lineage"), false);
+    closeForkForm();
+    this.renderQueued();
     this.renderStreaming();
     this.setWatchState("connecting");
     await this.refresh();
@@ -857,6 +861,57 @@ class SessionPage {
     confirmWhy.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? holdWhy(s) : "";
     show(confirmWhy, confirmWhy.textContent !== "");
     ($("follow-up-send") as HTMLButtonElement).disabled = s.status === SessionStatus.CANCELLED;
+    // A fork says where it came from: the source and the turn it was cut at.
+    if (s.forkedFromSessionId) {
+      const link = $("lineage-link") as HTMLAnchorElement;
+      link.href = `#/session/${s.forkedFromSessionId}/turn/${s.forkedAtSeq}`;
+      link.textContent = `session ${s.forkedFromSessionId} at turn #${s.forkedAtSeq}`;
+      $("lineage").dataset.parent = s.forkedFromSessionId;
+      $("lineage").dataset.atSeq = String(s.forkedAtSeq);
+    }
+    show($("lineage"), s.forkedFromSessionId !== "");
+    // A cancel drops the queue (the session's notice says what it dropped).
+    if (s.status === SessionStatus.CANCELLED && this.queued.length > 0) {
+      this.queued = [];
+      this.renderQueued();
+    }
+  }
+
+  /**
+   * Messages queued behind the running burst, in queue order, until each
+   * opens a burst and arrives as a user turn. Learnt from SendMessage's
+   * answer and from the watch's MessageQueued events (live only: a page
+   * opened later sees them once they are turns).
+   */
+  queued: Array<{ text: string; position: number }> = [];
+
+  private addQueued(text: string, position: number): void {
+    if (this.queued.some((q) => q.text === text && q.position === position)) return;
+    this.queued.push({ text, position });
+    this.renderQueued();
+  }
+
+  /** A user turn arrived: the queued message it was is no longer queued. */
+  private dequeue(text: string): void {
+    if (this.queued.length === 0) return;
+    const i = this.queued.findIndex((q) => q.text === text);
+    if (i < 0) return;
+    this.queued.splice(i, 1);
+    this.renderQueued();
+  }
+
+  private renderQueued(): void {
+    const items = this.queued.map((q) =>
+      h(
+        "li",
+        { class: "queued", "data-position": String(q.position) },
+        h("span", { class: "queued-state" }, `queued, position ${q.position}`),
+        h("pre", { class: "content" }, q.text),
+      ),
+    );
+    $("queued-list").replaceChildren(...items);
+    $("queued").dataset.count = String(items.length);
+    show($("queued"), items.length > 0);
   }
 
   private approvalsShown = "";
@@ -1027,6 +1082,7 @@ class SessionPage {
       case "turn": {
         const outcome = this.timeline.applyTurn(event.turn);
         if (outcome.added) {
+          if (event.turn.role === TurnRole.USER) this.dequeue(event.turn.content);
           this.renderTurn(event.turn);
           this.markHeldCalls();
           this.scheduleRefresh();
@@ -1042,6 +1098,9 @@ class SessionPage {
       }
       case "text_delta":
         if (this.timeline.applyDelta(event.delta)) this.renderStreaming();
+        break;
+      case "message_queued":
+        if (event.queued.sessionId === this.id) this.addQueued(event.queued.text, event.queued.position);
         break;
       case "approval_requested":
         // The session is held: its approvals (all of them, with their
@@ -1071,7 +1130,10 @@ class SessionPage {
           : role;
     // The seq is the turn's stable link: #/session/<id>/turn/<seq>.
     const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
-    li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt))));
+    const fork = h("button", { type: "button", class: "fork-button", "data-action": "fork" }, "Fork from here");
+    fork.setAttribute("aria-label", `Fork from turn ${turn.seq}`);
+    fork.addEventListener("click", () => openForkForm(turn.seq));
+    li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt)), fork));
     if (turn.role === TurnRole.NOTICE) {
       li.setAttribute("role", "note");
       if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
@@ -1152,10 +1214,25 @@ class SessionPage {
     await this.readSession("CancelSession");
   }
 
-  async followUp(text: string): Promise<void> {
-    decodeSendMessage(await call("SendMessage", encode.sendMessage(this.id, text, newKey())));
+  /** Sends a follow-up; while a burst runs it is queued behind it or
+   * interrupts it (`mode`), otherwise it opens a burst at once. */
+  async followUp(text: string, mode: number): Promise<void> {
+    const before = this.timeline.lastSeq;
+    const sent = decodeSendMessage(await call("SendMessage", encode.sendMessage(this.id, text, newKey(), mode)));
+    // Shown as queued unless its turn already arrived through the watch
+    // (an interrupt opens its burst at once).
+    const arrived = this.timeline.turns.some(
+      (t) => t.seq > before && t.role === TurnRole.USER && t.content === text,
+    );
+    if (sent.queued && !arrived) this.addQueued(text, sent.queuePosition);
     await this.refresh();
     void this.watch();
+  }
+
+  /** Forks this session after turn `atSeq` (ForkSession) and opens the fork. */
+  async fork(atSeq: number, message: string, key: string): Promise<void> {
+    const s = decodeSession(await call("ForkSession", encode.forkSession(this.id, atSeq, message, key)));
+    location.hash = `#/session/${s.id}`;
   }
 }
 
@@ -1164,11 +1241,46 @@ let current: SessionPage | null = null;
 /** Set by the browser tests through `window.inquestConsole`. */
 const hooks = { holdReconnect: false, holdWaiting: false };
 
+/** One key per opened fork form: a second click of Fork makes no second fork. */
+let forkKey = "";
+
+function openForkForm(seq: number): void {
+  const form = $("fork-form");
+  if (form.dataset.atSeq !== String(seq) || form.hidden) forkKey = newKey();
+  form.dataset.atSeq = String(seq);
+  $("fork-at").textContent = `#${seq}`;
+  show(form, true);
+  form.scrollIntoView({ block: "nearest" });
+  ($("fork-message") as HTMLTextAreaElement).focus();
+}
+
+function closeForkForm(): void {
+  const form = $("fork-form");
+  show(form, false);
+  form.dataset.atSeq = "0";
+  ($("fork-message") as HTMLTextAreaElement).value = "";
+}
+
 function setupSessionActions(): void {
   const guard = (f: () => Promise<void>) => () => {
     clearError();
     f().catch(showError);
   };
+  $("fork-close").addEventListener("click", closeForkForm);
+  $("fork-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const seq = Number($("fork-form").dataset.atSeq);
+    if (!current || !seq) return;
+    clearError();
+    const button = $("fork-submit") as HTMLButtonElement;
+    button.disabled = true;
+    current
+      .fork(seq, ($("fork-message") as HTMLTextAreaElement).value.trim(), forkKey)
+      .catch(showError)
+      .finally(() => {
+        button.disabled = false;
+      });
+  });
   $("confirm-button").addEventListener("click", guard(async () => current?.confirm()));
   $("cancel-button").addEventListener("click", guard(async () => current?.cancel()));
   $("follow-up").addEventListener("submit", (e) => {
@@ -1177,8 +1289,9 @@ function setupSessionActions(): void {
     const text = input.value.trim();
     if (!text || !current) return;
     clearError();
+    const mode = ($("follow-up-mode") as HTMLSelectElement).value === "interrupt" ? IfRunning.INTERRUPT : IfRunning.ENQUEUE;
     current
-      .followUp(text)
+      .followUp(text, mode)
       .then(() => {
         input.value = "";
       })

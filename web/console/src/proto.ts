@@ -369,6 +369,9 @@ export interface Session {
   costComplete: boolean;
   /** The latest hold's approval requests, in call order (empty: none). */
   approvals: Approval[];
+  /** A fork's source session and the seq it was forked at ("" and 0: no fork). */
+  forkedFromSessionId: string;
+  forkedAtSeq: number;
 }
 
 export function decodeSession(buf: Uint8Array): Session {
@@ -388,6 +391,8 @@ export function decodeSession(buf: Uint8Array): Session {
     costUsd: 0,
     costComplete: false,
     approvals: [],
+    forkedFromSessionId: "",
+    forkedAtSeq: 0,
   };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.id = str(f);
@@ -405,6 +410,8 @@ export function decodeSession(buf: Uint8Array): Session {
     else if (n === 19) m.costUsd = double(f);
     else if (n === 20) m.costComplete = bool(f);
     else if (n === 22) m.approvals.push(decodeApproval(sub(f)));
+    else if (n === 23) m.forkedFromSessionId = str(f);
+    else if (n === 24) m.forkedAtSeq = num(f);
   }
   return m;
 }
@@ -494,7 +501,17 @@ export type WatchEvent =
   | { kind: "heartbeat"; headSeq: number }
   | { kind: "text_delta"; delta: TextDelta }
   | { kind: "approval_requested"; approval: Approval }
+  | { kind: "message_queued"; queued: MessageQueued }
   | { kind: "unknown" };
+
+/** A message queued behind the running burst (live only: once its burst
+ * opens it is a user turn). */
+export interface MessageQueued {
+  sessionId: string;
+  text: string;
+  /** Its place in the queue when it was stored (1 = next). */
+  position: number;
+}
 
 export function decodeWatchEvent(buf: Uint8Array): WatchEvent {
   let event: WatchEvent = { kind: "unknown" };
@@ -534,6 +551,14 @@ export function decodeWatchEvent(buf: Uint8Array): WatchEvent {
       event = { kind: "text_delta", delta: d };
     } else if (n === 6) {
       event = { kind: "approval_requested", approval: decodeApproval(body) };
+    } else if (n === 7) {
+      const q: MessageQueued = { sessionId: "", text: "", position: 0 };
+      for (const [k, g] of fields(body)) {
+        if (k === 1) q.sessionId = str(g);
+        else if (k === 2) q.text = str(g);
+        else if (k === 3) q.position = num(g);
+      }
+      event = { kind: "message_queued", queued: q };
     }
   }
   return event;
@@ -624,11 +649,31 @@ export function decodeListTurns(buf: Uint8Array): { turns: SessionTurn[]; nextAf
   return out;
 }
 
-export function decodeSendMessage(buf: Uint8Array): number {
-  let seq = 0;
-  for (const [n, f] of fields(buf)) if (n === 1) seq = num(f);
-  return seq;
+/** SendMessage's answer: the stored turn's seq, or (0 and) its place in
+ * the queue behind the running burst. */
+export interface SendMessageResult {
+  seq: number;
+  queued: boolean;
+  queuePosition: number;
 }
+
+export function decodeSendMessage(buf: Uint8Array): SendMessageResult {
+  const m: SendMessageResult = { seq: 0, queued: false, queuePosition: 0 };
+  for (const [n, f] of fields(buf)) {
+    if (n === 1) m.seq = num(f);
+    else if (n === 2) m.queued = bool(f);
+    else if (n === 3) m.queuePosition = num(f);
+  }
+  return m;
+}
+
+/** SendMessage's `if_running`: what a message sent during a burst does. */
+export const IfRunning = {
+  UNSPECIFIED: 0,
+  REJECT: 1,
+  ENQUEUE: 2,
+  INTERRUPT: 3,
+} as const;
 
 // ---------- requests ----------
 
@@ -652,8 +697,11 @@ export const encode = {
     new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
   listTurns: (sessionId: string, afterSeq: number, limit: number) =>
     new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
-  sendMessage: (sessionId: string, message: string, idempotencyKey: string) =>
-    new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).finish(),
+  sendMessage: (sessionId: string, message: string, idempotencyKey: string, ifRunning = 0) =>
+    new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).uint(4, ifRunning).finish(),
+  /** ForkSession; an empty `message` leaves it unset (the fork stays idle). */
+  forkSession: (sessionId: string, atSeq: number, message: string, idempotencyKey: string) =>
+    new Writer().string(1, sessionId).uint(2, atSeq).string(3, message).string(4, idempotencyKey).finish(),
   watchSession: (sessionId: string, afterSeq: number) =>
     new Writer().string(1, sessionId).uint(2, afterSeq).finish(),
   getReport: (sessionId: string, burst: number) =>
