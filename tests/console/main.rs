@@ -14,6 +14,7 @@ mod auth;
 mod fork;
 mod grpc_web;
 mod held;
+mod incident;
 mod links;
 mod live;
 mod markdown;

@@ -344,13 +344,56 @@
     APPROVE: 1,
     DENY: 2
   };
+  function decodeAlertEvent(buf) {
+    const m = { fingerprint: "", firing: false, startsAt: 0, endsAt: 0, labels: [], receivedAt: 0 };
+    for (const [n, f] of fields(buf)) {
+      if (n === 1) m.fingerprint = str(f);
+      else if (n === 2) m.firing = bool(f);
+      else if (n === 3) m.startsAt = timestamp(f);
+      else if (n === 4) m.endsAt = timestamp(f);
+      else if (n === 5) {
+        let key = "";
+        let value = "";
+        for (const [k, g] of fields(sub(f))) {
+          if (k === 1) key = str(g);
+          else if (k === 2) value = str(g);
+        }
+        m.labels.push([key, value]);
+      } else if (n === 6) m.receivedAt = timestamp(f);
+    }
+    return m;
+  }
+  function decodeAlertOrigin(buf) {
+    const m = {
+      source: "",
+      receiver: "",
+      externalUrl: "",
+      groupKey: "",
+      eventsTotal: 0,
+      events: [],
+      resolvedAt: 0,
+      sessionSkipped: ""
+    };
+    for (const [n, f] of fields(buf)) {
+      if (n === 1) m.source = str(f);
+      else if (n === 2) m.receiver = str(f);
+      else if (n === 3) m.externalUrl = str(f);
+      else if (n === 4) m.groupKey = str(f);
+      else if (n === 5) m.eventsTotal = num(f);
+      else if (n === 6) m.events.push(decodeAlertEvent(sub(f)));
+      else if (n === 7) m.resolvedAt = timestamp(f);
+      else if (n === 8) m.sessionSkipped = str(f);
+    }
+    return m;
+  }
   function decodeIncident(buf) {
-    const m = { id: "", title: "", description: "", createdAt: 0 };
+    const m = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.id = str(f);
       else if (n === 2) m.title = str(f);
       else if (n === 3) m.description = str(f);
       else if (n === 4) m.createdAt = timestamp(f);
+      else if (n === 5) m.alertOrigin = decodeAlertOrigin(sub(f));
     }
     return m;
   }
@@ -4559,7 +4602,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     show($2("error"), false);
     $2("error").textContent = "";
   }
-  var VIEWS = ["waiting-view", "incidents-view", "session-view"];
+  var VIEWS = ["waiting-view", "incidents-view", "incident-view", "session-view"];
   function showView(id) {
     for (const v2 of VIEWS) show($2(v2), v2 === id);
   }
@@ -4934,6 +4977,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
   async function pollIncidents() {
     for (; ; ) {
       await sleep(INCIDENT_POLL_MS);
+      if (incidentPage && !document.hidden) await incidentPage.load().catch(() => void 0);
       const list = incidents;
       if (!list || document.hidden) continue;
       try {
@@ -4960,11 +5004,161 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     return h(
       "li",
       { class: "incident", "data-incident-id": incident.id },
-      h("h3", {}, incident.title),
+      h("h3", {}, h("a", { href: `#/incident/${incident.id}` }, incident.title)),
       incident.description ? h("p", { class: "description" }, incident.description) : "",
       ul
     );
   }
+  var INCIDENT_SESSION_PAGES = 5;
+  function safeUrl(url) {
+    try {
+      const u = new URL(url);
+      return u.protocol === "http:" || u.protocol === "https:" ? u.href : null;
+    } catch {
+      return null;
+    }
+  }
+  var IncidentPage = class {
+    constructor(id) {
+      __publicField(this, "id", id);
+      __publicField(this, "stale", false);
+      __publicField(this, "shown", "");
+      __publicField(this, "running", null);
+    }
+    close() {
+      this.stale = true;
+    }
+    load() {
+      if (!this.running) {
+        this.running = this.read().finally(() => {
+          this.running = null;
+        });
+      }
+      return this.running;
+    }
+    async read() {
+      const incident = decodeIncident(await call("GetIncident", encode.incidentId(this.id)));
+      incidentCache.set(incident.id, { ...incident, alertOrigin: null });
+      const sessions = [];
+      let pageToken = "";
+      for (let pages = 0; pages < INCIDENT_SESSION_PAGES; pages++) {
+        const page = decodeList(
+          await call("ListSessions", encode.listSessions(this.id, 100, pageToken)),
+          decodeSession
+        );
+        sessions.push(...page.items);
+        pageToken = page.next;
+        if (!pageToken) break;
+      }
+      if (this.stale) return;
+      const tree = sessionTree(sessions);
+      if (pageToken) tree.push(h("li", { class: "empty" }, "More sessions than shown here."));
+      if (sessions.length === 0) tree.push(h("li", { class: "empty" }, "No sessions yet."));
+      const origin = incident.alertOrigin;
+      const alerts = origin ? alertOriginView(origin) : null;
+      const signature = JSON.stringify([
+        incident,
+        tree.map((t) => t.outerHTML),
+        alerts ? [alerts.facts.map((f) => f.outerHTML), alerts.rows.map((r) => r.outerHTML)] : null
+      ]);
+      if (signature === this.shown) return;
+      this.shown = signature;
+      $2("incident-title").textContent = incident.title;
+      $2("incident-description").textContent = incident.description;
+      $2("incident-created").textContent = `opened ${when(incident.createdAt)}`;
+      const section = $2("alerts");
+      if (alerts && origin) {
+        $2("alert-origin").replaceChildren(...alerts.facts);
+        $2("alert-event-rows").replaceChildren(...alerts.rows);
+        section.dataset.resolved = String(origin.resolvedAt !== 0);
+      } else {
+        $2("alert-origin").replaceChildren();
+        $2("alert-event-rows").replaceChildren();
+      }
+      show(section, alerts !== null);
+      const list = $2("incident-sessions");
+      list.replaceChildren(...tree);
+      list.dataset.count = String(sessions.length);
+      list.dataset.state = "loaded";
+    }
+  };
+  function alertOriginView(o) {
+    const facts = [];
+    const fact = (name, value, cls) => facts.push(h("dt", {}, name), h("dd", { class: cls }, value));
+    fact("Source", o.source, "alert-source");
+    if (o.receiver) fact("Receiver", o.receiver, "alert-receiver");
+    if (o.externalUrl) {
+      const url = safeUrl(o.externalUrl);
+      fact(
+        "Sent by",
+        url ? h("a", { href: url, rel: "noopener noreferrer", target: "_blank" }, o.externalUrl) : o.externalUrl,
+        "alert-external-url"
+      );
+    }
+    fact("Group", o.groupKey, "alert-group-key");
+    fact(
+      "Status",
+      o.resolvedAt ? `resolved ${when(o.resolvedAt)}` : "firing",
+      "alert-group-status"
+    );
+    fact("Events", `${o.eventsTotal}${o.eventsTotal > o.events.length ? ` (newest ${o.events.length} shown)` : ""}`, "alert-events-total");
+    if (o.sessionSkipped) fact("No session started", o.sessionSkipped, "alert-session-skipped");
+    const rows = o.events.map((e) => {
+      const state = e.firing ? "firing" : "resolved";
+      const labels = h("ul", { class: "labels" });
+      for (const [k, v2] of e.labels) labels.append(h("li", {}, h("code", {}, `${k}=${v2}`)));
+      return h(
+        "tr",
+        { class: `alert-event alert-${state}`, "data-fingerprint": e.fingerprint, "data-state": state },
+        h("td", {}, h("span", { class: "alert-state" }, state)),
+        h("td", {}, labels),
+        h("td", {}, when(e.startsAt)),
+        h("td", {}, when(e.endsAt)),
+        h("td", {}, when(e.receivedAt))
+      );
+    });
+    return { facts, rows };
+  }
+  function sessionTree(sessions) {
+    const byId = new Map(sessions.map((s) => [s.id, s]));
+    const children = /* @__PURE__ */ new Map();
+    const roots = [];
+    for (const s of sessions) {
+      const parent = s.forkedFromSessionId;
+      if (parent && byId.has(parent) && parent !== s.id) {
+        const list = children.get(parent) ?? [];
+        list.push(s);
+        children.set(parent, list);
+      } else {
+        roots.push(s);
+      }
+    }
+    const oldestFirst = (a, b2) => a.createdAt - b2.createdAt || (a.id < b2.id ? -1 : 1);
+    const seen = /* @__PURE__ */ new Set();
+    const node = (s) => {
+      seen.add(s.id);
+      const li = h(
+        "li",
+        { class: "session-node", "data-session-id": s.id, "data-status": statusName(s.status) },
+        h("a", { href: `#/session/${s.id}` }, `session ${s.id.slice(0, 8)}\u2026`),
+        " ",
+        h("span", { class: `status status-${statusName(s.status)}` }, statusName(s.status)),
+        ` \xB7 ${s.turnCount} turns \xB7 started ${when(s.createdAt)}`
+      );
+      if (s.forkedFromSessionId) {
+        li.dataset.forkedFrom = s.forkedFromSessionId;
+        li.append(
+          " \xB7 forked at ",
+          h("a", { href: `#/session/${s.forkedFromSessionId}/turn/${s.forkedAtSeq}` }, `#${s.forkedAtSeq}`)
+        );
+      }
+      const kids = (children.get(s.id) ?? []).filter((k) => !seen.has(k.id)).sort(oldestFirst);
+      if (kids.length > 0) li.append(h("ul", { class: "forks" }, ...kids.map(node)));
+      return li;
+    };
+    return roots.sort(oldestFirst).map(node);
+  }
+  var incidentPage = null;
   function setupNewInvestigation() {
     $2("new-investigation").addEventListener("submit", async (e) => {
       e.preventDefault();
@@ -5112,6 +5306,10 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         $2("lineage").dataset.atSeq = String(s.forkedAtSeq);
       }
       show($2("lineage"), s.forkedFromSessionId !== "");
+      const incident = $2("session-incident-link");
+      incident.href = `#/incident/${s.incidentId}`;
+      incident.textContent = incidentCache.get(s.incidentId)?.title ?? s.incidentId;
+      show($2("session-incident"), s.incidentId !== "");
       if (s.status === SessionStatus.CANCELLED && this.queued.length > 0) {
         this.queued = [];
         this.renderQueued();
@@ -5462,13 +5660,23 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     current = null;
     incidents?.close();
     incidents = null;
+    incidentPage?.close();
+    incidentPage = null;
     if (location.hash === "" || location.hash === "#") {
       history.replaceState(null, "", "#/waiting");
     }
     const hash = location.hash;
     const m = /^#\/session\/([0-9a-fA-F-]{36})(?:\/turn\/([1-9][0-9]{0,17}))?$/.exec(hash);
     const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
-    if (m) {
+    const one = /^#\/incident\/([0-9a-fA-F-]{36})$/.exec(hash);
+    if (one) {
+      showView("incident-view");
+      $2("incident-sessions").dataset.state = "loading";
+      for (const id of ["incident-title", "incident-description", "incident-created"]) $2(id).textContent = "";
+      show($2("alerts"), false);
+      incidentPage = new IncidentPage(one[1]);
+      incidentPage.load().catch(showError);
+    } else if (m) {
       current = new SessionPage(m[1], m[2] ? Number(m[2]) : null);
       current.open().catch(showError);
     } else if (hash === "#/waiting") {

@@ -6,6 +6,7 @@
 import { Code, GrpcError, serverStream, unary } from "./grpcweb";
 import {
   type Approval,
+  type AlertOrigin,
   type Incident,
   type Report,
   type Session,
@@ -169,7 +170,7 @@ function clearError(): void {
 
 // ---------- views ----------
 
-const VIEWS = ["waiting-view", "incidents-view", "session-view"];
+const VIEWS = ["waiting-view", "incidents-view", "incident-view", "session-view"];
 
 function showView(id: string): void {
   for (const v of VIEWS) show($(v), v === id);
@@ -669,6 +670,7 @@ let incidents: IncidentList | null = null;
 async function pollIncidents(): Promise<void> {
   for (;;) {
     await sleep(INCIDENT_POLL_MS);
+    if (incidentPage && !document.hidden) await incidentPage.load().catch(() => undefined);
     const list = incidents;
     if (!list || document.hidden) continue;
     try {
@@ -699,11 +701,186 @@ async function incidentItem(incident: Incident, only: Session[] | null): Promise
   return h(
     "li",
     { class: "incident", "data-incident-id": incident.id },
-    h("h3", {}, incident.title),
+    h("h3", {}, h("a", { href: `#/incident/${incident.id}` }, incident.title)),
     incident.description ? h("p", { class: "description" }, incident.description) : "",
     ul,
   );
 }
+
+// ---------- incident page ----------
+
+/** At most this many pages of an incident's sessions are read. */
+const INCIDENT_SESSION_PAGES = 5;
+
+/** An http(s) URL as given, or null: a link from an alert sender must not
+ * be a `javascript:` one. */
+function safeUrl(url: string): string | null {
+  try {
+    const u = new URL(url);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.href : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * One incident (#/incident/<id>): where it came from (the alert group
+ * behind it, with each alert's labels and its firing and resolved times)
+ * and its sessions, each fork under the session it was forked from.
+ * Everything shown came from an alert sender, a model or a person: set as
+ * text, never parsed as HTML.
+ */
+class IncidentPage {
+  private stale = false;
+  private shown = "";
+  private running: Promise<void> | null = null;
+
+  constructor(readonly id: string) {}
+
+  close(): void {
+    this.stale = true;
+  }
+
+  load(): Promise<void> {
+    if (!this.running) {
+      this.running = this.read().finally(() => {
+        this.running = null;
+      });
+    }
+    return this.running;
+  }
+
+  private async read(): Promise<void> {
+    // Read afresh, not from the cache: alerts fire and resolve.
+    const incident = decodeIncident(await call("GetIncident", encode.incidentId(this.id)));
+    incidentCache.set(incident.id, { ...incident, alertOrigin: null });
+    const sessions: Session[] = [];
+    let pageToken = "";
+    for (let pages = 0; pages < INCIDENT_SESSION_PAGES; pages++) {
+      const page = decodeList(
+        await call("ListSessions", encode.listSessions(this.id, 100, pageToken)),
+        decodeSession,
+      );
+      sessions.push(...page.items);
+      pageToken = page.next;
+      if (!pageToken) break;
+    }
+    if (this.stale) return;
+    const tree = sessionTree(sessions);
+    if (pageToken) tree.push(h("li", { class: "empty" }, "More sessions than shown here."));
+    if (sessions.length === 0) tree.push(h("li", { class: "empty" }, "No sessions yet."));
+    const origin = incident.alertOrigin;
+    const alerts = origin ? alertOriginView(origin) : null;
+    const signature = JSON.stringify([
+      incident,
+      tree.map((t) => t.outerHTML),
+      alerts ? [alerts.facts.map((f) => f.outerHTML), alerts.rows.map((r) => r.outerHTML)] : null,
+    ]);
+    if (signature === this.shown) return;
+    this.shown = signature;
+    $("incident-title").textContent = incident.title;
+    $("incident-description").textContent = incident.description;
+    $("incident-created").textContent = `opened ${when(incident.createdAt)}`;
+    const section = $("alerts");
+    if (alerts && origin) {
+      $("alert-origin").replaceChildren(...alerts.facts);
+      $("alert-event-rows").replaceChildren(...alerts.rows);
+      section.dataset.resolved = String(origin.resolvedAt !== 0);
+    } else {
+      $("alert-origin").replaceChildren();
+      $("alert-event-rows").replaceChildren();
+    }
+    show(section, alerts !== null);
+    const list = $("incident-sessions");
+    list.replaceChildren(...tree);
+    list.dataset.count = String(sessions.length);
+    list.dataset.state = "loaded";
+  }
+}
+
+/** The alert group's facts (a `dl`'s children) and one table row per event. */
+function alertOriginView(o: AlertOrigin): { facts: HTMLElement[]; rows: HTMLElement[] } {
+  const facts: HTMLElement[] = [];
+  const fact = (name: string, value: Node | string, cls: string) =>
+    facts.push(h("dt", {}, name), h("dd", { class: cls }, value));
+  fact("Source", o.source, "alert-source");
+  if (o.receiver) fact("Receiver", o.receiver, "alert-receiver");
+  if (o.externalUrl) {
+    const url = safeUrl(o.externalUrl);
+    fact(
+      "Sent by",
+      url ? h("a", { href: url, rel: "noopener noreferrer", target: "_blank" }, o.externalUrl) : o.externalUrl,
+      "alert-external-url",
+    );
+  }
+  fact("Group", o.groupKey, "alert-group-key");
+  fact(
+    "Status",
+    o.resolvedAt ? `resolved ${when(o.resolvedAt)}` : "firing",
+    "alert-group-status",
+  );
+  fact("Events", `${o.eventsTotal}${o.eventsTotal > o.events.length ? ` (newest ${o.events.length} shown)` : ""}`, "alert-events-total");
+  if (o.sessionSkipped) fact("No session started", o.sessionSkipped, "alert-session-skipped");
+  const rows = o.events.map((e) => {
+    const state = e.firing ? "firing" : "resolved";
+    const labels = h("ul", { class: "labels" });
+    for (const [k, v] of e.labels) labels.append(h("li", {}, h("code", {}, `${k}=${v}`)));
+    return h(
+      "tr",
+      { class: `alert-event alert-${state}`, "data-fingerprint": e.fingerprint, "data-state": state },
+      h("td", {}, h("span", { class: "alert-state" }, state)),
+      h("td", {}, labels),
+      h("td", {}, when(e.startsAt)),
+      h("td", {}, when(e.endsAt)),
+      h("td", {}, when(e.receivedAt)),
+    );
+  });
+  return { facts, rows };
+}
+
+/** Sessions as a tree: each fork under its source (a source not listed
+ * leaves the fork at the top), oldest first at each level. */
+function sessionTree(sessions: Session[]): HTMLElement[] {
+  const byId = new Map(sessions.map((s) => [s.id, s]));
+  const children = new Map<string, Session[]>();
+  const roots: Session[] = [];
+  for (const s of sessions) {
+    const parent = s.forkedFromSessionId;
+    if (parent && byId.has(parent) && parent !== s.id) {
+      const list = children.get(parent) ?? [];
+      list.push(s);
+      children.set(parent, list);
+    } else {
+      roots.push(s);
+    }
+  }
+  const oldestFirst = (a: Session, b: Session) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1);
+  const seen = new Set<string>();
+  const node = (s: Session): HTMLElement => {
+    seen.add(s.id);
+    const li = h(
+      "li",
+      { class: "session-node", "data-session-id": s.id, "data-status": statusName(s.status) },
+      h("a", { href: `#/session/${s.id}` }, `session ${s.id.slice(0, 8)}…`),
+      " ",
+      h("span", { class: `status status-${statusName(s.status)}` }, statusName(s.status)),
+      ` · ${s.turnCount} turns · started ${when(s.createdAt)}`,
+    );
+    if (s.forkedFromSessionId) {
+      li.dataset.forkedFrom = s.forkedFromSessionId;
+      li.append(
+        " · forked at ",
+        h("a", { href: `#/session/${s.forkedFromSessionId}/turn/${s.forkedAtSeq}` }, `#${s.forkedAtSeq}`),
+      );
+    }
+    const kids = (children.get(s.id) ?? []).filter((k) => !seen.has(k.id)).sort(oldestFirst);
+    if (kids.length > 0) li.append(h("ul", { class: "forks" }, ...kids.map(node)));
+    return li;
+  };
+  return roots.sort(oldestFirst).map(node);
+}
+
+let incidentPage: IncidentPage | null = null;
 
 function setupNewInvestigation(): void {
   $("new-investigation").addEventListener("submit", async (e) => {
@@ -870,6 +1047,10 @@ class SessionPage {
       $("lineage").dataset.atSeq = String(s.forkedAtSeq);
     }
     show($("lineage"), s.forkedFromSessionId !== "");
+    const incident = $("session-incident-link") as HTMLAnchorElement;
+    incident.href = `#/incident/${s.incidentId}`;
+    incident.textContent = incidentCache.get(s.incidentId)?.title ?? s.incidentId;
+    show($("session-incident"), s.incidentId !== "");
     // A cancel drops the queue (the session's notice says what it dropped).
     if (s.status === SessionStatus.CANCELLED && this.queued.length > 0) {
       this.queued = [];
@@ -1303,7 +1484,8 @@ function setupSessionActions(): void {
 
 // The views' stable URLs: #/waiting (the landing page: what needs a
 // person comes first), #/incidents[?status=<name>] (and #/, which older
-// links and the session page's back link use), #/session/<id>, and
+// links and the session page's back link use), #/incident/<id> (its
+// alerts and its sessions with their forks), #/session/<id>, and
 // #/session/<id>/turn/<seq> (that turn marked and scrolled to).
 function route(): void {
   clearError();
@@ -1313,13 +1495,23 @@ function route(): void {
   current = null;
   incidents?.close();
   incidents = null;
+  incidentPage?.close();
+  incidentPage = null;
   if (location.hash === "" || location.hash === "#") {
     history.replaceState(null, "", "#/waiting");
   }
   const hash = location.hash;
   const m = /^#\/session\/([0-9a-fA-F-]{36})(?:\/turn\/([1-9][0-9]{0,17}))?$/.exec(hash);
   const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
-  if (m) {
+  const one = /^#\/incident\/([0-9a-fA-F-]{36})$/.exec(hash);
+  if (one) {
+    showView("incident-view");
+    $("incident-sessions").dataset.state = "loading";
+    for (const id of ["incident-title", "incident-description", "incident-created"]) $(id).textContent = "";
+    show($("alerts"), false);
+    incidentPage = new IncidentPage(one[1]);
+    incidentPage.load().catch(showError);
+  } else if (m) {
     current = new SessionPage(m[1], m[2] ? Number(m[2]) : null);
     current.open().catch(showError);
   } else if (hash === "#/waiting") {

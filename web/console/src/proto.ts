@@ -240,15 +240,87 @@ export interface Incident {
   title: string;
   description: string;
   createdAt: number;
+  /** The alert group behind it (GetIncident only; null: none). */
+  alertOrigin: AlertOrigin | null;
+}
+
+/** One alert that fired or resolved, as a notification brought it. */
+export interface AlertEvent {
+  fingerprint: string;
+  firing: boolean;
+  startsAt: number;
+  endsAt: number;
+  /** The alert's labels, in the order sent. */
+  labels: Array<[string, string]>;
+  receivedAt: number;
+}
+
+export interface AlertOrigin {
+  source: string;
+  receiver: string;
+  externalUrl: string;
+  groupKey: string;
+  eventsTotal: number;
+  /** The newest events (at most 100), newest first. */
+  events: AlertEvent[];
+  /** When every alert of the group had resolved (0: one still fires). */
+  resolvedAt: number;
+  sessionSkipped: string;
+}
+
+function decodeAlertEvent(buf: Uint8Array): AlertEvent {
+  const m: AlertEvent = { fingerprint: "", firing: false, startsAt: 0, endsAt: 0, labels: [], receivedAt: 0 };
+  for (const [n, f] of fields(buf)) {
+    if (n === 1) m.fingerprint = str(f);
+    else if (n === 2) m.firing = bool(f);
+    else if (n === 3) m.startsAt = timestamp(f);
+    else if (n === 4) m.endsAt = timestamp(f);
+    else if (n === 5) {
+      // A map entry: key 1, value 2.
+      let key = "";
+      let value = "";
+      for (const [k, g] of fields(sub(f))) {
+        if (k === 1) key = str(g);
+        else if (k === 2) value = str(g);
+      }
+      m.labels.push([key, value]);
+    } else if (n === 6) m.receivedAt = timestamp(f);
+  }
+  return m;
+}
+
+export function decodeAlertOrigin(buf: Uint8Array): AlertOrigin {
+  const m: AlertOrigin = {
+    source: "",
+    receiver: "",
+    externalUrl: "",
+    groupKey: "",
+    eventsTotal: 0,
+    events: [],
+    resolvedAt: 0,
+    sessionSkipped: "",
+  };
+  for (const [n, f] of fields(buf)) {
+    if (n === 1) m.source = str(f);
+    else if (n === 2) m.receiver = str(f);
+    else if (n === 3) m.externalUrl = str(f);
+    else if (n === 4) m.groupKey = str(f);
+    else if (n === 5) m.eventsTotal = num(f);
+    else if (n === 6) m.events.push(decodeAlertEvent(sub(f)));
+    else if (n === 7) m.resolvedAt = timestamp(f);
+    else if (n === 8) m.sessionSkipped = str(f);
+  }
+  return m;
 }
 
 export function decodeIncident(buf: Uint8Array): Incident {
-  const m: Incident = { id: "", title: "", description: "", createdAt: 0 };
+  const m: Incident = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.id = str(f);
     else if (n === 2) m.title = str(f);
     else if (n === 3) m.description = str(f);
     else if (n === 4) m.createdAt = timestamp(f);
+    else if (n === 5) m.alertOrigin = decodeAlertOrigin(sub(f));
   }
   return m;
 }
