@@ -230,3 +230,64 @@ async fn a_follow_up_sent_with_interrupt_stops_the_burst_and_runs_at_once() {
     assert!(!page.contains("culprit"), "{page}");
     browser.step("ran").await;
 }
+
+#[tokio::test]
+async fn a_cancel_drops_the_queue_and_the_page_stops_showing_it_queued() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("Checking the database first."));
+    fake.hold_answers();
+    let entry = inquest_tests::resume::fake_provider(&fake, "fake");
+    let app = inquest_tests::spawn_app_with(|c| c.providers = vec![entry]).await;
+    let mut client = app.client().await;
+    let id = started(&mut client).await;
+    let mut browser = Browser::start("queue-cancel").await;
+    browser.goto(&session_url(&app, &id)).await;
+    wait_for_turns(&browser, 1).await;
+    eventually("the first model call", || fake.request_count() == 1).await;
+    for text in [PRICING, "And the cache hit rate."] {
+        browser.type_into("#follow-up-text", text).await;
+        browser.click("#follow-up-send").await;
+        browser
+            .wait_until(
+                "the message shown as queued",
+                "return [...document.querySelectorAll('#queued-list .content')].some(e => e.textContent === arguments[0]);",
+                json!([text]),
+            )
+            .await;
+    }
+    assert_eq!(
+        queued_shown(&browser).await,
+        json!([
+            ["queued, position 1", PRICING],
+            ["queued, position 2", "And the cache hit rate."]
+        ])
+    );
+    assert_eq!(app.count("queued_messages").await, 2);
+
+    browser.click("#cancel-button").await;
+    let s = settled(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Cancelled, "{s:?}");
+    assert_eq!(app.count("queued_messages").await, 0);
+    browser
+        .wait_until(
+            "the queue no longer shown",
+            "return document.getElementById('queued').hidden && \
+             document.getElementById('session-status').dataset.status === 'cancelled';",
+            json!([]),
+        )
+        .await;
+    // Neither message became a turn; the session's notice says what the
+    // cancel dropped, and the page shows exactly the stored turns.
+    let stored = stored_seqs(&mut client, &id).await;
+    wait_for_turns(&browser, stored.len()).await;
+    assert_eq!(dom_seqs(&browser).await, stored);
+    assert_eq!(user_turns_with(&browser, PRICING).await, 0);
+    let notices = browser
+        .js(
+            "return [...document.querySelectorAll('#turns > li.turn[data-role=\"notice\"] .content')].map(e => e.textContent);",
+            json!([]),
+        )
+        .await;
+    assert_eq!(notices.as_array().unwrap().len(), 1, "{notices}");
+    browser.step("cancelled").await;
+}
