@@ -86,15 +86,14 @@ async fn an_incident_page_shows_its_alerts_and_its_sessions_as_a_tree_of_forks()
         notification("resolved", "resolved", "2026-12-05T10:30:00Z"),
     )
     .await;
-    let origin = client
+    let read = client
         .get_incident(pb::GetIncidentRequest {
             incident_id: incident.clone(),
         })
         .await
         .unwrap()
-        .into_inner()
-        .alert_origin
-        .expect("an alert origin");
+        .into_inner();
+    let origin = read.alert_origin.expect("an alert origin");
     assert_eq!(origin.events.len(), 2, "{origin:?}");
     assert!(origin.resolved_at.is_some());
 
@@ -187,11 +186,12 @@ async fn an_incident_page_shows_its_alerts_and_its_sessions_as_a_tree_of_forks()
         .await;
     browser
         .wait_until(
-            "the fork's page, with its lineage and incident",
+            "the fork's page, with its lineage and its incident by title",
             "return !document.getElementById('lineage').hidden && \
              document.getElementById('lineage').dataset.parent === arguments[0] && \
-             document.getElementById('session-incident-link').getAttribute('href') === '#/incident/' + arguments[1];",
-            json!([a1, incident]),
+             document.getElementById('session-incident-link').getAttribute('href') === '#/incident/' + arguments[1] && \
+             document.getElementById('session-incident-link').textContent === arguments[2];",
+            json!([a1, incident, read.title]),
         )
         .await;
 }

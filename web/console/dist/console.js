@@ -5106,7 +5106,8 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     const rows = o.events.map((e) => {
       const state = e.firing ? "firing" : "resolved";
       const labels = h("ul", { class: "labels" });
-      for (const [k, v2] of e.labels) labels.append(h("li", {}, h("code", {}, `${k}=${v2}`)));
+      const sorted = [...e.labels].sort(([a], [b2]) => a < b2 ? -1 : a > b2 ? 1 : 0);
+      for (const [k, v2] of sorted) labels.append(h("li", {}, h("code", {}, `${k}=${v2}`)));
       return h(
         "tr",
         { class: `alert-event alert-${state}`, "data-fingerprint": e.fingerprint, "data-state": state },
@@ -5140,7 +5141,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       const li = h(
         "li",
         { class: "session-node", "data-session-id": s.id, "data-status": statusName(s.status) },
-        h("a", { href: `#/session/${s.id}` }, `session ${s.id.slice(0, 8)}\u2026`),
+        // The id's random tail: sessions and forks made the same minute
+        // share the head of their UUIDv7.
+        h("a", { href: `#/session/${s.id}`, title: s.id }, `session \u2026${s.id.slice(-12)}`),
         " ",
         h("span", { class: `status status-${statusName(s.status)}` }, statusName(s.status)),
         ` \xB7 ${s.turnCount} turns \xB7 started ${when(s.createdAt)}`
@@ -5211,6 +5214,8 @@ Please report this to https://github.com/markedjs/marked.`, e) {
        * arrives late never overwrites a newer one. */
       __publicField(this, "reads", 0);
       __publicField(this, "shown", 0);
+      /** The incident's title was asked for (once per page). */
+      __publicField(this, "titleAsked", false);
       /**
        * Messages queued behind the running burst, in queue order, until each
        * opens a burst and arrives as a user turn. Learnt from SendMessage's
@@ -5308,7 +5313,14 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       show($2("lineage"), s.forkedFromSessionId !== "");
       const incident = $2("session-incident-link");
       incident.href = `#/incident/${s.incidentId}`;
-      incident.textContent = incidentCache.get(s.incidentId)?.title ?? s.incidentId;
+      const known = incidentCache.get(s.incidentId);
+      incident.textContent = known?.title ?? s.incidentId;
+      if (!known && s.incidentId && !this.titleAsked) {
+        this.titleAsked = true;
+        void incidentTitle(s.incidentId).then((title) => {
+          if (!this.stopped && this.session?.incidentId === s.incidentId) incident.textContent = title;
+        }).catch(() => void 0);
+      }
       show($2("session-incident"), s.incidentId !== "");
       if (s.status === SessionStatus.CANCELLED && this.queued.length > 0) {
         this.queued = [];

@@ -824,7 +824,10 @@ function alertOriginView(o: AlertOrigin): { facts: HTMLElement[]; rows: HTMLElem
   const rows = o.events.map((e) => {
     const state = e.firing ? "firing" : "resolved";
     const labels = h("ul", { class: "labels" });
-    for (const [k, v] of e.labels) labels.append(h("li", {}, h("code", {}, `${k}=${v}`)));
+    // Sorted: a map's entries come in no set order, and a stable row
+    // keeps the page from redrawing on every read.
+    const sorted = [...e.labels].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    for (const [k, v] of sorted) labels.append(h("li", {}, h("code", {}, `${k}=${v}`)));
     return h(
       "tr",
       { class: `alert-event alert-${state}`, "data-fingerprint": e.fingerprint, "data-state": state },
@@ -861,7 +864,9 @@ function sessionTree(sessions: Session[]): HTMLElement[] {
     const li = h(
       "li",
       { class: "session-node", "data-session-id": s.id, "data-status": statusName(s.status) },
-      h("a", { href: `#/session/${s.id}` }, `session ${s.id.slice(0, 8)}…`),
+      // The id's random tail: sessions and forks made the same minute
+      // share the head of their UUIDv7.
+      h("a", { href: `#/session/${s.id}`, title: s.id }, `session …${s.id.slice(-12)}`),
       " ",
       h("span", { class: `status status-${statusName(s.status)}` }, statusName(s.status)),
       ` · ${s.turnCount} turns · started ${when(s.createdAt)}`,
@@ -1049,7 +1054,17 @@ class SessionPage {
     show($("lineage"), s.forkedFromSessionId !== "");
     const incident = $("session-incident-link") as HTMLAnchorElement;
     incident.href = `#/incident/${s.incidentId}`;
-    incident.textContent = incidentCache.get(s.incidentId)?.title ?? s.incidentId;
+    const known = incidentCache.get(s.incidentId);
+    incident.textContent = known?.title ?? s.incidentId;
+    if (!known && s.incidentId && !this.titleAsked) {
+      this.titleAsked = true;
+      // Named by its title once read (a read the waiting list shares).
+      void incidentTitle(s.incidentId)
+        .then((title) => {
+          if (!this.stopped && this.session?.incidentId === s.incidentId) incident.textContent = title;
+        })
+        .catch(() => undefined);
+    }
     show($("session-incident"), s.incidentId !== "");
     // A cancel drops the queue (the session's notice says what it dropped).
     if (s.status === SessionStatus.CANCELLED && this.queued.length > 0) {
@@ -1057,6 +1072,9 @@ class SessionPage {
       this.renderQueued();
     }
   }
+
+  /** The incident's title was asked for (once per page). */
+  private titleAsked = false;
 
   /**
    * Messages queued behind the running burst, in queue order, until each
