@@ -11,11 +11,14 @@
 
 mod approval;
 mod auth;
+mod fork;
 mod grpc_web;
 mod held;
+mod incident;
 mod links;
 mod live;
 mod markdown;
+mod queue;
 mod reconnect;
 mod streaming;
 mod support;

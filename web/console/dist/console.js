@@ -344,13 +344,56 @@
     APPROVE: 1,
     DENY: 2
   };
+  function decodeAlertEvent(buf) {
+    const m = { fingerprint: "", firing: false, startsAt: 0, endsAt: 0, labels: [], receivedAt: 0 };
+    for (const [n, f] of fields(buf)) {
+      if (n === 1) m.fingerprint = str(f);
+      else if (n === 2) m.firing = bool(f);
+      else if (n === 3) m.startsAt = timestamp(f);
+      else if (n === 4) m.endsAt = timestamp(f);
+      else if (n === 5) {
+        let key = "";
+        let value = "";
+        for (const [k, g] of fields(sub(f))) {
+          if (k === 1) key = str(g);
+          else if (k === 2) value = str(g);
+        }
+        m.labels.push([key, value]);
+      } else if (n === 6) m.receivedAt = timestamp(f);
+    }
+    return m;
+  }
+  function decodeAlertOrigin(buf) {
+    const m = {
+      source: "",
+      receiver: "",
+      externalUrl: "",
+      groupKey: "",
+      eventsTotal: 0,
+      events: [],
+      resolvedAt: 0,
+      sessionSkipped: ""
+    };
+    for (const [n, f] of fields(buf)) {
+      if (n === 1) m.source = str(f);
+      else if (n === 2) m.receiver = str(f);
+      else if (n === 3) m.externalUrl = str(f);
+      else if (n === 4) m.groupKey = str(f);
+      else if (n === 5) m.eventsTotal = num(f);
+      else if (n === 6) m.events.push(decodeAlertEvent(sub(f)));
+      else if (n === 7) m.resolvedAt = timestamp(f);
+      else if (n === 8) m.sessionSkipped = str(f);
+    }
+    return m;
+  }
   function decodeIncident(buf) {
-    const m = { id: "", title: "", description: "", createdAt: 0 };
+    const m = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.id = str(f);
       else if (n === 2) m.title = str(f);
       else if (n === 3) m.description = str(f);
       else if (n === 4) m.createdAt = timestamp(f);
+      else if (n === 5) m.alertOrigin = decodeAlertOrigin(sub(f));
     }
     return m;
   }
@@ -433,7 +476,9 @@
       lastRecoveryPlan: null,
       costUsd: 0,
       costComplete: false,
-      approvals: []
+      approvals: [],
+      forkedFromSessionId: "",
+      forkedAtSeq: 0
     };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.id = str(f);
@@ -451,6 +496,8 @@
       else if (n === 19) m.costUsd = double(f);
       else if (n === 20) m.costComplete = bool(f);
       else if (n === 22) m.approvals.push(decodeApproval(sub(f)));
+      else if (n === 23) m.forkedFromSessionId = str(f);
+      else if (n === 24) m.forkedAtSeq = num(f);
     }
     return m;
   }
@@ -532,6 +579,14 @@
         event = { kind: "text_delta", delta: d2 };
       } else if (n === 6) {
         event = { kind: "approval_requested", approval: decodeApproval(body) };
+      } else if (n === 7) {
+        const q = { sessionId: "", text: "", position: 0 };
+        for (const [k, g] of fields(body)) {
+          if (k === 1) q.sessionId = str(g);
+          else if (k === 2) q.text = str(g);
+          else if (k === 3) q.position = num(g);
+        }
+        event = { kind: "message_queued", queued: q };
       }
     }
     return event;
@@ -587,10 +642,20 @@
     return { items, next };
   }
   function decodeSendMessage(buf) {
-    let seq = 0;
-    for (const [n, f] of fields(buf)) if (n === 1) seq = num(f);
-    return seq;
+    const m = { seq: 0, queued: false, queuePosition: 0 };
+    for (const [n, f] of fields(buf)) {
+      if (n === 1) m.seq = num(f);
+      else if (n === 2) m.queued = bool(f);
+      else if (n === 3) m.queuePosition = num(f);
+    }
+    return m;
   }
+  var IfRunning = {
+    UNSPECIFIED: 0,
+    REJECT: 1,
+    ENQUEUE: 2,
+    INTERRUPT: 3
+  };
   var encode = {
     createIncident: (title, description) => new Writer().string(1, title).string(2, description).finish(),
     listIncidents: (pageSize, pageToken) => new Writer().uint(1, pageSize).string(2, pageToken).finish(),
@@ -599,7 +664,9 @@
     incidentId: (incidentId) => new Writer().string(1, incidentId).finish(),
     listSessions: (incidentId, pageSize, pageToken, statuses = []) => new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
     listTurns: (sessionId, afterSeq, limit) => new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
-    sendMessage: (sessionId, message, idempotencyKey) => new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).finish(),
+    sendMessage: (sessionId, message, idempotencyKey, ifRunning = 0) => new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).uint(4, ifRunning).finish(),
+    /** ForkSession; an empty `message` leaves it unset (the fork stays idle). */
+    forkSession: (sessionId, atSeq, message, idempotencyKey) => new Writer().string(1, sessionId).uint(2, atSeq).string(3, message).string(4, idempotencyKey).finish(),
     watchSession: (sessionId, afterSeq) => new Writer().string(1, sessionId).uint(2, afterSeq).finish(),
     getReport: (sessionId, burst) => new Writer().string(1, sessionId).uint(2, burst).finish(),
     decideToolCalls: (sessionId, decisions, idempotencyKey) => {
@@ -4535,7 +4602,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     show($2("error"), false);
     $2("error").textContent = "";
   }
-  var VIEWS = ["waiting-view", "incidents-view", "session-view"];
+  var VIEWS = ["waiting-view", "incidents-view", "incident-view", "session-view"];
   function showView(id) {
     for (const v2 of VIEWS) show($2(v2), v2 === id);
   }
@@ -4910,6 +4977,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
   async function pollIncidents() {
     for (; ; ) {
       await sleep(INCIDENT_POLL_MS);
+      if (incidentPage && !document.hidden) await incidentPage.load().catch(() => void 0);
       const list = incidents;
       if (!list || document.hidden) continue;
       try {
@@ -4936,11 +5004,164 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     return h(
       "li",
       { class: "incident", "data-incident-id": incident.id },
-      h("h3", {}, incident.title),
+      h("h3", {}, h("a", { href: `#/incident/${incident.id}` }, incident.title)),
       incident.description ? h("p", { class: "description" }, incident.description) : "",
       ul
     );
   }
+  var INCIDENT_SESSION_PAGES = 5;
+  function safeUrl(url) {
+    try {
+      const u = new URL(url);
+      return u.protocol === "http:" || u.protocol === "https:" ? u.href : null;
+    } catch {
+      return null;
+    }
+  }
+  var IncidentPage = class {
+    constructor(id) {
+      __publicField(this, "id", id);
+      __publicField(this, "stale", false);
+      __publicField(this, "shown", "");
+      __publicField(this, "running", null);
+    }
+    close() {
+      this.stale = true;
+    }
+    load() {
+      if (!this.running) {
+        this.running = this.read().finally(() => {
+          this.running = null;
+        });
+      }
+      return this.running;
+    }
+    async read() {
+      const incident = decodeIncident(await call("GetIncident", encode.incidentId(this.id)));
+      incidentCache.set(incident.id, { ...incident, alertOrigin: null });
+      const sessions = [];
+      let pageToken = "";
+      for (let pages = 0; pages < INCIDENT_SESSION_PAGES; pages++) {
+        const page = decodeList(
+          await call("ListSessions", encode.listSessions(this.id, 100, pageToken)),
+          decodeSession
+        );
+        sessions.push(...page.items);
+        pageToken = page.next;
+        if (!pageToken) break;
+      }
+      if (this.stale) return;
+      const tree = sessionTree(sessions);
+      if (pageToken) tree.push(h("li", { class: "empty" }, "More sessions than shown here."));
+      if (sessions.length === 0) tree.push(h("li", { class: "empty" }, "No sessions yet."));
+      const origin = incident.alertOrigin;
+      const alerts = origin ? alertOriginView(origin) : null;
+      const signature = JSON.stringify([
+        incident,
+        tree.map((t) => t.outerHTML),
+        alerts ? [alerts.facts.map((f) => f.outerHTML), alerts.rows.map((r) => r.outerHTML)] : null
+      ]);
+      if (signature === this.shown) return;
+      this.shown = signature;
+      $2("incident-title").textContent = incident.title;
+      $2("incident-description").textContent = incident.description;
+      $2("incident-created").textContent = `opened ${when(incident.createdAt)}`;
+      const section = $2("alerts");
+      if (alerts && origin) {
+        $2("alert-origin").replaceChildren(...alerts.facts);
+        $2("alert-event-rows").replaceChildren(...alerts.rows);
+        section.dataset.resolved = String(origin.resolvedAt !== 0);
+      } else {
+        $2("alert-origin").replaceChildren();
+        $2("alert-event-rows").replaceChildren();
+      }
+      show(section, alerts !== null);
+      const list = $2("incident-sessions");
+      list.replaceChildren(...tree);
+      list.dataset.count = String(sessions.length);
+      list.dataset.state = "loaded";
+    }
+  };
+  function alertOriginView(o) {
+    const facts = [];
+    const fact = (name, value, cls) => facts.push(h("dt", {}, name), h("dd", { class: cls }, value));
+    fact("Source", o.source, "alert-source");
+    if (o.receiver) fact("Receiver", o.receiver, "alert-receiver");
+    if (o.externalUrl) {
+      const url = safeUrl(o.externalUrl);
+      fact(
+        "Sent by",
+        url ? h("a", { href: url, rel: "noopener noreferrer", target: "_blank" }, o.externalUrl) : o.externalUrl,
+        "alert-external-url"
+      );
+    }
+    fact("Group", o.groupKey, "alert-group-key");
+    fact(
+      "Status",
+      o.resolvedAt ? `resolved ${when(o.resolvedAt)}` : "firing",
+      "alert-group-status"
+    );
+    fact("Events", `${o.eventsTotal}${o.eventsTotal > o.events.length ? ` (newest ${o.events.length} shown)` : ""}`, "alert-events-total");
+    if (o.sessionSkipped) fact("No session started", o.sessionSkipped, "alert-session-skipped");
+    const rows = o.events.map((e) => {
+      const state = e.firing ? "firing" : "resolved";
+      const labels = h("ul", { class: "labels" });
+      const sorted = [...e.labels].sort(([a], [b2]) => a < b2 ? -1 : a > b2 ? 1 : 0);
+      for (const [k, v2] of sorted) labels.append(h("li", {}, h("code", {}, `${k}=${v2}`)));
+      return h(
+        "tr",
+        { class: `alert-event alert-${state}`, "data-fingerprint": e.fingerprint, "data-state": state },
+        h("td", {}, h("span", { class: "alert-state" }, state)),
+        h("td", {}, labels),
+        h("td", {}, when(e.startsAt)),
+        h("td", {}, when(e.endsAt)),
+        h("td", {}, when(e.receivedAt))
+      );
+    });
+    return { facts, rows };
+  }
+  function sessionTree(sessions) {
+    const byId = new Map(sessions.map((s) => [s.id, s]));
+    const children = /* @__PURE__ */ new Map();
+    const roots = [];
+    for (const s of sessions) {
+      const parent = s.forkedFromSessionId;
+      if (parent && byId.has(parent) && parent !== s.id) {
+        const list = children.get(parent) ?? [];
+        list.push(s);
+        children.set(parent, list);
+      } else {
+        roots.push(s);
+      }
+    }
+    const oldestFirst = (a, b2) => a.createdAt - b2.createdAt || (a.id < b2.id ? -1 : 1);
+    const seen = /* @__PURE__ */ new Set();
+    const node = (s) => {
+      seen.add(s.id);
+      const li = h(
+        "li",
+        { class: "session-node", "data-session-id": s.id, "data-status": statusName(s.status) },
+        // The id's random tail: sessions and forks made the same minute
+        // share the head of their UUIDv7.
+        h("a", { href: `#/session/${s.id}`, title: s.id }, `session \u2026${s.id.slice(-12)}`),
+        " ",
+        h("span", { class: `status status-${statusName(s.status)}` }, statusName(s.status)),
+        ` \xB7 ${s.turnCount} turns \xB7 started ${when(s.createdAt)}`
+      );
+      if (s.forkedFromSessionId) {
+        li.dataset.forkedFrom = s.forkedFromSessionId;
+        li.append(
+          " \xB7 forked at ",
+          h("a", { href: `#/session/${s.forkedFromSessionId}/turn/${s.forkedAtSeq}` }, `#${s.forkedAtSeq}`)
+        );
+      }
+      const kids = (children.get(s.id) ?? []).filter((k) => !seen.has(k.id)).sort(oldestFirst);
+      if (kids.length > 0) li.append(h("ul", { class: "forks" }, ...kids.map(node)));
+      return li;
+    };
+    return roots.sort(oldestFirst).map(node);
+  }
+  var incidentPage = null;
   function setupNewInvestigation() {
     $2("new-investigation").addEventListener("submit", async (e) => {
       e.preventDefault();
@@ -4993,6 +5214,15 @@ Please report this to https://github.com/markedjs/marked.`, e) {
        * arrives late never overwrites a newer one. */
       __publicField(this, "reads", 0);
       __publicField(this, "shown", 0);
+      /** The incident's title was asked for (once per page). */
+      __publicField(this, "titleAsked", false);
+      /**
+       * Messages queued behind the running burst, in queue order, until each
+       * opens a burst and arrives as a user turn. Learnt from SendMessage's
+       * answer and from the watch's MessageQueued events (live only: a page
+       * opened later sees them once they are turns).
+       */
+      __publicField(this, "queued", []);
       __publicField(this, "approvalsShown", "");
       __publicField(this, "cardHost", {
         decided: (s) => this.decided(s),
@@ -5012,6 +5242,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       $2("approval-list").replaceChildren();
       show($2("approvals"), false);
       show($2("report"), false);
+      show($2("lineage"), false);
+      closeForkForm();
+      this.renderQueued();
       this.renderStreaming();
       this.setWatchState("connecting");
       await this.refresh();
@@ -5070,6 +5303,55 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       confirmWhy.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? holdWhy(s) : "";
       show(confirmWhy, confirmWhy.textContent !== "");
       $2("follow-up-send").disabled = s.status === SessionStatus.CANCELLED;
+      if (s.forkedFromSessionId) {
+        const link = $2("lineage-link");
+        link.href = `#/session/${s.forkedFromSessionId}/turn/${s.forkedAtSeq}`;
+        link.textContent = `session ${s.forkedFromSessionId} at turn #${s.forkedAtSeq}`;
+        $2("lineage").dataset.parent = s.forkedFromSessionId;
+        $2("lineage").dataset.atSeq = String(s.forkedAtSeq);
+      }
+      show($2("lineage"), s.forkedFromSessionId !== "");
+      const incident = $2("session-incident-link");
+      incident.href = `#/incident/${s.incidentId}`;
+      const known = incidentCache.get(s.incidentId);
+      incident.textContent = known?.title ?? s.incidentId;
+      if (!known && s.incidentId && !this.titleAsked) {
+        this.titleAsked = true;
+        void incidentTitle(s.incidentId).then((title) => {
+          if (!this.stopped && this.session?.incidentId === s.incidentId) incident.textContent = title;
+        }).catch(() => void 0);
+      }
+      show($2("session-incident"), s.incidentId !== "");
+      if (s.status === SessionStatus.CANCELLED && this.queued.length > 0) {
+        this.queued = [];
+        this.renderQueued();
+      }
+    }
+    addQueued(text2, position) {
+      if (this.queued.some((q) => q.text === text2 && q.position === position)) return;
+      this.queued.push({ text: text2, position });
+      this.renderQueued();
+    }
+    /** A user turn arrived: the queued message it was is no longer queued. */
+    dequeue(text2) {
+      if (this.queued.length === 0) return;
+      const i = this.queued.findIndex((q) => q.text === text2);
+      if (i < 0) return;
+      this.queued.splice(i, 1);
+      this.renderQueued();
+    }
+    renderQueued() {
+      const items = this.queued.map(
+        (q) => h(
+          "li",
+          { class: "queued", "data-position": String(q.position) },
+          h("span", { class: "queued-state" }, `queued, position ${q.position}`),
+          h("pre", { class: "content" }, q.text)
+        )
+      );
+      $2("queued-list").replaceChildren(...items);
+      $2("queued").dataset.count = String(items.length);
+      show($2("queued"), items.length > 0);
     }
     /** The latest hold's calls: Approve / Deny while the session waits for
      * them, then how each was decided. */
@@ -5201,6 +5483,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         case "turn": {
           const outcome = this.timeline.applyTurn(event.turn);
           if (outcome.added) {
+            if (event.turn.role === TurnRole.USER) this.dequeue(event.turn.content);
             this.renderTurn(event.turn);
             this.markHeldCalls();
             this.scheduleRefresh();
@@ -5216,6 +5499,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         }
         case "text_delta":
           if (this.timeline.applyDelta(event.delta)) this.renderStreaming();
+          break;
+        case "message_queued":
+          if (event.queued.sessionId === this.id) this.addQueued(event.queued.text, event.queued.position);
           break;
         case "approval_requested":
           this.scheduleRefresh();
@@ -5236,7 +5522,10 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       });
       const label = turn.role === TurnRole.TOOL ? `tool result \xB7 ${turn.toolName} (${turn.toolCallId})${turn.isError ? " \xB7 error" : ""}` : turn.role === TurnRole.NOTICE && turn.recoveryPlan ? `recovery notice \xB7 ${turn.recoveryPlan.kind}` : role;
       const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
-      li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt))));
+      const fork = h("button", { type: "button", class: "fork-button", "data-action": "fork" }, "Fork from here");
+      fork.setAttribute("aria-label", `Fork from turn ${turn.seq}`);
+      fork.addEventListener("click", () => openForkForm(turn.seq));
+      li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt)), fork));
       if (turn.role === TurnRole.NOTICE) {
         li.setAttribute("role", "note");
         if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
@@ -5309,19 +5598,59 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     async cancel() {
       await this.readSession("CancelSession");
     }
-    async followUp(text2) {
-      decodeSendMessage(await call("SendMessage", encode.sendMessage(this.id, text2, newKey())));
+    /** Sends a follow-up; while a burst runs it is queued behind it or
+     * interrupts it (`mode`), otherwise it opens a burst at once. */
+    async followUp(text2, mode) {
+      const before = this.timeline.lastSeq;
+      const sent = decodeSendMessage(await call("SendMessage", encode.sendMessage(this.id, text2, newKey(), mode)));
+      const arrived = this.timeline.turns.some(
+        (t) => t.seq > before && t.role === TurnRole.USER && t.content === text2
+      );
+      if (sent.queued && !arrived) this.addQueued(text2, sent.queuePosition);
       await this.refresh();
       void this.watch();
+    }
+    /** Forks this session after turn `atSeq` (ForkSession) and opens the fork. */
+    async fork(atSeq, message, key) {
+      const s = decodeSession(await call("ForkSession", encode.forkSession(this.id, atSeq, message, key)));
+      location.hash = `#/session/${s.id}`;
     }
   };
   var current = null;
   var hooks = { holdReconnect: false, holdWaiting: false };
+  var forkKey = "";
+  function openForkForm(seq) {
+    const form = $2("fork-form");
+    if (form.dataset.atSeq !== String(seq) || form.hidden) forkKey = newKey();
+    form.dataset.atSeq = String(seq);
+    $2("fork-at").textContent = `#${seq}`;
+    show(form, true);
+    form.scrollIntoView({ block: "nearest" });
+    $2("fork-message").focus();
+  }
+  function closeForkForm() {
+    const form = $2("fork-form");
+    show(form, false);
+    form.dataset.atSeq = "0";
+    $2("fork-message").value = "";
+  }
   function setupSessionActions() {
     const guard = (f) => () => {
       clearError();
       f().catch(showError);
     };
+    $2("fork-close").addEventListener("click", closeForkForm);
+    $2("fork-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const seq = Number($2("fork-form").dataset.atSeq);
+      if (!current || !seq) return;
+      clearError();
+      const button = $2("fork-submit");
+      button.disabled = true;
+      current.fork(seq, $2("fork-message").value.trim(), forkKey).catch(showError).finally(() => {
+        button.disabled = false;
+      });
+    });
     $2("confirm-button").addEventListener("click", guard(async () => current?.confirm()));
     $2("cancel-button").addEventListener("click", guard(async () => current?.cancel()));
     $2("follow-up").addEventListener("submit", (e) => {
@@ -5330,7 +5659,8 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       const text2 = input.value.trim();
       if (!text2 || !current) return;
       clearError();
-      current.followUp(text2).then(() => {
+      const mode = $2("follow-up-mode").value === "interrupt" ? IfRunning.INTERRUPT : IfRunning.ENQUEUE;
+      current.followUp(text2, mode).then(() => {
         input.value = "";
       }).catch(showError);
     });
@@ -5342,13 +5672,23 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     current = null;
     incidents?.close();
     incidents = null;
+    incidentPage?.close();
+    incidentPage = null;
     if (location.hash === "" || location.hash === "#") {
       history.replaceState(null, "", "#/waiting");
     }
     const hash = location.hash;
     const m = /^#\/session\/([0-9a-fA-F-]{36})(?:\/turn\/([1-9][0-9]{0,17}))?$/.exec(hash);
     const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
-    if (m) {
+    const one = /^#\/incident\/([0-9a-fA-F-]{36})$/.exec(hash);
+    if (one) {
+      showView("incident-view");
+      $2("incident-sessions").dataset.state = "loading";
+      for (const id of ["incident-title", "incident-description", "incident-created"]) $2(id).textContent = "";
+      show($2("alerts"), false);
+      incidentPage = new IncidentPage(one[1]);
+      incidentPage.load().catch(showError);
+    } else if (m) {
       current = new SessionPage(m[1], m[2] ? Number(m[2]) : null);
       current.open().catch(showError);
     } else if (hash === "#/waiting") {

@@ -6,12 +6,14 @@
 import { Code, GrpcError, serverStream, unary } from "./grpcweb";
 import {
   type Approval,
+  type AlertOrigin,
   type Incident,
   type Report,
   type Session,
   type SessionTurn,
   ALL_STATUSES,
   ApprovalState,
+  IfRunning,
   SessionStatus,
   ToolCallVerdict,
   TurnRole,
@@ -168,7 +170,7 @@ function clearError(): void {
 
 // ---------- views ----------
 
-const VIEWS = ["waiting-view", "incidents-view", "session-view"];
+const VIEWS = ["waiting-view", "incidents-view", "incident-view", "session-view"];
 
 function showView(id: string): void {
   for (const v of VIEWS) show($(v), v === id);
@@ -668,6 +670,7 @@ let incidents: IncidentList | null = null;
 async function pollIncidents(): Promise<void> {
   for (;;) {
     await sleep(INCIDENT_POLL_MS);
+    if (incidentPage && !document.hidden) await incidentPage.load().catch(() => undefined);
     const list = incidents;
     if (!list || document.hidden) continue;
     try {
@@ -698,11 +701,191 @@ async function incidentItem(incident: Incident, only: Session[] | null): Promise
   return h(
     "li",
     { class: "incident", "data-incident-id": incident.id },
-    h("h3", {}, incident.title),
+    h("h3", {}, h("a", { href: `#/incident/${incident.id}` }, incident.title)),
     incident.description ? h("p", { class: "description" }, incident.description) : "",
     ul,
   );
 }
+
+// ---------- incident page ----------
+
+/** At most this many pages of an incident's sessions are read. */
+const INCIDENT_SESSION_PAGES = 5;
+
+/** An http(s) URL as given, or null: a link from an alert sender must not
+ * be a `javascript:` one. */
+function safeUrl(url: string): string | null {
+  try {
+    const u = new URL(url);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.href : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * One incident (#/incident/<id>): where it came from (the alert group
+ * behind it, with each alert's labels and its firing and resolved times)
+ * and its sessions, each fork under the session it was forked from.
+ * Everything shown came from an alert sender, a model or a person: set as
+ * text, never parsed as HTML.
+ */
+class IncidentPage {
+  private stale = false;
+  private shown = "";
+  private running: Promise<void> | null = null;
+
+  constructor(readonly id: string) {}
+
+  close(): void {
+    this.stale = true;
+  }
+
+  load(): Promise<void> {
+    if (!this.running) {
+      this.running = this.read().finally(() => {
+        this.running = null;
+      });
+    }
+    return this.running;
+  }
+
+  private async read(): Promise<void> {
+    // Read afresh, not from the cache: alerts fire and resolve.
+    const incident = decodeIncident(await call("GetIncident", encode.incidentId(this.id)));
+    incidentCache.set(incident.id, { ...incident, alertOrigin: null });
+    const sessions: Session[] = [];
+    let pageToken = "";
+    for (let pages = 0; pages < INCIDENT_SESSION_PAGES; pages++) {
+      const page = decodeList(
+        await call("ListSessions", encode.listSessions(this.id, 100, pageToken)),
+        decodeSession,
+      );
+      sessions.push(...page.items);
+      pageToken = page.next;
+      if (!pageToken) break;
+    }
+    if (this.stale) return;
+    const tree = sessionTree(sessions);
+    if (pageToken) tree.push(h("li", { class: "empty" }, "More sessions than shown here."));
+    if (sessions.length === 0) tree.push(h("li", { class: "empty" }, "No sessions yet."));
+    const origin = incident.alertOrigin;
+    const alerts = origin ? alertOriginView(origin) : null;
+    const signature = JSON.stringify([
+      incident,
+      tree.map((t) => t.outerHTML),
+      alerts ? [alerts.facts.map((f) => f.outerHTML), alerts.rows.map((r) => r.outerHTML)] : null,
+    ]);
+    if (signature === this.shown) return;
+    this.shown = signature;
+    $("incident-title").textContent = incident.title;
+    $("incident-description").textContent = incident.description;
+    $("incident-created").textContent = `opened ${when(incident.createdAt)}`;
+    const section = $("alerts");
+    if (alerts && origin) {
+      $("alert-origin").replaceChildren(...alerts.facts);
+      $("alert-event-rows").replaceChildren(...alerts.rows);
+      section.dataset.resolved = String(origin.resolvedAt !== 0);
+    } else {
+      $("alert-origin").replaceChildren();
+      $("alert-event-rows").replaceChildren();
+    }
+    show(section, alerts !== null);
+    const list = $("incident-sessions");
+    list.replaceChildren(...tree);
+    list.dataset.count = String(sessions.length);
+    list.dataset.state = "loaded";
+  }
+}
+
+/** The alert group's facts (a `dl`'s children) and one table row per event. */
+function alertOriginView(o: AlertOrigin): { facts: HTMLElement[]; rows: HTMLElement[] } {
+  const facts: HTMLElement[] = [];
+  const fact = (name: string, value: Node | string, cls: string) =>
+    facts.push(h("dt", {}, name), h("dd", { class: cls }, value));
+  fact("Source", o.source, "alert-source");
+  if (o.receiver) fact("Receiver", o.receiver, "alert-receiver");
+  if (o.externalUrl) {
+    const url = safeUrl(o.externalUrl);
+    fact(
+      "Sent by",
+      url ? h("a", { href: url, rel: "noopener noreferrer", target: "_blank" }, o.externalUrl) : o.externalUrl,
+      "alert-external-url",
+    );
+  }
+  fact("Group", o.groupKey, "alert-group-key");
+  fact(
+    "Status",
+    o.resolvedAt ? `resolved ${when(o.resolvedAt)}` : "firing",
+    "alert-group-status",
+  );
+  fact("Events", `${o.eventsTotal}${o.eventsTotal > o.events.length ? ` (newest ${o.events.length} shown)` : ""}`, "alert-events-total");
+  if (o.sessionSkipped) fact("No session started", o.sessionSkipped, "alert-session-skipped");
+  const rows = o.events.map((e) => {
+    const state = e.firing ? "firing" : "resolved";
+    const labels = h("ul", { class: "labels" });
+    // Sorted: a map's entries come in no set order, and a stable row
+    // keeps the page from redrawing on every read.
+    const sorted = [...e.labels].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    for (const [k, v] of sorted) labels.append(h("li", {}, h("code", {}, `${k}=${v}`)));
+    return h(
+      "tr",
+      { class: `alert-event alert-${state}`, "data-fingerprint": e.fingerprint, "data-state": state },
+      h("td", {}, h("span", { class: "alert-state" }, state)),
+      h("td", {}, labels),
+      h("td", {}, when(e.startsAt)),
+      h("td", {}, when(e.endsAt)),
+      h("td", {}, when(e.receivedAt)),
+    );
+  });
+  return { facts, rows };
+}
+
+/** Sessions as a tree: each fork under its source (a source not listed
+ * leaves the fork at the top), oldest first at each level. */
+function sessionTree(sessions: Session[]): HTMLElement[] {
+  const byId = new Map(sessions.map((s) => [s.id, s]));
+  const children = new Map<string, Session[]>();
+  const roots: Session[] = [];
+  for (const s of sessions) {
+    const parent = s.forkedFromSessionId;
+    if (parent && byId.has(parent) && parent !== s.id) {
+      const list = children.get(parent) ?? [];
+      list.push(s);
+      children.set(parent, list);
+    } else {
+      roots.push(s);
+    }
+  }
+  const oldestFirst = (a: Session, b: Session) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1);
+  const seen = new Set<string>();
+  const node = (s: Session): HTMLElement => {
+    seen.add(s.id);
+    const li = h(
+      "li",
+      { class: "session-node", "data-session-id": s.id, "data-status": statusName(s.status) },
+      // The id's random tail: sessions and forks made the same minute
+      // share the head of their UUIDv7.
+      h("a", { href: `#/session/${s.id}`, title: s.id }, `session …${s.id.slice(-12)}`),
+      " ",
+      h("span", { class: `status status-${statusName(s.status)}` }, statusName(s.status)),
+      ` · ${s.turnCount} turns · started ${when(s.createdAt)}`,
+    );
+    if (s.forkedFromSessionId) {
+      li.dataset.forkedFrom = s.forkedFromSessionId;
+      li.append(
+        " · forked at ",
+        h("a", { href: `#/session/${s.forkedFromSessionId}/turn/${s.forkedAtSeq}` }, `#${s.forkedAtSeq}`),
+      );
+    }
+    const kids = (children.get(s.id) ?? []).filter((k) => !seen.has(k.id)).sort(oldestFirst);
+    if (kids.length > 0) li.append(h("ul", { class: "forks" }, ...kids.map(node)));
+    return li;
+  };
+  return roots.sort(oldestFirst).map(node);
+}
+
+let incidentPage: IncidentPage | null = null;
 
 function setupNewInvestigation(): void {
   $("new-investigation").addEventListener("submit", async (e) => {
@@ -767,6 +950,9 @@ class SessionPage {
     $("approval-list").replaceChildren();
     show($("approvals"), false);
     show($("report"), false);
+    show($("lineage"), false);
+    closeForkForm();
+    this.renderQueued();
     this.renderStreaming();
     this.setWatchState("connecting");
     await this.refresh();
@@ -857,6 +1043,74 @@ class SessionPage {
     confirmWhy.textContent = s.status === SessionStatus.AWAITING_CONFIRMATION && plan ? holdWhy(s) : "";
     show(confirmWhy, confirmWhy.textContent !== "");
     ($("follow-up-send") as HTMLButtonElement).disabled = s.status === SessionStatus.CANCELLED;
+    // A fork says where it came from: the source and the turn it was cut at.
+    if (s.forkedFromSessionId) {
+      const link = $("lineage-link") as HTMLAnchorElement;
+      link.href = `#/session/${s.forkedFromSessionId}/turn/${s.forkedAtSeq}`;
+      link.textContent = `session ${s.forkedFromSessionId} at turn #${s.forkedAtSeq}`;
+      $("lineage").dataset.parent = s.forkedFromSessionId;
+      $("lineage").dataset.atSeq = String(s.forkedAtSeq);
+    }
+    show($("lineage"), s.forkedFromSessionId !== "");
+    const incident = $("session-incident-link") as HTMLAnchorElement;
+    incident.href = `#/incident/${s.incidentId}`;
+    const known = incidentCache.get(s.incidentId);
+    incident.textContent = known?.title ?? s.incidentId;
+    if (!known && s.incidentId && !this.titleAsked) {
+      this.titleAsked = true;
+      // Named by its title once read (a read the waiting list shares).
+      void incidentTitle(s.incidentId)
+        .then((title) => {
+          if (!this.stopped && this.session?.incidentId === s.incidentId) incident.textContent = title;
+        })
+        .catch(() => undefined);
+    }
+    show($("session-incident"), s.incidentId !== "");
+    // A cancel drops the queue (the session's notice says what it dropped).
+    if (s.status === SessionStatus.CANCELLED && this.queued.length > 0) {
+      this.queued = [];
+      this.renderQueued();
+    }
+  }
+
+  /** The incident's title was asked for (once per page). */
+  private titleAsked = false;
+
+  /**
+   * Messages queued behind the running burst, in queue order, until each
+   * opens a burst and arrives as a user turn. Learnt from SendMessage's
+   * answer and from the watch's MessageQueued events (live only: a page
+   * opened later sees them once they are turns).
+   */
+  queued: Array<{ text: string; position: number }> = [];
+
+  private addQueued(text: string, position: number): void {
+    if (this.queued.some((q) => q.text === text && q.position === position)) return;
+    this.queued.push({ text, position });
+    this.renderQueued();
+  }
+
+  /** A user turn arrived: the queued message it was is no longer queued. */
+  private dequeue(text: string): void {
+    if (this.queued.length === 0) return;
+    const i = this.queued.findIndex((q) => q.text === text);
+    if (i < 0) return;
+    this.queued.splice(i, 1);
+    this.renderQueued();
+  }
+
+  private renderQueued(): void {
+    const items = this.queued.map((q) =>
+      h(
+        "li",
+        { class: "queued", "data-position": String(q.position) },
+        h("span", { class: "queued-state" }, `queued, position ${q.position}`),
+        h("pre", { class: "content" }, q.text),
+      ),
+    );
+    $("queued-list").replaceChildren(...items);
+    $("queued").dataset.count = String(items.length);
+    show($("queued"), items.length > 0);
   }
 
   private approvalsShown = "";
@@ -1027,6 +1281,7 @@ class SessionPage {
       case "turn": {
         const outcome = this.timeline.applyTurn(event.turn);
         if (outcome.added) {
+          if (event.turn.role === TurnRole.USER) this.dequeue(event.turn.content);
           this.renderTurn(event.turn);
           this.markHeldCalls();
           this.scheduleRefresh();
@@ -1042,6 +1297,9 @@ class SessionPage {
       }
       case "text_delta":
         if (this.timeline.applyDelta(event.delta)) this.renderStreaming();
+        break;
+      case "message_queued":
+        if (event.queued.sessionId === this.id) this.addQueued(event.queued.text, event.queued.position);
         break;
       case "approval_requested":
         // The session is held: its approvals (all of them, with their
@@ -1071,7 +1329,10 @@ class SessionPage {
           : role;
     // The seq is the turn's stable link: #/session/<id>/turn/<seq>.
     const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
-    li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt))));
+    const fork = h("button", { type: "button", class: "fork-button", "data-action": "fork" }, "Fork from here");
+    fork.setAttribute("aria-label", `Fork from turn ${turn.seq}`);
+    fork.addEventListener("click", () => openForkForm(turn.seq));
+    li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt)), fork));
     if (turn.role === TurnRole.NOTICE) {
       li.setAttribute("role", "note");
       if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
@@ -1152,10 +1413,25 @@ class SessionPage {
     await this.readSession("CancelSession");
   }
 
-  async followUp(text: string): Promise<void> {
-    decodeSendMessage(await call("SendMessage", encode.sendMessage(this.id, text, newKey())));
+  /** Sends a follow-up; while a burst runs it is queued behind it or
+   * interrupts it (`mode`), otherwise it opens a burst at once. */
+  async followUp(text: string, mode: number): Promise<void> {
+    const before = this.timeline.lastSeq;
+    const sent = decodeSendMessage(await call("SendMessage", encode.sendMessage(this.id, text, newKey(), mode)));
+    // Shown as queued unless its turn already arrived through the watch
+    // (an interrupt opens its burst at once).
+    const arrived = this.timeline.turns.some(
+      (t) => t.seq > before && t.role === TurnRole.USER && t.content === text,
+    );
+    if (sent.queued && !arrived) this.addQueued(text, sent.queuePosition);
     await this.refresh();
     void this.watch();
+  }
+
+  /** Forks this session after turn `atSeq` (ForkSession) and opens the fork. */
+  async fork(atSeq: number, message: string, key: string): Promise<void> {
+    const s = decodeSession(await call("ForkSession", encode.forkSession(this.id, atSeq, message, key)));
+    location.hash = `#/session/${s.id}`;
   }
 }
 
@@ -1164,11 +1440,46 @@ let current: SessionPage | null = null;
 /** Set by the browser tests through `window.inquestConsole`. */
 const hooks = { holdReconnect: false, holdWaiting: false };
 
+/** One key per opened fork form: a second click of Fork makes no second fork. */
+let forkKey = "";
+
+function openForkForm(seq: number): void {
+  const form = $("fork-form");
+  if (form.dataset.atSeq !== String(seq) || form.hidden) forkKey = newKey();
+  form.dataset.atSeq = String(seq);
+  $("fork-at").textContent = `#${seq}`;
+  show(form, true);
+  form.scrollIntoView({ block: "nearest" });
+  ($("fork-message") as HTMLTextAreaElement).focus();
+}
+
+function closeForkForm(): void {
+  const form = $("fork-form");
+  show(form, false);
+  form.dataset.atSeq = "0";
+  ($("fork-message") as HTMLTextAreaElement).value = "";
+}
+
 function setupSessionActions(): void {
   const guard = (f: () => Promise<void>) => () => {
     clearError();
     f().catch(showError);
   };
+  $("fork-close").addEventListener("click", closeForkForm);
+  $("fork-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const seq = Number($("fork-form").dataset.atSeq);
+    if (!current || !seq) return;
+    clearError();
+    const button = $("fork-submit") as HTMLButtonElement;
+    button.disabled = true;
+    current
+      .fork(seq, ($("fork-message") as HTMLTextAreaElement).value.trim(), forkKey)
+      .catch(showError)
+      .finally(() => {
+        button.disabled = false;
+      });
+  });
   $("confirm-button").addEventListener("click", guard(async () => current?.confirm()));
   $("cancel-button").addEventListener("click", guard(async () => current?.cancel()));
   $("follow-up").addEventListener("submit", (e) => {
@@ -1177,8 +1488,9 @@ function setupSessionActions(): void {
     const text = input.value.trim();
     if (!text || !current) return;
     clearError();
+    const mode = ($("follow-up-mode") as HTMLSelectElement).value === "interrupt" ? IfRunning.INTERRUPT : IfRunning.ENQUEUE;
     current
-      .followUp(text)
+      .followUp(text, mode)
       .then(() => {
         input.value = "";
       })
@@ -1190,7 +1502,8 @@ function setupSessionActions(): void {
 
 // The views' stable URLs: #/waiting (the landing page: what needs a
 // person comes first), #/incidents[?status=<name>] (and #/, which older
-// links and the session page's back link use), #/session/<id>, and
+// links and the session page's back link use), #/incident/<id> (its
+// alerts and its sessions with their forks), #/session/<id>, and
 // #/session/<id>/turn/<seq> (that turn marked and scrolled to).
 function route(): void {
   clearError();
@@ -1200,13 +1513,23 @@ function route(): void {
   current = null;
   incidents?.close();
   incidents = null;
+  incidentPage?.close();
+  incidentPage = null;
   if (location.hash === "" || location.hash === "#") {
     history.replaceState(null, "", "#/waiting");
   }
   const hash = location.hash;
   const m = /^#\/session\/([0-9a-fA-F-]{36})(?:\/turn\/([1-9][0-9]{0,17}))?$/.exec(hash);
   const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
-  if (m) {
+  const one = /^#\/incident\/([0-9a-fA-F-]{36})$/.exec(hash);
+  if (one) {
+    showView("incident-view");
+    $("incident-sessions").dataset.state = "loading";
+    for (const id of ["incident-title", "incident-description", "incident-created"]) $(id).textContent = "";
+    show($("alerts"), false);
+    incidentPage = new IncidentPage(one[1]);
+    incidentPage.load().catch(showError);
+  } else if (m) {
     current = new SessionPage(m[1], m[2] ? Number(m[2]) : null);
     current.open().catch(showError);
   } else if (hash === "#/waiting") {

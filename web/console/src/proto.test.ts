@@ -11,7 +11,10 @@ import {
   ToolCallVerdict,
   Writer,
   approvalStateName,
+  IfRunning,
+  decodeIncident,
   decodeReport,
+  decodeSendMessage,
   decodeSession,
   decodeTurn,
   decodeWatchEvent,
@@ -220,4 +223,51 @@ test("DecideToolCalls and the held-status filter encode as proto3 does", () => {
     hex(encode.listSessions("", 100, "", [SessionStatus.AWAITING_CONFIRMATION, SessionStatus.AWAITING_APPROVAL])),
     "106422020708",
   );
+});
+
+test("SendMessage's if_running and answer, and ForkSession, as proto3 has them", () => {
+  assert.equal(hex(encode.sendMessage("s", "m", "k", IfRunning.ENQUEUE)), "0a017312016d1a016b2002");
+  assert.equal(hex(encode.sendMessage("s", "m", "k", IfRunning.INTERRUPT)), "0a017312016d1a016b2003");
+  assert.equal(hex(encode.forkSession("s", 3, "m", "k")), "0a017310031a016d22016b");
+  // No message: the field is left unset (the fork stays idle).
+  assert.equal(hex(encode.forkSession("s", 3, "", "")), "0a01731003");
+  assert.deepEqual(decodeSendMessage(bytes("10011802")), { seq: 0, queued: true, queuePosition: 2 });
+  assert.deepEqual(decodeSendMessage(bytes("0809")), { seq: 9, queued: false, queuePosition: 0 });
+});
+
+test("a MessageQueued event and a fork's lineage decode", () => {
+  assert.deepEqual(decodeWatchEvent(bytes("3a080a01731201741802")), {
+    kind: "message_queued",
+    queued: { sessionId: "s", text: "t", position: 2 },
+  });
+  const s = decodeSession(bytes("0a0161ba010170c00104"));
+  assert.equal(s.forkedFromSessionId, "p");
+  assert.equal(s.forkedAtSeq, 4);
+});
+
+test("an incident decodes with the alert group behind it", () => {
+  // alert_origin {source "alertmanager", receiver "r", external_url "http://x",
+  // group_key "g", events_total 3, events [{fingerprint "f", firing, starts_at 1 s,
+  // labels {a: b}, received_at 3 s}, {fingerprint "f", ends_at 4 s}],
+  // resolved_at 2 s, session_skipped "cap"}
+  const i = decodeIncident(
+    bytes(
+      "0a01691201742a490a0c616c6572746d616e616765721201721a08687474703a2f2f78220167280332150a016610011a0208012a060a01611201623202080332070a0166220208043a0208024203636170",
+    ),
+  );
+  assert.equal(i.title, "t");
+  assert.deepEqual(i.alertOrigin, {
+    source: "alertmanager",
+    receiver: "r",
+    externalUrl: "http://x",
+    groupKey: "g",
+    eventsTotal: 3,
+    events: [
+      { fingerprint: "f", firing: true, startsAt: 1000, endsAt: 0, labels: [["a", "b"]], receivedAt: 3000 },
+      { fingerprint: "f", firing: false, startsAt: 0, endsAt: 4000, labels: [], receivedAt: 0 },
+    ],
+    resolvedAt: 2000,
+    sessionSkipped: "cap",
+  });
+  assert.equal(decodeIncident(bytes("0a0169")).alertOrigin, null);
 });

@@ -240,15 +240,87 @@ export interface Incident {
   title: string;
   description: string;
   createdAt: number;
+  /** The alert group behind it (GetIncident only; null: none). */
+  alertOrigin: AlertOrigin | null;
+}
+
+/** One alert that fired or resolved, as a notification brought it. */
+export interface AlertEvent {
+  fingerprint: string;
+  firing: boolean;
+  startsAt: number;
+  endsAt: number;
+  /** The alert's labels, in the order sent. */
+  labels: Array<[string, string]>;
+  receivedAt: number;
+}
+
+export interface AlertOrigin {
+  source: string;
+  receiver: string;
+  externalUrl: string;
+  groupKey: string;
+  eventsTotal: number;
+  /** The newest events (at most 100), newest first. */
+  events: AlertEvent[];
+  /** When every alert of the group had resolved (0: one still fires). */
+  resolvedAt: number;
+  sessionSkipped: string;
+}
+
+function decodeAlertEvent(buf: Uint8Array): AlertEvent {
+  const m: AlertEvent = { fingerprint: "", firing: false, startsAt: 0, endsAt: 0, labels: [], receivedAt: 0 };
+  for (const [n, f] of fields(buf)) {
+    if (n === 1) m.fingerprint = str(f);
+    else if (n === 2) m.firing = bool(f);
+    else if (n === 3) m.startsAt = timestamp(f);
+    else if (n === 4) m.endsAt = timestamp(f);
+    else if (n === 5) {
+      // A map entry: key 1, value 2.
+      let key = "";
+      let value = "";
+      for (const [k, g] of fields(sub(f))) {
+        if (k === 1) key = str(g);
+        else if (k === 2) value = str(g);
+      }
+      m.labels.push([key, value]);
+    } else if (n === 6) m.receivedAt = timestamp(f);
+  }
+  return m;
+}
+
+export function decodeAlertOrigin(buf: Uint8Array): AlertOrigin {
+  const m: AlertOrigin = {
+    source: "",
+    receiver: "",
+    externalUrl: "",
+    groupKey: "",
+    eventsTotal: 0,
+    events: [],
+    resolvedAt: 0,
+    sessionSkipped: "",
+  };
+  for (const [n, f] of fields(buf)) {
+    if (n === 1) m.source = str(f);
+    else if (n === 2) m.receiver = str(f);
+    else if (n === 3) m.externalUrl = str(f);
+    else if (n === 4) m.groupKey = str(f);
+    else if (n === 5) m.eventsTotal = num(f);
+    else if (n === 6) m.events.push(decodeAlertEvent(sub(f)));
+    else if (n === 7) m.resolvedAt = timestamp(f);
+    else if (n === 8) m.sessionSkipped = str(f);
+  }
+  return m;
 }
 
 export function decodeIncident(buf: Uint8Array): Incident {
-  const m: Incident = { id: "", title: "", description: "", createdAt: 0 };
+  const m: Incident = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.id = str(f);
     else if (n === 2) m.title = str(f);
     else if (n === 3) m.description = str(f);
     else if (n === 4) m.createdAt = timestamp(f);
+    else if (n === 5) m.alertOrigin = decodeAlertOrigin(sub(f));
   }
   return m;
 }
@@ -369,6 +441,9 @@ export interface Session {
   costComplete: boolean;
   /** The latest hold's approval requests, in call order (empty: none). */
   approvals: Approval[];
+  /** A fork's source session and the seq it was forked at ("" and 0: no fork). */
+  forkedFromSessionId: string;
+  forkedAtSeq: number;
 }
 
 export function decodeSession(buf: Uint8Array): Session {
@@ -388,6 +463,8 @@ export function decodeSession(buf: Uint8Array): Session {
     costUsd: 0,
     costComplete: false,
     approvals: [],
+    forkedFromSessionId: "",
+    forkedAtSeq: 0,
   };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.id = str(f);
@@ -405,6 +482,8 @@ export function decodeSession(buf: Uint8Array): Session {
     else if (n === 19) m.costUsd = double(f);
     else if (n === 20) m.costComplete = bool(f);
     else if (n === 22) m.approvals.push(decodeApproval(sub(f)));
+    else if (n === 23) m.forkedFromSessionId = str(f);
+    else if (n === 24) m.forkedAtSeq = num(f);
   }
   return m;
 }
@@ -494,7 +573,17 @@ export type WatchEvent =
   | { kind: "heartbeat"; headSeq: number }
   | { kind: "text_delta"; delta: TextDelta }
   | { kind: "approval_requested"; approval: Approval }
+  | { kind: "message_queued"; queued: MessageQueued }
   | { kind: "unknown" };
+
+/** A message queued behind the running burst (live only: once its burst
+ * opens it is a user turn). */
+export interface MessageQueued {
+  sessionId: string;
+  text: string;
+  /** Its place in the queue when it was stored (1 = next). */
+  position: number;
+}
 
 export function decodeWatchEvent(buf: Uint8Array): WatchEvent {
   let event: WatchEvent = { kind: "unknown" };
@@ -534,6 +623,14 @@ export function decodeWatchEvent(buf: Uint8Array): WatchEvent {
       event = { kind: "text_delta", delta: d };
     } else if (n === 6) {
       event = { kind: "approval_requested", approval: decodeApproval(body) };
+    } else if (n === 7) {
+      const q: MessageQueued = { sessionId: "", text: "", position: 0 };
+      for (const [k, g] of fields(body)) {
+        if (k === 1) q.sessionId = str(g);
+        else if (k === 2) q.text = str(g);
+        else if (k === 3) q.position = num(g);
+      }
+      event = { kind: "message_queued", queued: q };
     }
   }
   return event;
@@ -624,11 +721,31 @@ export function decodeListTurns(buf: Uint8Array): { turns: SessionTurn[]; nextAf
   return out;
 }
 
-export function decodeSendMessage(buf: Uint8Array): number {
-  let seq = 0;
-  for (const [n, f] of fields(buf)) if (n === 1) seq = num(f);
-  return seq;
+/** SendMessage's answer: the stored turn's seq, or (0 and) its place in
+ * the queue behind the running burst. */
+export interface SendMessageResult {
+  seq: number;
+  queued: boolean;
+  queuePosition: number;
 }
+
+export function decodeSendMessage(buf: Uint8Array): SendMessageResult {
+  const m: SendMessageResult = { seq: 0, queued: false, queuePosition: 0 };
+  for (const [n, f] of fields(buf)) {
+    if (n === 1) m.seq = num(f);
+    else if (n === 2) m.queued = bool(f);
+    else if (n === 3) m.queuePosition = num(f);
+  }
+  return m;
+}
+
+/** SendMessage's `if_running`: what a message sent during a burst does. */
+export const IfRunning = {
+  UNSPECIFIED: 0,
+  REJECT: 1,
+  ENQUEUE: 2,
+  INTERRUPT: 3,
+} as const;
 
 // ---------- requests ----------
 
@@ -652,8 +769,11 @@ export const encode = {
     new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
   listTurns: (sessionId: string, afterSeq: number, limit: number) =>
     new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
-  sendMessage: (sessionId: string, message: string, idempotencyKey: string) =>
-    new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).finish(),
+  sendMessage: (sessionId: string, message: string, idempotencyKey: string, ifRunning = 0) =>
+    new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).uint(4, ifRunning).finish(),
+  /** ForkSession; an empty `message` leaves it unset (the fork stays idle). */
+  forkSession: (sessionId: string, atSeq: number, message: string, idempotencyKey: string) =>
+    new Writer().string(1, sessionId).uint(2, atSeq).string(3, message).string(4, idempotencyKey).finish(),
   watchSession: (sessionId: string, afterSeq: number) =>
     new Writer().string(1, sessionId).uint(2, afterSeq).finish(),
   getReport: (sessionId: string, burst: number) =>

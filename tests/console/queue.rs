@@ -1,0 +1,293 @@
+//! The follow-up box while a burst runs: a message is queued behind the
+//! burst (the default) or interrupts it. A queued message is shown as
+//! such ("queued, position N") until its burst opens, then once as a user
+//! turn; an interrupt stops the burst (exit `interrupted_by_user`) and
+//! runs the message at once. The fake holds its answers, so the burst is
+//! running for as long as the test needs.
+
+use std::time::Duration;
+
+use inquest_proto::v1 as pb;
+use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
+use serde_json::json;
+
+use crate::{
+    support::{Client, dom_seqs, session_url, stored_seqs, wait_for_turns},
+    webdriver::{Browser, HANG_GUARD},
+};
+
+const ASK: &str = "why is checkout slow?";
+const PRICING: &str = "It's not the DB, look at pricing-svc.";
+const SECOND: &str = "pricing-svc deployed at 14:05; its cache misses doubled.";
+
+async fn started(client: &mut Client) -> String {
+    let incident = client
+        .create_incident(pb::CreateIncidentRequest {
+            title: "queue".into(),
+            description: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    client
+        .start_session(pb::StartSessionRequest {
+            incident_id: incident.id,
+            message: ASK.into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id
+}
+
+async fn session(client: &mut Client, id: &str) -> pb::Session {
+    client
+        .get_session(pb::GetSessionRequest {
+            session_id: id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until the session settles (neither pending nor running).
+async fn settled(client: &mut Client, id: &str) -> pb::Session {
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    loop {
+        let s = session(client, id).await;
+        if !matches!(
+            s.status(),
+            pb::SessionStatus::Pending | pb::SessionStatus::Running
+        ) {
+            return s;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{id} never settled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How many user turns shown hold `text`.
+async fn user_turns_with(browser: &Browser, text: &str) -> i64 {
+    browser
+        .js(
+            "return [...document.querySelectorAll('#turns > li.turn[data-role=\"user\"] .content')]\
+             .filter(e => e.textContent === arguments[0]).length;",
+            json!([text]),
+        )
+        .await
+        .as_i64()
+        .unwrap()
+}
+
+/// The queued messages shown: their state line and text.
+async fn queued_shown(browser: &Browser) -> serde_json::Value {
+    browser
+        .js(
+            "return document.getElementById('queued').hidden ? [] : \
+             [...document.querySelectorAll('#queued-list > li.queued')]\
+             .map(e => [e.querySelector('.queued-state').textContent, e.querySelector('.content').textContent]);",
+            json!([]),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn a_follow_up_sent_during_a_burst_is_queued_then_shown_once_as_a_turn() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("Checking the database first."))
+        .reply(FakeReply::text("S1"))
+        .reply(FakeReply::text(SECOND))
+        .reply(FakeReply::text("S2"));
+    fake.hold_answers();
+    let entry = inquest_tests::resume::fake_provider(&fake, "fake");
+    let app = inquest_tests::spawn_app_with(|c| c.providers = vec![entry]).await;
+    let mut client = app.client().await;
+    let id = started(&mut client).await;
+    let mut browser = Browser::start("queue").await;
+    browser.goto(&session_url(&app, &id)).await;
+    wait_for_turns(&browser, 1).await;
+    eventually("the first model call", || fake.request_count() == 1).await;
+    assert_eq!(
+        browser
+            .js(
+                "return document.getElementById('follow-up-mode').value;",
+                json!([])
+            )
+            .await,
+        json!("queue"),
+        "Queue is the default"
+    );
+
+    browser.type_into("#follow-up-text", PRICING).await;
+    browser.click("#follow-up-send").await;
+    browser
+        .wait_until(
+            "the message shown as queued",
+            "return !document.getElementById('queued').hidden;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        queued_shown(&browser).await,
+        json!([["queued, position 1", PRICING]])
+    );
+    // Stored as a queued input, not a turn; the burst still runs.
+    assert_eq!(app.count("queued_messages").await, 1);
+    assert_eq!(stored_seqs(&mut client, &id).await, [1]);
+    assert_eq!(user_turns_with(&browser, PRICING).await, 0);
+    assert_eq!(
+        session(&mut client, &id).await.status(),
+        pb::SessionStatus::Running
+    );
+    browser.step("queued").await;
+
+    fake.release_answers();
+    let s = settled(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Idle, "{s:?}");
+    let stored = stored_seqs(&mut client, &id).await;
+    wait_for_turns(&browser, stored.len()).await;
+    assert_eq!(dom_seqs(&browser).await, stored);
+    // Its burst opened: a user turn, shown once, and no longer queued.
+    assert_eq!(user_turns_with(&browser, PRICING).await, 1);
+    assert_eq!(queued_shown(&browser).await, json!([]));
+    assert_eq!(app.count("queued_messages").await, 0);
+    assert_eq!(fake.request_count(), 4, "two bursts, each with its report");
+    browser.step("ran").await;
+}
+
+#[tokio::test]
+async fn a_follow_up_sent_with_interrupt_stops_the_burst_and_runs_at_once() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    // The first answer is held, then abandoned by the interrupt: nothing
+    // of it is stored or shown.
+    fake.reply(FakeReply::text("The culprit is the database."))
+        .reply(FakeReply::text(SECOND))
+        .reply(FakeReply::text("S2"));
+    fake.hold_answers();
+    let entry = inquest_tests::resume::fake_provider(&fake, "fake");
+    let app = inquest_tests::spawn_app_with(|c| c.providers = vec![entry]).await;
+    let mut client = app.client().await;
+    let id = started(&mut client).await;
+    let mut browser = Browser::start("interrupt").await;
+    browser.goto(&session_url(&app, &id)).await;
+    wait_for_turns(&browser, 1).await;
+    eventually("the first model call", || fake.request_count() == 1).await;
+
+    browser
+        .js(
+            "document.getElementById('follow-up-mode').value = 'interrupt';",
+            json!([]),
+        )
+        .await;
+    browser.type_into("#follow-up-text", PRICING).await;
+    browser.click("#follow-up-send").await;
+    // The interrupted burst stopped and the message's burst started: its
+    // model call is in flight (held), the session says why the last
+    // burst ended, and the page shows the message as a turn, once.
+    eventually("the interrupting burst's model call", || {
+        fake.request_count() == 2
+    })
+    .await;
+    let s = session(&mut client, &id).await;
+    assert_eq!(s.exit_reason, "interrupted_by_user", "{s:?}");
+    browser
+        .wait_until(
+            "the message shown as a turn",
+            "return [...document.querySelectorAll('#turns > li.turn[data-role=\"user\"] .content')]\
+             .some(e => e.textContent === arguments[0]);",
+            json!([PRICING]),
+        )
+        .await;
+    assert_eq!(user_turns_with(&browser, PRICING).await, 1);
+    assert_eq!(queued_shown(&browser).await, json!([]));
+    browser.step("interrupted").await;
+
+    fake.release_answers();
+    let s = settled(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Idle, "{s:?}");
+    let stored = stored_seqs(&mut client, &id).await;
+    wait_for_turns(&browser, stored.len()).await;
+    assert_eq!(dom_seqs(&browser).await, stored);
+    assert_eq!(user_turns_with(&browser, PRICING).await, 1);
+    assert_eq!(queued_shown(&browser).await, json!([]));
+    let page = browser
+        .js(
+            "return document.getElementById('turns').textContent;",
+            json!([]),
+        )
+        .await;
+    let page = page.as_str().unwrap();
+    assert!(page.contains(SECOND), "{page}");
+    assert!(!page.contains("culprit"), "{page}");
+    browser.step("ran").await;
+}
+
+#[tokio::test]
+async fn a_cancel_drops_the_queue_and_the_page_stops_showing_it_queued() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("Checking the database first."));
+    fake.hold_answers();
+    let entry = inquest_tests::resume::fake_provider(&fake, "fake");
+    let app = inquest_tests::spawn_app_with(|c| c.providers = vec![entry]).await;
+    let mut client = app.client().await;
+    let id = started(&mut client).await;
+    let mut browser = Browser::start("queue-cancel").await;
+    browser.goto(&session_url(&app, &id)).await;
+    wait_for_turns(&browser, 1).await;
+    eventually("the first model call", || fake.request_count() == 1).await;
+    for text in [PRICING, "And the cache hit rate."] {
+        browser.type_into("#follow-up-text", text).await;
+        browser.click("#follow-up-send").await;
+        browser
+            .wait_until(
+                "the message shown as queued",
+                "return [...document.querySelectorAll('#queued-list .content')].some(e => e.textContent === arguments[0]);",
+                json!([text]),
+            )
+            .await;
+    }
+    assert_eq!(
+        queued_shown(&browser).await,
+        json!([
+            ["queued, position 1", PRICING],
+            ["queued, position 2", "And the cache hit rate."]
+        ])
+    );
+    assert_eq!(app.count("queued_messages").await, 2);
+
+    browser.click("#cancel-button").await;
+    let s = settled(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Cancelled, "{s:?}");
+    assert_eq!(app.count("queued_messages").await, 0);
+    browser
+        .wait_until(
+            "the queue no longer shown",
+            "return document.getElementById('queued').hidden && \
+             document.getElementById('session-status').dataset.status === 'cancelled';",
+            json!([]),
+        )
+        .await;
+    // Neither message became a turn; the session's notice says what the
+    // cancel dropped, and the page shows exactly the stored turns.
+    let stored = stored_seqs(&mut client, &id).await;
+    wait_for_turns(&browser, stored.len()).await;
+    assert_eq!(dom_seqs(&browser).await, stored);
+    assert_eq!(user_turns_with(&browser, PRICING).await, 0);
+    let notices = browser
+        .js(
+            "return [...document.querySelectorAll('#turns > li.turn[data-role=\"notice\"] .content')].map(e => e.textContent);",
+            json!([]),
+        )
+        .await;
+    assert_eq!(notices.as_array().unwrap().len(), 1, "{notices}");
+    browser.step("cancelled").await;
+}
