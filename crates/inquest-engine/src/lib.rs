@@ -26,6 +26,7 @@ pub mod live;
 pub mod priority;
 pub mod resume;
 pub mod runner;
+pub mod sender;
 pub mod slack;
 pub mod targets;
 pub mod trace;

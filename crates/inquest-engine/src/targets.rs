@@ -193,7 +193,7 @@ impl TargetPolicy {
     /// The HTTP client for API webhooks: this policy's resolver, no
     /// proxy, no redirect, `timeout` per attempt.
     pub fn client(&self, timeout: std::time::Duration) -> Result<reqwest::Client, String> {
-        crate::delivery::install_tls_provider();
+        crate::sender::install_tls_provider();
         reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
