@@ -1160,7 +1160,10 @@ async fn an_event_failing_for_give_up_after_is_given_up_and_the_next_follows() {
 /// ListWebhooks says when and why, and nothing more is sent to it.
 #[tokio::test]
 async fn a_webhook_failing_for_disable_after_is_disabled_and_says_why() {
-    let app = app_giving_up(Duration::from_secs(1), Duration::from_secs(2)).await;
+    // Each event is retried for 1 s; the backoff's jitter can put an
+    // event's give-up as late as ~3 s, so the webhook is disabled after
+    // 4 s, while enough events keep it failing that long.
+    let app = app_giving_up(Duration::from_secs(1), Duration::from_secs(4)).await;
     let admin = token(&app, "default", Role::Admin).await;
     let db = inquest_tests::connect(&app.db_url).await;
     let receiver = Receiver::start("/down", 1_000_000).await;
@@ -1178,8 +1181,9 @@ async fn a_webhook_failing_for_disable_after_is_disabled_and_says_why() {
         .into_inner();
     receiver.know(&created.secret);
     let hook = created.webhook.unwrap().id;
-    incident(&app, "default", "first").await;
-    incident(&app, "default", "second").await;
+    for title in ["first", "second", "3", "4", "5", "6", "7", "8"] {
+        incident(&app, "default", title).await;
+    }
     let ids = event_ids(&db, "default").await;
 
     let mut listed = Vec::new();
@@ -1204,7 +1208,7 @@ async fn a_webhook_failing_for_disable_after_is_disabled_and_says_why() {
         disabled
             .disabled_reason
             .starts_with("every delivery attempt failed for ")
-            && disabled.disabled_reason.contains("disable_after is 2s"),
+            && disabled.disabled_reason.contains("disable_after is 4s"),
         "{disabled:#?}"
     );
     // The first event was given up on the way (after 1 s), the second
@@ -1220,7 +1224,7 @@ async fn a_webhook_failing_for_disable_after_is_disabled_and_says_why() {
 
     // Nothing more is sent: not the second event, not a new one.
     let sent = receiver.seen().len();
-    incident(&app, "default", "third").await;
+    incident(&app, "default", "ninth").await;
     tokio::time::sleep(inquest_engine::delivery::SCAN * 2).await;
     assert_eq!(receiver.seen().len(), sent, "{:#?}", receiver.seen());
     assert_eq!(deliveries(&mut c, &admin, &hook).await.len(), history.len());

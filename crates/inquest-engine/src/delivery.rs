@@ -692,11 +692,18 @@ impl Stream {
             };
             match marked {
                 Ok(Some(failing)) => {
+                    // One late attempt can cross both thresholds (the
+                    // backoff's jitter alone allows it): the event's
+                    // give-up is recorded first, so its history says what
+                    // became of it before the webhook stops.
+                    let gave_up = failing.retrying >= self.policy.give_up_after;
+                    if gave_up {
+                        self.give_up(event, &error).await;
+                    }
                     if failing.failing >= self.policy.disable_after {
                         self.disable(failing.failing).await?;
                     }
-                    if failing.retrying >= self.policy.give_up_after {
-                        self.give_up(event, &error).await;
+                    if gave_up {
                         return Ok(Outcome::GaveUp);
                     }
                 }
