@@ -26,6 +26,7 @@ fn trigger() -> Trigger {
         match_re: Default::default(),
         prompt: "Investigate {{label.alertname}}: {{annotation.summary}}\n{{alerts}}".into(),
         on_resolved: Default::default(),
+        skills: None,
     }
 }
 
@@ -1209,5 +1210,80 @@ async fn a_trigger_that_asks_for_it_follows_up_on_resolution() {
             .is_some()
     );
     drop(am);
+    app.stop().await.unwrap();
+}
+
+/// A trigger's `skills` are the session's own: its first burst, a
+/// follow-up's and a fork's load those and no other, while a session a
+/// person starts on the same server loads every configured skill.
+#[tokio::test]
+async fn a_triggers_skills_are_what_its_session_loads_in_every_burst_and_fork() {
+    use crate::agent_support::{app_with_fake, finished, send as follow_up, start};
+    use inquest_agent::Skill;
+    use inquest_testkit::fake::{FakeProvider, FakeReply};
+    let fake = FakeProvider::start(inquest_testkit::fake::Flavor::OpenAi)
+        .await
+        .unwrap();
+    for i in 0..12 {
+        fake.reply(FakeReply::text(&format!("S{i}")));
+    }
+    let app = app_with_fake(&fake, |c| {
+        c.skills = vec![
+            Skill {
+                name: "deploys".into(),
+                server: "evidence".into(),
+                prompt: "SKILL-DEPLOYS: start from the deploy log.".into(),
+            },
+            Skill {
+                name: "pods".into(),
+                server: "evidence".into(),
+                prompt: "SKILL-PODS: look at the pods.".into(),
+            },
+        ];
+        c.alerts.triggers = vec![Trigger {
+            skills: Some(vec!["deploys".into()]),
+            ..trigger()
+        }];
+    })
+    .await;
+    let mut client = app.client().await;
+    let (status, answer) = send(&app, None, payload("g", vec![raw_alert("f1", "critical")])).await;
+    assert_eq!(status, 200, "{answer}");
+    let session = answer["session_id"]
+        .as_str()
+        .expect("the trigger started a session")
+        .to_owned();
+    let system_of = |i: usize| fake.requests()[i].body["messages"][0].to_string();
+
+    let (first, _) = finished(&mut client, &session, 1).await;
+    assert_eq!(first.skills_loaded, ["deploys"]);
+    let system = system_of(0);
+    assert!(system.contains("SKILL-DEPLOYS"), "{system}");
+    assert!(!system.contains("SKILL-PODS"), "{system}");
+
+    let before = fake.request_count();
+    follow_up(&mut client, &session, "and now?").await;
+    let (second, _) = finished(&mut client, &session, 2).await;
+    assert_eq!(second.skills_loaded, ["deploys"]);
+    assert!(!system_of(before).contains("SKILL-PODS"));
+
+    let fork_id = client
+        .fork_session(pb::ForkSessionRequest {
+            session_id: session.clone(),
+            at_seq: 1,
+            message: Some("what if it was the cache?".into()),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    // 0: the latest report (a fork numbers its bursts after the copied ones).
+    let (forked, _) = finished(&mut client, &fork_id, 0).await;
+    assert_eq!(forked.skills_loaded, ["deploys"]);
+
+    let manual = start(&mut client, "why is checkout slow?").await;
+    let (by_hand, _) = finished(&mut client, &manual, 1).await;
+    assert_eq!(by_hand.skills_loaded, ["deploys", "pods"]);
     app.stop().await.unwrap();
 }

@@ -23,6 +23,7 @@ fn entry(name: &str, cron: &str, tenant: &str) -> ScheduleEntry {
         title: format!("{name} review"),
         prompt: "Review the error budget burn.".into(),
         catch_up: CatchUp::Latest,
+        skills: None,
     }
 }
 
@@ -58,11 +59,19 @@ async fn a_tick_fired_by_three_replicas_at_once_starts_one_session() {
                         quota: TenantQuota::UNLIMITED,
                         incident: &incident,
                         message: &message,
+                        skills: Some(&["slo".to_owned()]),
                     })
                     .await
             });
         }
         let outcomes = fires.join_all().await;
+        // The session keeps the schedule's skills for every burst.
+        for outcome in &outcomes {
+            if let Ok(TickOutcome::Fired(started)) = outcome {
+                let row = app.store.get_session(started.session.id).await.unwrap();
+                assert_eq!(row.skills, Some(vec!["slo".to_owned()]));
+            }
+        }
         let fired = outcomes
             .iter()
             .filter(|o| matches!(o, Ok(TickOutcome::Fired(_))))
@@ -82,6 +91,7 @@ async fn a_tick_fired_by_three_replicas_at_once_starts_one_session() {
             quota: TenantQuota::UNLIMITED,
             incident: &incident,
             message: &message,
+            skills: None,
         })
         .await
         .unwrap();
@@ -168,6 +178,7 @@ async fn list_schedules_shows_the_tenants_schedules_with_next_and_last_runs() {
             quota: TenantQuota::UNLIMITED,
             incident: &IncidentText::parse("budget review".into(), String::new(), &limits).unwrap(),
             message: &UserMessage::parse("review".into(), &limits).unwrap(),
+            skills: None,
         })
         .await
         .unwrap();

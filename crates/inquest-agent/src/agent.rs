@@ -154,13 +154,16 @@ impl Agent {
         transcript: Option<Vec<Message<'static>>>,
         stop: &Stop,
     ) -> BurstReport {
-        self.run_burst_approved(sink, session, turns, transcript, Vec::new(), stop)
+        self.run_burst_approved(sink, session, turns, transcript, Vec::new(), None, stop)
             .await
     }
 
     /// [`Agent::run_burst_from`] for a burst that first runs `approved`:
     /// calls a human approved (each with the seq of the assistant turn
     /// that asked for it), stored without a result and never started.
+    /// `only_skills`: the session's own choice of `[[skills]]` by name
+    /// (`None`: every configured one).
+    #[allow(clippy::too_many_arguments)]
     pub async fn run_burst_approved(
         &self,
         sink: &dyn TurnSink,
@@ -168,8 +171,20 @@ impl Agent {
         turns: Vec<Turn>,
         transcript: Option<Vec<Message<'static>>>,
         approved: Vec<(Seq, ToolCall)>,
+        only_skills: Option<&[String]>,
         stop: &Stop,
     ) -> BurstReport {
+        // A name the configuration no longer has loads nothing: the
+        // session keeps its choice, and the skill is simply gone.
+        let skills: Vec<Skill> = match only_skills {
+            None => self.skills.clone(),
+            Some(names) => self
+                .skills
+                .iter()
+                .filter(|s| names.contains(&s.name))
+                .cloned()
+                .collect(),
+        };
         let mut state = SessionState::restore(session, turns, transcript, self.tools.as_ref());
         let compactor = self.compactor();
         let (window, _) = compactor.budget(&state);
@@ -182,9 +197,8 @@ impl Agent {
         let started = time::OffsetDateTime::now_utc();
         let run = async {
             let mut burst = state.begin_burst();
-            let skills_loaded = report::loaded_skills(&self.skills, &state.tool_servers);
-            let system =
-                report::system_prompt(&self.config.system_prompt, &self.skills, &skills_loaded);
+            let skills_loaded = report::loaded_skills(&skills, &state.tool_servers);
+            let system = report::system_prompt(&self.config.system_prompt, &skills, &skills_loaded);
             let specs = self.tools.specs();
             let exit = self
                 .work(
@@ -199,7 +213,7 @@ impl Agent {
                 exit,
                 summary,
                 author_usage,
-                &self.skills,
+                &skills,
                 skills_loaded,
                 started,
             );

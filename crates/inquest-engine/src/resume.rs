@@ -74,6 +74,8 @@ pub(crate) struct Start {
     pub approved: Vec<(Seq, ToolCall)>,
     /// Whose session it is (its approval policy).
     pub tenant: Tenant,
+    /// The skills its bursts load (`None`: every configured one).
+    pub skills: Option<Vec<String>>,
 }
 
 /// The session row and the turns a resume needs: from the latest
@@ -134,6 +136,7 @@ pub(crate) async fn prepare(
         _ => mode,
     };
     let tenant = row.tenant.clone();
+    let skills = row.skills.clone();
     let request = request(&row, turns);
     // A follow-up's tail is the user message that reopened the session; a
     // recovered or confirmed burst's is wherever the last worker stopped.
@@ -164,6 +167,7 @@ pub(crate) async fn prepare(
             transcript,
             approved,
             tenant: tenant.clone(),
+            skills: skills.clone(),
         })
     };
     if mode == Mode::Fresh && !is_follow_up(session, &turns) {

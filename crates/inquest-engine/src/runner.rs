@@ -581,6 +581,7 @@ impl Runner {
                         start.turns,
                         start.transcript,
                         start.approved,
+                        start.skills.as_deref(),
                         &stop,
                     )
                     .await,

@@ -127,9 +127,24 @@ impl TurnLog {
         message: UserMessage,
         key: Option<IdempotencyKey>,
     ) -> Result<StartedSession, StoreError> {
+        self.start_session_with_skills(tenant, quota, incident, message, key, None)
+            .await
+    }
+
+    /// [`TurnLog::start_session`] for a session whose bursts load only
+    /// `skills` (`Store::start_session_with_skills`).
+    pub async fn start_session_with_skills(
+        &self,
+        tenant: &Tenant,
+        quota: TenantQuota,
+        incident: IncidentId,
+        message: UserMessage,
+        key: Option<IdempotencyKey>,
+        skills: Option<Vec<String>>,
+    ) -> Result<StartedSession, StoreError> {
         let started = self
             .store
-            .start_session(tenant, quota, incident, message, key)
+            .start_session_with_skills(tenant, quota, incident, message, key, skills)
             .await?;
         if started.created {
             self.live.publish_committed(started.first_turn.clone());

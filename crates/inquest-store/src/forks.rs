@@ -131,8 +131,9 @@ async fn fork_session_tx(
     let id = SessionId::new();
     tx.execute(
         "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant, \
-             forked_from, forked_at_seq) \
-         VALUES ($1, $2, $3::text, 0, 0, $4, $5, $6)",
+             forked_from, forked_at_seq, skills) \
+         VALUES ($1, $2, $3::text, 0, 0, $4, $5, $6, \
+             (SELECT skills FROM sessions WHERE id = $5))",
         &[
             id.as_uuid(),
             &incident,

@@ -37,6 +37,8 @@ pub struct FireTick<'a> {
     pub quota: TenantQuota,
     pub incident: &'a IncidentText,
     pub message: &'a UserMessage,
+    /// The skills the session loads (`None`: every configured one).
+    pub skills: Option<&'a [String]>,
 }
 
 /// What became of a tick.
@@ -118,6 +120,7 @@ impl Store {
         let (schedule, tick, tenant, quota) =
             (t.schedule.to_owned(), t.tick, t.tenant.clone(), t.quota);
         let (incident, message) = (t.incident.clone(), t.message.clone());
+        let skills = t.skills.map(<[String]>::to_vec);
         // Detached: a shutdown mid-way does not leave the caller unsure
         // whether the transaction committed.
         self.detached(async move {
@@ -151,8 +154,14 @@ impl Store {
                     let incident_id =
                         crate::incidents::insert_incident(&tx, &tenant, &incident).await?;
                     let id = SessionId::new();
-                    let session =
-                        crate::sessions::insert_session(&tx, id, incident_id, &tenant).await?;
+                    let session = crate::sessions::insert_session(
+                        &tx,
+                        id,
+                        incident_id,
+                        &tenant,
+                        skills.as_deref(),
+                    )
+                    .await?;
                     let first_turn =
                         crate::sessions::insert_opening_turn(&tx, id, &message).await?;
                     insert_tick(

@@ -50,6 +50,9 @@ pub struct SessionRow {
     /// `1..=at` are copies of the parent's (migration V32). `None` for a
     /// session that is no fork.
     pub forked_from: Option<(SessionId, Seq)>,
+    /// The `[[skills]]` its bursts load, by name (migration V39); `None`:
+    /// every configured one.
+    pub skills: Option<Vec<String>>,
 }
 
 impl SessionRow {
@@ -74,7 +77,7 @@ pub(crate) const SESSION_COLUMNS: &str = "id, incident_id, status, exit_reason, 
      last_recovery_plan, \
      lease_owner, lease_expires_at, lease_epoch, recovery_plan_escaped, trace_id, \
      cache_read_input_tokens, cache_creation_input_tokens, cost_nano_usd, cost_unknown_turns, \
-     tenant, forked_from, forked_at_seq";
+     tenant, forked_from, forked_at_seq, skills";
 
 pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
     let head: i64 = get(row, 4)?;
@@ -117,6 +120,7 @@ pub(crate) fn session_from_row(row: &Row) -> Result<SessionRow, StoreError> {
             (Some(parent), Some(at)) => Some((SessionId::from_uuid(parent), crate::rows::seq(at)?)),
             _ => None,
         },
+        skills: get(row, 24)?,
     })
 }
 
@@ -164,13 +168,37 @@ impl Store {
         message: UserMessage,
         key: Option<IdempotencyKey>,
     ) -> Result<StartedSession, StoreError> {
+        self.start_session_with_skills(tenant, quota, incident, message, key, None)
+            .await
+    }
+
+    /// [`Store::start_session`] for a session whose bursts load only
+    /// `skills` (by name; `None`: every configured one), stored with it.
+    /// A replay by idempotency key returns the session as first made.
+    pub async fn start_session_with_skills(
+        &self,
+        tenant: &Tenant,
+        quota: TenantQuota,
+        incident: IncidentId,
+        message: UserMessage,
+        key: Option<IdempotencyKey>,
+        skills: Option<Vec<String>>,
+    ) -> Result<StartedSession, StoreError> {
         let store = self.clone();
         let limit = self.turn_write_timeout;
         let tenant = tenant.clone();
         self.detached(async move {
             store
                 .run_with_timeout("start_session", limit, async |c| {
-                    start_session_tx(c, &tenant, &quota, incident, &message, key.as_ref()).await
+                    let opening = Opening {
+                        tenant: &tenant,
+                        quota: &quota,
+                        incident,
+                        message: &message,
+                        key: key.as_ref(),
+                        skills: skills.as_deref(),
+                    };
+                    start_session_tx(c, opening).await
                 })
                 .await
         })
@@ -355,14 +383,28 @@ impl Store {
     }
 }
 
+/// What a new session is opened with.
+struct Opening<'a> {
+    tenant: &'a Tenant,
+    quota: &'a TenantQuota,
+    incident: IncidentId,
+    message: &'a UserMessage,
+    key: Option<&'a IdempotencyKey>,
+    skills: Option<&'a [String]>,
+}
+
 async fn start_session_tx(
     client: &mut deadpool_postgres::Client,
-    tenant: &Tenant,
-    quota: &TenantQuota,
-    incident: IncidentId,
-    message: &UserMessage,
-    key: Option<&IdempotencyKey>,
+    opening: Opening<'_>,
 ) -> Result<StartedSession, StoreError> {
+    let Opening {
+        tenant,
+        quota,
+        incident,
+        message,
+        key,
+        skills,
+    } = opening;
     let scope = format!("start_session:{incident}");
     let request = RequestFingerprint::start_session(incident, message);
     let tx = client.transaction().await?;
@@ -377,7 +419,7 @@ async fn start_session_tx(
     }
     crate::tenants::admit(&tx, tenant, quota, None).await?;
     let id = SessionId::new();
-    let session = insert_session(&tx, id, incident, tenant).await?;
+    let session = insert_session(&tx, id, incident, tenant, skills).await?;
     let first_turn = insert_opening_turn(&tx, id, message).await?;
     if let Some(key) = key
         && !crate::idempotency::claim(&tx, &scope, key, id, Seq::FIRST, &request).await?
@@ -424,10 +466,11 @@ pub(crate) async fn insert_session(
     id: SessionId,
     incident: IncidentId,
     tenant: &Tenant,
+    skills: Option<&[String]>,
 ) -> Result<SessionRow, StoreError> {
     let session_sql = format!(
-        "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant) \
-         VALUES ($1, $2, $4::text, 1, 1, $3) RETURNING {SESSION_COLUMNS}"
+        "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant, skills) \
+         VALUES ($1, $2, $4::text, 1, 1, $3, $5) RETURNING {SESSION_COLUMNS}"
     );
     session_from_row(
         &tx.query_one(
@@ -437,6 +480,7 @@ pub(crate) async fn insert_session(
                 incident.as_uuid(),
                 &tenant.as_str(),
                 &SessionStatus::INITIAL.as_str(),
+                &skills,
             ],
         )
         .await?,

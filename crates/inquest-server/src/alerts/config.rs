@@ -10,7 +10,11 @@
 //! match = { severity = "critical" }   # every label equal, on a firing alert
 //! match_re = { instance = "db-.*" }   # and every regex matching the whole value
 //! prompt = "Investigate {{label.alertname}} on {{label.instance}}: {{annotation.summary}}\n{{alerts}}"
+//! skills = ["postgres"]      # the [[skills]] its session loads; default: every one
 //! ```
+//!
+//! The session runs under the limits of the tenant whose token sent the
+//! notification (`[tenants]`), as any session that tenant starts.
 //!
 //! A prompt is a plain template, not a template language: each
 //! `{{label.NAME}}` and `{{annotation.NAME}}` is the group's common label or
@@ -69,6 +73,12 @@ pub struct Trigger {
     /// a burst confirms the recovery.
     #[serde(default)]
     pub on_resolved: OnResolved,
+    /// The `[[skills]]` (by name) its session loads, in every burst, on
+    /// any replica; left out, every configured skill, as for a session a
+    /// person starts. A name no `[[skills]]` entry has is refused at
+    /// startup.
+    #[serde(default)]
+    pub skills: Option<Vec<String>>,
 }
 
 /// What a trigger's session gets when its group resolves.

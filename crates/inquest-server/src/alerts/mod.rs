@@ -209,8 +209,10 @@ impl Alerts {
         }
         let session = match recorded.to_start {
             Some(prompt) if !self.refuse_bursts => {
+                // The trigger that gave the prompt gives the skills.
+                let skills = render::matching(&self.triggers, &n).and_then(|t| t.skills.clone());
                 let started = self
-                    .start(&tenant, &n.group_key, recorded.incident, prompt)
+                    .start(&tenant, &n.group_key, recorded.incident, prompt, skills)
                     .await?;
                 if let Some((session, true)) = started {
                     self.audit(&principal, &tenant, recorded.incident, Some(session))
@@ -388,6 +390,7 @@ impl Alerts {
         group_key: &str,
         incident: inquest_core::IncidentId,
         prompt: String,
+        skills: Option<Vec<String>>,
     ) -> Result<Option<(inquest_core::SessionId, bool)>, Answer> {
         let message = UserMessage::parse(prompt, &self.limits).map_err(|e| {
             Answer::new(
@@ -421,7 +424,7 @@ impl Alerts {
             .runner
             .unit::<_, StoreError, _>(async move {
                 let started = log
-                    .start_session(&owner, quota, incident, message, key)
+                    .start_session_with_skills(&owner, quota, incident, message, key, skills)
                     .await?;
                 runner.start(started.session.id);
                 Ok(started)

@@ -258,6 +258,7 @@ mod tests {
             match_re: Default::default(),
             prompt: "Look at {{label.alertname}} on {{label.instance}} ({{annotation.summary}}) {{external_url}}\n{{alerts}}{{label.none}}".into(),
             on_resolved: Default::default(),
+            skills: None,
         };
         let section = |t: &Trigger| super::super::config::AlertsSection {
             triggers: vec![t.clone()],
@@ -292,6 +293,7 @@ mod tests {
             match_re: Default::default(),
             prompt: " {{label.absent}} ".into(),
             on_resolved: Default::default(),
+            skills: None,
         };
         assert!(prompt(&t, &n, 10_000).starts_with("<alerts>\n- [firing]"));
     }

@@ -254,6 +254,8 @@ impl Config {
         self.auth.validate().map_err(ConfigError::Invalid)?;
         self.alerts.validate().map_err(ConfigError::Invalid)?;
         self.compiled_schedules().map_err(ConfigError::Invalid)?;
+        self.validate_skill_choices()
+            .map_err(ConfigError::Invalid)?;
         for (name, n) in [
             ("store.max_connections", self.store.max_connections),
             ("store.burst_connections", self.store.burst_connections),
@@ -304,6 +306,34 @@ impl Config {
             max_result_bytes: self.limits.max_tool_result_bytes,
             max_stderr_line_bytes: self.limits.max_mcp_stderr_line_bytes,
         }
+    }
+
+    /// Every `skills` list of a trigger or a schedule names configured
+    /// `[[skills]]`: a typo would otherwise load nothing, silently.
+    fn validate_skill_choices(&self) -> Result<(), String> {
+        let known: std::collections::BTreeSet<&str> =
+            self.skills.iter().map(|s| s.name.as_str()).collect();
+        let triggers = self
+            .alerts
+            .triggers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("alerts.triggers[{i}].skills"), &t.skills));
+        let schedules = self
+            .schedules
+            .iter()
+            .map(|s| (format!("schedules {:?}: skills", s.name), &s.skills));
+        for (what, chosen) in triggers.chain(schedules) {
+            for name in chosen.iter().flatten() {
+                if !known.contains(name.as_str()) {
+                    let known = known.iter().copied().collect::<Vec<_>>().join(", ");
+                    return Err(format!(
+                        "{what}: no [[skills]] entry is named {name:?} (configured: [{known}])"
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The `[[schedules]]` checked and compiled, their title and prompt
@@ -461,6 +491,29 @@ mod tests {
         );
         c.limits.max_message_bytes = 0;
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn a_trigger_or_schedule_naming_an_unknown_skill_is_refused_by_name() {
+        let skills = "[[skills]]\nname = \"pg\"\nserver = \"db\"\nprompt = \"p\"\n";
+        let trigger = "[[alerts.triggers]]\nmatch = { severity = \"critical\" }\nprompt = \"x\"\n";
+        let ok = Config::from_toml(&format!("{skills}{trigger}skills = [\"pg\"]\n")).unwrap();
+        assert_eq!(ok.alerts.triggers[0].skills, Some(vec!["pg".to_owned()]));
+        assert!(ok.validate().is_ok());
+        let bad = Config::from_toml(&format!("{skills}{trigger}skills = [\"pgg\"]\n")).unwrap();
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("alerts.triggers[0].skills") && err.contains("\"pgg\""),
+            "{err}"
+        );
+        let schedule = "[[schedules]]\nname = \"s\"\ncron = \"0 8 * * *\"\ntitle = \"t\"\n\
+                        prompt = \"p\"\nskills = [\"nope\"]\n";
+        let bad = Config::from_toml(&format!("{skills}{schedule}")).unwrap();
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("schedules \"s\": skills") && err.contains("\"nope\""),
+            "{err}"
+        );
     }
 
     #[test]

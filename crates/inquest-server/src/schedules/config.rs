@@ -10,6 +10,7 @@
 //! title = "Error budget review"
 //! prompt = "Review the error budget burn of the last 24 hours and say what stands out."
 //! catch_up = "latest"              # ticks missed while no replica ran: "latest" or "none"
+//! skills = ["slo"]                 # the [[skills]] its sessions load; default: every one
 //! ```
 
 use std::collections::BTreeSet;
@@ -55,6 +56,10 @@ pub struct ScheduleEntry {
     pub prompt: String,
     #[serde(default)]
     pub catch_up: CatchUp,
+    /// The `[[skills]]` (by name) its sessions load; left out, every
+    /// configured one.
+    #[serde(default)]
+    pub skills: Option<Vec<String>>,
 }
 
 fn utc() -> String {
@@ -207,6 +212,7 @@ mod tests {
             title: "t".into(),
             prompt: "p".into(),
             catch_up,
+            skills: None,
         }
     }
 

@@ -132,6 +132,7 @@ impl Scheduler {
         let message = UserMessage::parse(schedule.entry.prompt.clone(), &self.limits)
             .map_err(|e| StoreError::Internal(format!("schedule {name:?}: the prompt: {e}")))?;
         let tenant = schedule.tenant.clone();
+        let skills = schedule.entry.skills.clone();
         let quota = self.tenants.quota(&tenant);
         let (store, log, runner) = (self.store.clone(), self.log.clone(), self.runner.clone());
         let outcome = self
@@ -145,6 +146,7 @@ impl Scheduler {
                         quota,
                         incident: &incident,
                         message: &message,
+                        skills: skills.as_deref(),
                     })
                     .await?;
                 if let TickOutcome::Fired(started) = &outcome {
