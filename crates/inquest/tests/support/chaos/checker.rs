@@ -10,6 +10,7 @@ use inquest_proto::v1 as pb;
 use super::{
     executions::{self, Execution},
     replicas::History,
+    script,
     watchers::{End, Stream},
     workload::Tracked,
 };
@@ -47,6 +48,10 @@ pub fn check(e: &Evidence<'_>) -> Vec<String> {
         check_seqs(f, &mut v);
         check_transcript(f, &mut v);
         check_final_status(f, e.now, &mut v);
+        if let Some(t) = e.tracked.get(f.index) {
+            let acknowledged = t.log().acknowledged.clone();
+            check_messages(f, &acknowledged, &mut v);
+        }
     }
     let by_index: HashMap<usize, &Final> = e.finals.iter().map(|f| (f.index, f)).collect();
     for s in e.streams {
@@ -96,6 +101,88 @@ fn check_seqs(f: &Final, v: &mut Vec<String>) {
             "{}: {n} stored turns but head_seq {}",
             who(f),
             f.session.head_seq
+        ));
+    }
+}
+
+/// The workload's messages against the store (for a session the workload
+/// drove, `acknowledged` not empty): each acknowledged message stored
+/// once, as a user turn, in the order sent, whether it was sent plainly,
+/// queued or interrupting; each run of user turns opened a burst that
+/// worked on its newest message (a burst interrupted before any answer
+/// stored nothing, so its message runs on with the next); and every
+/// answer is a whole reply of the model, never the part of an abandoned
+/// call.
+fn check_messages(f: &Final, acknowledged: &[usize], v: &mut Vec<String>) {
+    if acknowledged.is_empty() {
+        return;
+    }
+    let mut stored = Vec::new();
+    // The newest message of the current run of user turns, and whether an
+    // answer to it came.
+    let mut newest: Option<(i64, usize)> = None;
+    let mut answered = true;
+    for t in &f.turns {
+        match t.role() {
+            pb::TurnRole::User => {
+                let Some((session, m)) = script::parse_tag(&t.content) else {
+                    v.push(format!(
+                        "{}: seq {}: a user turn no message of the workload sent: {:?}",
+                        who(f),
+                        t.seq,
+                        t.content
+                    ));
+                    continue;
+                };
+                if session != f.index {
+                    v.push(format!(
+                        "{}: seq {}: a message of session s{session} stored here",
+                        who(f),
+                        t.seq
+                    ));
+                }
+                stored.push(m);
+                newest = Some((t.seq, m));
+                answered = false;
+            }
+            pb::TurnRole::Assistant => {
+                if !script::is_whole_reply(&t.content) {
+                    v.push(format!(
+                        "{}: seq {}: an answer that is no whole reply of the model \
+                         (part of an abandoned call?): {:?}",
+                        who(f),
+                        t.seq,
+                        t.content
+                    ));
+                }
+                if let (Some(m), Some((seq, want))) = (script::answered_message(&t.content), newest)
+                    && !answered
+                {
+                    if m != want {
+                        v.push(format!(
+                            "{}: seq {}: answers message {m}, but the newest message (seq \
+                             {seq}) is {want}",
+                            who(f),
+                            t.seq
+                        ));
+                    }
+                    answered = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    if stored != acknowledged {
+        v.push(format!(
+            "{}: stored messages {stored:?}, but the workload had acknowledged \
+             {acknowledged:?} (each once, in order)",
+            who(f)
+        ));
+    }
+    if let (false, Some((seq, m))) = (answered, newest) {
+        v.push(format!(
+            "{}: message {m} (seq {seq}) opened no burst that answered it",
+            who(f)
         ));
     }
 }

@@ -105,7 +105,8 @@ fn text(m: &Value) -> &str {
     m["content"].as_str().unwrap_or("")
 }
 
-fn parse_tag(content: &str) -> Option<(usize, usize)> {
+/// The session and message a tagged text names.
+pub fn parse_tag(content: &str) -> Option<(usize, usize)> {
     let start = content.find("[chaos s=")?;
     let rest = &content[start + "[chaos s=".len()..];
     let (session, rest) = rest.split_once(" m=")?;
@@ -201,6 +202,27 @@ fn failed_restart(all: &[Value], after: &[Value]) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether `text` is a whole reply text of the model: a model call
+/// abandoned half-way must have stored nothing, never a part.
+pub fn is_whole_reply(text: &str) -> bool {
+    (text.starts_with("Step ") && text.ends_with(": checking."))
+        || (text.starts_with("Final answer to message ")
+            && text.ends_with(": checkout is healthy again."))
+        || (text.starts_with("Retrying ")
+            && text.ends_with(": the last attempt did not report success."))
+        || text == "There is nothing to investigate yet."
+}
+
+/// The message an answer's text says it works on ("Step 0 of message 2",
+/// "Final answer to message 2 of …"); `None` for a retry.
+pub fn answered_message(text: &str) -> Option<usize> {
+    let rest = text
+        .strip_prefix("Final answer to message ")
+        .or_else(|| text.split_once(" of message ").map(|(_, rest)| rest))?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 fn plain(text: &str) -> Reply {

@@ -284,3 +284,72 @@ fn a_mutating_call_without_an_approval_or_against_a_denial_is_flagged() {
     denied.executions.push(execution(7, "c1", 10.0, Some(11.0)));
     assert_flags(&denied, "which a human denied");
 }
+
+fn said(seq: i64, role: pb::TurnRole, content: &str) -> pb::SessionTurn {
+    pb::SessionTurn {
+        content: content.into(),
+        ..turn(seq, role)
+    }
+}
+
+/// Messages 0 and 1 of session 0, each answered; message 1 was queued
+/// while message 0's burst ran, and interrupted it after its first step.
+fn conversation() -> Vec<pb::SessionTurn> {
+    let mut step = call(2, "c1");
+    step.content = "Step 0 of message 0: checking.".into();
+    vec![
+        said(1, pb::TurnRole::User, &super::script::user_message(0, 0)),
+        step,
+        result(3, "c1"),
+        said(4, pb::TurnRole::User, &super::script::user_message(0, 1)),
+        said(
+            5,
+            pb::TurnRole::Assistant,
+            "Final answer to message 1 of session 0: checkout is healthy again.",
+        ),
+    ]
+}
+
+fn acknowledged(turns: &[pb::SessionTurn], sent: &[usize]) -> Case {
+    let case = Case::new(turns);
+    case.tracked[0].log().acknowledged = sent.to_vec();
+    case
+}
+
+#[test]
+fn queued_and_interrupting_messages_must_be_stored_once_in_order_and_answered_whole() {
+    let good = acknowledged(&conversation(), &[0, 1]);
+    assert_eq!(good.violations(), Vec::<String>::new());
+
+    // Acknowledged but never stored, or stored twice.
+    assert_flags(
+        &acknowledged(&conversation(), &[0, 1, 2]),
+        "each once, in order",
+    );
+    let mut twice = conversation();
+    twice.insert(
+        4,
+        said(5, pb::TurnRole::User, &super::script::user_message(0, 1)),
+    );
+    for (i, t) in twice.iter_mut().enumerate() {
+        t.seq = i64::try_from(i).unwrap() + 1;
+    }
+    assert_flags(&acknowledged(&twice, &[0, 1]), "each once, in order");
+
+    // Out of order.
+    let mut swapped = conversation();
+    swapped[0].content = super::script::user_message(0, 1);
+    swapped[3].content = super::script::user_message(0, 0);
+    assert_flags(&acknowledged(&swapped, &[0, 1]), "each once, in order");
+
+    // The part of an abandoned model call.
+    let mut partial = conversation();
+    partial[4].content = "Final answer to message 1 of sess".into();
+    assert_flags(&acknowledged(&partial, &[0, 1]), "no whole reply");
+
+    // The last message never answered.
+    let unanswered = conversation()[..4].to_vec();
+    let mut case = acknowledged(&unanswered, &[0, 1]);
+    case.finals[0].session.status = pb::SessionStatus::Idle.into();
+    assert_flags(&case, "opened no burst that answered it");
+}

@@ -149,9 +149,12 @@ pub fn details(
 ) {
     let mut reasons = std::collections::BTreeMap::<String, u32>::new();
     let (mut confirmations, mut transient, mut approved, mut denied) = (0, 0, 0, 0);
+    let (mut queued, mut interrupting) = (0, 0);
     for t in tracked {
         let log = t.log();
         confirmations += log.confirmations;
+        queued += log.queued;
+        interrupting += log.interrupting;
         approved += log.decisions.values().filter(|a| **a).count();
         denied += log.decisions.values().filter(|a| !**a).count();
         transient += log.transient.len();
@@ -193,7 +196,7 @@ pub fn details(
         })
         .count();
     eprintln!(
-        "chaos details: taken_over={taken_over} notices={notices} confirmations={confirmations} approved={approved} denied={denied} transient_errors={transient} settles={reasons:?} \
+        "chaos details: taken_over={taken_over} notices={notices} confirmations={confirmations} approved={approved} denied={denied} queued={queued} interrupting={interrupting} transient_errors={transient} settles={reasons:?} \
          stream_ends={ends:?} executions={} (mutating {mutating}) model_answered={} model_rejected={}",
         execs.len(),
         model.answered(),

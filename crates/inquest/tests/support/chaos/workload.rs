@@ -1,5 +1,10 @@
 //! The workload: each session starts with a tagged message, settles, and
 //! gets its follow-ups one by one, each after the previous burst settled.
+//! About a third of the follow-ups do not wait: they are sent while the
+//! previous message's burst may still run, queued (IF_RUNNING_ENQUEUE) or
+//! interrupting it (IF_RUNNING_INTERRUPT), as a person typing ahead
+//! would. Every acknowledged message is recorded in order, so the checker
+//! can tell that each was stored once, in order, and answered.
 //! A session held in AWAITING_CONFIRMATION is confirmed (ContinueSession)
 //! after a short pause, as a human would; every such confirmation is
 //! counted, because it allows one re-run of a cut-off mutating call.
@@ -46,6 +51,12 @@ pub struct Reopen {
 #[derive(Debug, Default)]
 pub struct Log {
     pub reopens: Vec<Reopen>,
+    /// The messages the server acknowledged (0 is the opening one), in
+    /// the order the workload sent them.
+    pub acknowledged: Vec<usize>,
+    /// How many follow-ups were sent queued or interrupting.
+    pub queued: u32,
+    pub interrupting: u32,
     pub confirmations: u32,
     /// Every tool call a human decided: call id → approved.
     pub decisions: std::collections::HashMap<String, bool>,
@@ -164,8 +175,20 @@ async fn drive(t: &Tracked, dir: &Directory, plan: &Plan, rng: &mut Rng) -> Resu
     .map_err(|s| format!("s{i}: StartSession failed: {s:?}"))?;
     let id = session.id.clone();
     let _ = t.id.set(id.clone());
-    let mut head = settle(t, dir, plan, rng, &id).await?;
+    t.log().acknowledged.push(0);
+    settle(t, dir, plan, rng, &id).await?;
     for m in 1..=plan.follow_ups {
+        if rng.chance(1.0 / 3.0) {
+            // Typed ahead: the burst of the message before may still run.
+            tokio::time::sleep(rng.pause(0.05, 1.0)).await;
+            let interrupt = rng.chance(0.5);
+            if overlap(t, dir, plan, rng, &id, m, &key(m), interrupt).await? {
+                continue;
+            }
+            // Held for a human meanwhile: the human acts first, then the
+            // message goes as a plain follow-up (same key) below.
+        }
+        let head = settle(t, dir, plan, rng, &id).await?;
         tokio::time::sleep(rng.pause(0.1, 1.5)).await;
         let request = pb::SendMessageRequest {
             session_id: id.clone(),
@@ -197,15 +220,78 @@ async fn drive(t: &Tracked, dir: &Directory, plan: &Plan, rng: &mut Rng) -> Resu
                 Err(s) => return Err(format!("s{i} {id}: SendMessage {m} failed: {s:?}")),
             }
         }
-        t.log().reopens.push(Reopen {
+        let mut log = t.log();
+        log.acknowledged.push(m);
+        log.reopens.push(Reopen {
             kind: "send",
             head_before: head,
             sent,
             returned: now(),
         });
-        head = settle(t, dir, plan, rng, &id).await?;
     }
+    settle(t, dir, plan, rng, &id).await?;
     Ok(())
+}
+
+/// Sends follow-up `m` queued or interrupting, whatever the session is
+/// doing. True once acknowledged; false when the session was held for a
+/// human (refused FAILED_PRECONDITION, nothing stored), so the caller
+/// settles it and sends the message plainly.
+#[allow(clippy::too_many_arguments)]
+async fn overlap(
+    t: &Tracked,
+    dir: &Directory,
+    plan: &Plan,
+    rng: &mut Rng,
+    id: &str,
+    m: usize,
+    key: &str,
+    interrupt: bool,
+) -> Result<bool, String> {
+    let i = t.index;
+    let mode = if interrupt {
+        pb::IfRunning::Interrupt
+    } else {
+        pb::IfRunning::Enqueue
+    };
+    let request = pb::SendMessageRequest {
+        session_id: id.to_owned(),
+        message: script::user_message(i, m),
+        idempotency_key: key.to_owned(),
+        if_running: mode.into(),
+    };
+    let sent = now();
+    let answer = retrying(dir, rng, plan.deadline, t, |mut c| {
+        let r = request.clone();
+        async move { c.send_message(r).await }
+    })
+    .await;
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(s) if s.code() == Code::FailedPrecondition => return Ok(false),
+        Err(s) => {
+            return Err(format!(
+                "s{i} {id}: SendMessage {m} ({mode:?}) failed: {s:?}"
+            ));
+        }
+    };
+    let mut log = t.log();
+    log.acknowledged.push(m);
+    if interrupt {
+        log.interrupting += 1;
+    } else {
+        log.queued += 1;
+    }
+    // Stored at once: the session had settled, and this reopened it.
+    if !answer.queued {
+        log.reopens.push(Reopen {
+            kind: "send",
+            head_before: answer.seq - 1,
+            sent,
+            returned: now(),
+        });
+    }
+    Ok(true)
 }
 
 /// Polls until the session is settled (confirming holds on the way);
