@@ -15,7 +15,8 @@
 //! printed, and the test fails listing the violations if there are any.
 //!
 //! Knobs: `INQUEST_CHAOS_SEED` (printed at the start), `INQUEST_CHAOS_SECONDS`
-//! (faults, default 90), `INQUEST_CHAOS_SESSIONS`. Needs root (network
+//! (faults, default 90), `INQUEST_CHAOS_SESSIONS`, `INQUEST_CHAOS_FAILOVER=1`
+//! (a primary with a synchronous standby, and failovers among the faults). Needs root (network
 //! namespace, PostgreSQL as the `postgres` user) and the MCP Python SDK
 //! (`INQUEST_TEST_PYTHON`); without them it fails, it never skips.
 //! `cargo xtask chaos --seconds N [--seed S]` runs it.
@@ -61,8 +62,13 @@ async fn every_promise_holds_under_faults() {
              one ({e}); it needs root and iproute2 (`ip`)"
         )
     });
-    let cluster = Cluster::start(&dir.join("pg"), free_port(), &["127.0.0.1", netns::HOST_IP])
+    let mut cluster = Cluster::start(&dir.join("pg"), free_port(), &["127.0.0.1", netns::HOST_IP])
         .unwrap_or_else(|e| panic!("starting the chaos test's PostgreSQL cluster: {e}"));
+    if s.failover {
+        cluster
+            .add_standby(free_port())
+            .unwrap_or_else(|e| panic!("starting the chaos test's standby: {e}"));
+    }
     let model = Model::start(s.seed, &[LOCALHOST, netns::host_ip()]).await;
     let receiver = receiver::Receiver::start(s.seed, &[LOCALHOST, netns::host_ip()]).await;
     let exec_log = dir.join("executions.jsonl");
@@ -160,7 +166,7 @@ async fn every_promise_holds_under_faults() {
     let turns: usize = finals.iter().map(|f| f.turns.len()).sum();
     announce(&format!(
         "chaos: sessions={} turns={turns} faults kill9={} sigterm={} sigstop={} listen_kill={} \
-         conn_kill={} pg_restart={} partition={} watch_streams={} events={} webhook_posts={} \
+         conn_kill={} pg_restart={} partition={} failover={} watch_streams={} events={} webhook_posts={} \
          webhook_refused={} violations={} seed={} elapsed={:.0?}",
         finals.len(),
         counts.of(Kind::Kill9),
@@ -170,6 +176,7 @@ async fn every_promise_holds_under_faults() {
         counts.of(Kind::ConnKill),
         counts.of(Kind::PgRestart),
         counts.of(Kind::Partition),
+        counts.of(Kind::Failover),
         streams.len(),
         logged.len(),
         delivered.len(),

@@ -10,7 +10,7 @@
 //! - `cargo xtask replicas`: three replicas on one throwaway cluster; the
 //!   replica running an investigation is killed with `kill -9` mid-burst
 //!   and another one recovers it while a watcher on a third follows.
-//! - `cargo xtask chaos [--seconds N] [--seed S] [--sessions K]`: the chaos
+//! - `cargo xtask chaos [--seconds N] [--seed S] [--sessions K] [--failover]`: the chaos
 //!   test (`crates/inquest/tests/chaos.rs`) alone, with N seconds of faults
 //!   (default 90; a soak is `--seconds 600`). It owns its cluster, so this
 //!   only installs what it needs and builds; needs root (it makes a network
@@ -36,7 +36,7 @@ fn main() -> ExitCode {
         Some("chaos") => chaos(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask test [cargo test args...]\n       cargo xtask demo [--keep] [--listen ADDR]\n       cargo xtask replicas\n       cargo xtask chaos [--seconds N] [--seed S] [--sessions K]"
+                "usage: cargo xtask test [cargo test args...]\n       cargo xtask demo [--keep] [--listen ADDR]\n       cargo xtask replicas\n       cargo xtask chaos [--seconds N] [--seed S] [--sessions K] [--failover]"
             );
             return ExitCode::from(2);
         }
@@ -610,13 +610,17 @@ fn chaos(args: &[String]) -> anyhow::Result<()> {
     let mut env: Vec<(&str, String)> = Vec::new();
     let mut rest = args.iter();
     while let Some(flag) = rest.next() {
+        if flag == "--failover" {
+            env.push(("INQUEST_CHAOS_FAILOVER", "1".into()));
+            continue;
+        }
         let var = match flag.as_str() {
             "--seconds" => "INQUEST_CHAOS_SECONDS",
             "--seed" => "INQUEST_CHAOS_SEED",
             "--sessions" => "INQUEST_CHAOS_SESSIONS",
             other => bail!(
                 "unknown argument {other:?}; usage: cargo xtask chaos [--seconds N] [--seed S] \
-                 [--sessions K]"
+                 [--sessions K] [--failover]"
             ),
         };
         let value = rest

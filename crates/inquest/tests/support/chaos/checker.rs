@@ -395,11 +395,19 @@ fn check_stream(s: &Stream, f: &Final, t: &Tracked, v: &mut Vec<String>) {
     // A follow-up or confirmation the workload sent at that very head,
     // committed after this stream began: the burst had ended and a new one
     // began before GetSession looked.
-    let reopened_after = t
-        .log()
-        .reopens
-        .iter()
-        .any(|r| r.head_before == last && r.returned >= s.started);
+    let superseded_only = |from: i64, to: i64| {
+        f.turns
+            .iter()
+            .filter(|t| t.seq > from && t.seq <= to)
+            .all(|t| t.role() == pb::TurnRole::Tool)
+    };
+    let reopened_after = t.log().reopens.iter().any(|r| {
+        r.returned >= s.started
+            && (r.head_before == last
+                || (r.kind == "overlap"
+                    && r.head_before > last
+                    && superseded_only(last, r.head_before)))
+    });
     if !settled_here && !reopened_after && s.status_after.is_some() {
         let (on, status, head) = s.status_after.clone().unwrap_or_default();
         v.push(format!(

@@ -4,21 +4,41 @@
 //! run as the `postgres` user when the test runs as root, listening on
 //! 127.0.0.1 and on the host side of the namespace link, with
 //! `max_connections = 300`. Stopped (immediate) when dropped.
+//!
+//! In the failover mode it is a primary and a synchronous streaming
+//! standby (`pg_basebackup -R`, `synchronous_standby_names = '*'`), and the
+//! replicas use a multi-host URL (`target_session_attrs=read-write`). A
+//! failover is what an HA manager such as Patroni does when a primary
+//! dies: kill -9 of the primary's postmaster, `pg_ctl promote` of the
+//! standby, which runs without a synchronous standby until the old
+//! primary has been made its standby again (a fresh `pg_basebackup`), and
+//! then waits for it again. The next failover comes only after that, so
+//! no acknowledged commit can be lost: any loss is Inquest's.
 
 use std::{
     path::{Path, PathBuf},
     process::Command,
+    sync::atomic::{AtomicUsize, Ordering},
     time::Duration,
 };
 
 const SUPERUSER: &str = "inquest";
 pub const DATABASE: &str = "chaos";
 
-pub struct Cluster {
-    bin: PathBuf,
+/// One PostgreSQL server: its data directory, log and port.
+struct Node {
     pgdata: PathBuf,
     log: PathBuf,
-    pub port: u16,
+    port: u16,
+}
+
+pub struct Cluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    listen: Vec<String>,
+    nodes: Vec<Node>,
+    /// The index in `nodes` of the one that takes writes.
+    primary: AtomicUsize,
     as_postgres: bool,
 }
 
@@ -57,69 +77,215 @@ impl Cluster {
         let as_postgres = is_root();
         let cluster = Cluster {
             bin,
-            pgdata: dir.join("pgdata"),
-            log: dir.join("postgres.log"),
-            port,
+            dir: dir.to_owned(),
+            listen: listen.iter().map(|l| (*l).to_owned()).collect(),
+            nodes: vec![Node {
+                pgdata: dir.join("pgdata"),
+                log: dir.join("postgres.log"),
+                port,
+            }],
+            primary: AtomicUsize::new(0),
             as_postgres,
         };
-        if as_postgres {
-            run(
-                "chown of the cluster directory",
-                Command::new("chown").args(["-R", "postgres:"]).arg(dir),
-            )?;
-        }
+        cluster.chown()?;
+        let node = &cluster.nodes[0];
         run(
             "initdb",
             cluster
                 .command("initdb")
                 .arg("-D")
-                .arg(&cluster.pgdata)
+                .arg(&node.pgdata)
                 .args(["--auth=trust", "--encoding=UTF8", "--no-instructions"])
                 .arg(format!("--username={SUPERUSER}")),
         )?;
         // initdb trusts loopback only; the namespace's replica connects
-        // from the other end of the link.
-        let hba = cluster.pgdata.join("pg_hba.conf");
+        // from the other end of the link. (A standby copies this file.)
+        let hba = node.pgdata.join("pg_hba.conf");
         let mut rules =
             std::fs::read_to_string(&hba).map_err(|e| format!("reading pg_hba: {e}"))?;
         rules.push_str("\nhost all all 10.231.0.0/30 trust\n");
         std::fs::write(&hba, rules).map_err(|e| format!("writing pg_hba: {e}"))?;
-        let options = format!(
-            "-c listen_addresses='{}' -p {port} -c unix_socket_directories='' \
-             -c max_connections=300",
-            listen.join(",")
-        );
-        run(
-            "pg_ctl start",
-            cluster
-                .command("pg_ctl")
-                .arg("-D")
-                .arg(&cluster.pgdata)
-                .arg("-l")
-                .arg(&cluster.log)
-                .arg("-o")
-                .arg(options)
-                .args(["-w", "-t", "60", "start"]),
-        )?;
+        cluster.start_node(0)?;
         cluster.psql("postgres", &format!("CREATE DATABASE {DATABASE}"))?;
         Ok(cluster)
     }
 
-    /// The URL of the test database at `host`.
+    /// Adds a synchronous streaming standby of the primary on `port`
+    /// (the failover mode); returns when the primary waits for it.
+    pub fn add_standby(&mut self, port: u16) -> Result<(), String> {
+        let i = self.nodes.len();
+        self.nodes.push(Node {
+            pgdata: self.dir.join(format!("pgdata-{i}")),
+            log: self.dir.join(format!("postgres-{i}.log")),
+            port,
+        });
+        self.make_standby(i)
+    }
+
+    /// Whether there is a standby to fail over to.
+    pub fn replicated(&self) -> bool {
+        self.nodes.len() > 1
+    }
+
+    /// Node `i` made a synchronous standby of the primary from a fresh
+    /// base backup, started, and waited for.
+    fn make_standby(&self, i: usize) -> Result<(), String> {
+        let node = &self.nodes[i];
+        let primary = &self.nodes[self.primary.load(Ordering::SeqCst)];
+        if node.pgdata.exists() {
+            std::fs::remove_dir_all(&node.pgdata)
+                .map_err(|e| format!("removing {}: {e}", node.pgdata.display()))?;
+        }
+        self.chown()?;
+        run(
+            "pg_basebackup",
+            self.command("pg_basebackup")
+                .arg("-D")
+                .arg(&node.pgdata)
+                .args(["-R", "-X", "stream", "-c", "fast", "-d"])
+                .arg(format!(
+                    "host=127.0.0.1 port={} user={SUPERUSER} application_name=standby{i}",
+                    primary.port
+                )),
+        )?;
+        self.start_node(i)?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let streaming = self.psql(
+                "postgres",
+                "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+            )?;
+            if streaming.trim() != "0" {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(format!("standby {i} never streamed"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Only now: a primary waiting for a standby that does not stream
+        // would hang every commit, the backup's own included.
+        self.psql(
+            "postgres",
+            "ALTER SYSTEM SET synchronous_standby_names = '*'",
+        )?;
+        self.psql("postgres", "SELECT pg_reload_conf()")?;
+        Ok(())
+    }
+
+    /// A failover: kill -9 of the primary's postmaster, `pause` without
+    /// any primary, the standby promoted, then the old primary made its
+    /// synchronous standby again. Says what it did and how long each part
+    /// took.
+    pub async fn failover(&self, pause: Duration) -> Result<String, String> {
+        let old = self.primary.load(Ordering::SeqCst);
+        let new = (old + 1) % self.nodes.len();
+        let pid_file = self.nodes[old].pgdata.join("postmaster.pid");
+        let pid = std::fs::read_to_string(&pid_file)
+            .map_err(|e| format!("reading {}: {e}", pid_file.display()))?
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse::<i32>().ok())
+            .ok_or("postmaster.pid names no pid")?;
+        // The node dies whole, as a machine would: the postmaster and its
+        // backends, so none goes on writing into the data directory.
+        let mut doomed = children(pid);
+        doomed.insert(0, pid);
+        let killed = std::time::Instant::now();
+        let mut kill = Command::new("kill");
+        kill.arg("-9").args(doomed.iter().map(i32::to_string));
+        run("kill -9 of the primary", &mut kill)?;
+        tokio::time::sleep(pause).await;
+        let mut promote = self.command("pg_ctl");
+        promote
+            .arg("-D")
+            .arg(&self.nodes[new].pgdata)
+            .args(["-w", "-t", "60", "promote"]);
+        blocking("pg_ctl promote", promote).await?;
+        self.primary.store(new, Ordering::SeqCst);
+        // Alone, it must not wait for a standby (its copied settings may
+        // name one).
+        let alone = "ALTER SYSTEM SET synchronous_standby_names = ''";
+        blocking("psql (async)", self.psql_command("postgres", alone)).await?;
+        let reload = "SELECT pg_reload_conf()";
+        blocking("psql (reload)", self.psql_command("postgres", reload)).await?;
+        let promoted = killed.elapsed();
+        for pid in doomed {
+            wait_gone(pid).await;
+        }
+        let rejoin = std::time::Instant::now();
+        let rejoined = tokio::task::block_in_place(|| self.make_standby(old));
+        rejoined?;
+        Ok(format!(
+            "kill -9 of the primary (port {}), standby (port {}) promoted after {promoted:.1?}, \
+             old primary back as its synchronous standby after {:.1?} more",
+            self.nodes[old].port,
+            self.nodes[new].port,
+            rejoin.elapsed()
+        ))
+    }
+
+    fn start_node(&self, i: usize) -> Result<(), String> {
+        let node = &self.nodes[i];
+        let options = format!(
+            "-c listen_addresses='{}' -p {} -c unix_socket_directories='' \
+             -c max_connections=300",
+            self.listen.join(","),
+            node.port
+        );
+        run(
+            "pg_ctl start",
+            self.command("pg_ctl")
+                .arg("-D")
+                .arg(&node.pgdata)
+                .arg("-l")
+                .arg(&node.log)
+                .arg("-o")
+                .arg(options)
+                .args(["-w", "-t", "60", "start"]),
+        )
+        .map(|_| ())
+    }
+
+    fn chown(&self) -> Result<(), String> {
+        if self.as_postgres {
+            run(
+                "chown of the cluster directory",
+                Command::new("chown")
+                    .args(["-R", "postgres:"])
+                    .arg(&self.dir),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The URL of the test database at `host`: every node, the writable
+    /// one chosen at connect time.
     pub fn url(&self, host: &str) -> String {
-        format!("postgres://{SUPERUSER}@{host}:{}/{DATABASE}", self.port)
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("{host}:{}", n.port))
+            .collect();
+        let url = format!("postgres://{SUPERUSER}@{}/{DATABASE}", hosts.join(","));
+        if self.replicated() {
+            format!("{url}?target_session_attrs=read-write")
+        } else {
+            url
+        }
     }
 
     /// `pg_ctl restart -m fast`: every connection is dropped, the server is
     /// back when this returns.
     pub async fn restart(&self) -> Result<(), String> {
+        let node = &self.nodes[self.primary.load(Ordering::SeqCst)];
         let mut cmd = self.command("pg_ctl");
         // With its log file: a server started without one would hold
         // pg_ctl's output pipes open, and pg_ctl would never seem done.
         cmd.arg("-D")
-            .arg(&self.pgdata)
+            .arg(&node.pgdata)
             .arg("-l")
-            .arg(&self.log)
+            .arg(&node.log)
             .args(["-m", "fast", "-w", "-t", "60", "restart"]);
         blocking("pg_ctl restart", cmd).await.map(|_| ())
     }
@@ -168,7 +334,7 @@ impl Cluster {
         cmd.args(["-XtA", "-v", "ON_ERROR_STOP=1", "-d"])
             .arg(format!(
                 "postgres://{SUPERUSER}@127.0.0.1:{}/{database}?connect_timeout=5",
-                self.port
+                self.nodes[self.primary.load(Ordering::SeqCst)].port
             ))
             .arg("-c")
             .arg(sql);
@@ -187,7 +353,47 @@ impl Cluster {
     }
 
     pub fn log_path(&self) -> &Path {
-        &self.log
+        &self.nodes[0].log
+    }
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|child| {
+            // `pid (comm) state ppid …`; comm may hold spaces, so after
+            // the last ')'.
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
+/// Until no process `pid` exists (a killed process is gone once reaped),
+/// at most 10 s.
+async fn wait_gone(pid: i32) {
+    for _ in 0..200 {
+        // Gone, or a zombie nobody reaped yet (dead all the same).
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .next()
+                    .map(str::to_owned)
+            });
+        if state.is_none_or(|s| s == "Z") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -204,11 +410,13 @@ async fn blocking(what: &'static str, mut cmd: Command) -> Result<String, String
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = self
-            .command("pg_ctl")
-            .arg("-D")
-            .arg(&self.pgdata)
-            .args(["-m", "immediate", "-w", "-t", "30", "stop"])
-            .output();
+        for node in &self.nodes {
+            let _ = self
+                .command("pg_ctl")
+                .arg("-D")
+                .arg(&node.pgdata)
+                .args(["-m", "immediate", "-w", "-t", "30", "stop"])
+                .output();
+        }
     }
 }

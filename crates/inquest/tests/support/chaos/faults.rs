@@ -2,7 +2,9 @@
 //! window closes. Kinds come in shuffled rounds, so a run of a few rounds
 //! has every kind. Each fault restores what it broke before the next one
 //! (a killed replica is restarted, a stopped one continued, the link
-//! healed), so at most one replica is down at a time.
+//! healed), so at most one replica is down at a time. In the failover
+//! mode a failover is one more kind: it returns once the old primary is
+//! the new one's synchronous standby again.
 
 use std::{path::Path, time::Duration};
 
@@ -19,9 +21,10 @@ pub enum Kind {
     ConnKill,
     PgRestart,
     Partition,
+    Failover,
 }
 
-pub const KINDS: [Kind; 7] = [
+pub const KINDS: [Kind; 8] = [
     Kind::Kill9,
     Kind::Sigterm,
     Kind::Sigstop,
@@ -29,11 +32,12 @@ pub const KINDS: [Kind; 7] = [
     Kind::ConnKill,
     Kind::PgRestart,
     Kind::Partition,
+    Kind::Failover,
 ];
 
 /// How many faults of each kind were injected, in [`KINDS`] order.
 #[derive(Debug, Default, Clone)]
-pub struct Counts(pub [u32; 7]);
+pub struct Counts(pub [u32; 8]);
 
 impl Counts {
     pub fn of(&self, kind: Kind) -> u32 {
@@ -77,7 +81,10 @@ pub async fn run(
         }
         tokio::time::sleep(gap).await;
         if round.is_empty() {
-            round = KINDS.to_vec();
+            round = KINDS
+                .into_iter()
+                .filter(|k| *k != Kind::Failover || t.cluster.replicated())
+                .collect();
             rng.shuffle(&mut round);
         }
         let kind = round.pop().unwrap_or(Kind::Kill9);
@@ -127,6 +134,11 @@ async fn inject(
             Ok("pg_ctl restart -m fast".into())
         }
         Kind::Partition => partition(t, rng, ttl).await,
+        // Mid-burst if any runs: the kill lands while a replica writes.
+        Kind::Failover => {
+            busy_replica(t, rng, Duration::from_secs(2)).await;
+            t.cluster.failover(rng.pause(0.2, 2.0)).await
+        }
     }
 }
 

@@ -49,6 +49,10 @@ pub struct Settings {
     pub shutdown_grace: Duration,
     /// The Python that can import the MCP SDK.
     pub python: String,
+    /// `INQUEST_CHAOS_FAILOVER=1`: PostgreSQL is a primary with a
+    /// synchronous standby, and failovers are among the faults
+    /// (`cluster::Cluster::failover`).
+    pub failover: bool,
 }
 
 impl Settings {
@@ -86,6 +90,8 @@ impl Settings {
             reap_interval: Duration::from_millis(500),
             shutdown_grace: Duration::from_secs(5),
             python,
+            failover: std::env::var("INQUEST_CHAOS_FAILOVER")
+                .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
         }
     }
 }

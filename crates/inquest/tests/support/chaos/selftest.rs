@@ -226,6 +226,28 @@ fn watch_streams_must_match_the_store_and_end_ok_only_when_settled() {
         returned: 100.6,
     });
     assert_eq!(raced.violations(), Vec::<String>::new());
+
+    // And when a typed-ahead message raced it, with only the results of
+    // the calls it superseded between that head and the message.
+    let overlap = |head_before: i64| {
+        let mut case = Case::new(&good_turns());
+        case.streams.push(stream(
+            0,
+            &[1, 2],
+            End::Ok,
+            Some(pb::SessionStatus::Running),
+        ));
+        case.tracked[0].log().reopens.push(Reopen {
+            kind: "overlap",
+            head_before,
+            sent: 100.5,
+            returned: 100.6,
+        });
+        case
+    };
+    assert_eq!(overlap(3).violations(), Vec::<String>::new());
+    // An answer in between: the session had not settled at seq 2.
+    assert_flags(&overlap(4), "ended OK at seq 2");
 }
 
 #[test]

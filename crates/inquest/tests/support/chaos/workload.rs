@@ -42,7 +42,10 @@ use super::{
 #[derive(Debug, Clone)]
 pub struct Reopen {
     pub kind: &'static str,
-    /// The head the workload saw when the session had settled.
+    /// The head the workload saw when the session had settled; for an
+    /// "overlap" (a typed-ahead message stored at once), the seq before
+    /// the message, which superseded results may separate from the head
+    /// the session had settled at.
     pub head_before: i64,
     pub sent: f64,
     pub returned: f64,
@@ -282,10 +285,12 @@ async fn overlap(
     } else {
         log.queued += 1;
     }
-    // Stored at once: the session had settled, and this reopened it.
+    // Stored at once: the session had settled, and this reopened it. Its
+    // head then is not known here: a message to a session held for
+    // approval first stores a result for each superseded call.
     if !answer.queued {
         log.reopens.push(Reopen {
-            kind: "send",
+            kind: "overlap",
             head_before: answer.seq - 1,
             sent,
             returned: now(),
