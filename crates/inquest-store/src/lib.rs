@@ -450,7 +450,10 @@ impl Store {
                 Some(client) => f(client).await,
                 None => Err(StoreError::Internal("pooled connection missing".into())),
             };
-            in_flight.done();
+            match &result {
+                Err(e) if e.node_refuses_writes() => in_flight.discard(),
+                _ => in_flight.done(),
+            }
             result
         };
         let result = match limit {
@@ -523,6 +526,19 @@ impl InFlight {
     /// The call finished: the connection goes back to the pool.
     fn done(mut self) {
         drop(self.0.take());
+    }
+
+    /// The connection is to a node that refuses writes now (demoted after
+    /// a switchover): closed rather than handed back, so the next call
+    /// opens a fresh one, which the multi-host URL's
+    /// `target_session_attrs=read-write` takes to the new primary.
+    fn discard(mut self) {
+        if let Some(client) = self.0.take() {
+            tracing::warn!(
+                "the database node refused a write as read-only: its connection is closed"
+            );
+            drop(deadpool_postgres::Object::take(client));
+        }
     }
 }
 
