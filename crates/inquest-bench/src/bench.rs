@@ -149,6 +149,21 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 6)]
         concurrency: usize,
     },
+    /// Database failover: kill -9 of the primary's postmaster to the next
+    /// turn of a running burst committed, against the cluster's own
+    /// failover time (kill to the promoted standby taking writes), each
+    /// round on a fresh primary and standby (see `bench_failover.rs`).
+    Failover {
+        /// Failovers timed.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Lease TTL of the replica, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        ttl_ms: u64,
+        /// An asynchronous standby instead of a synchronous one.
+        #[arg(long)]
+        asynchronous: bool,
+    },
     /// From DecideToolCalls to the approved call starting, on another
     /// replica than the one that held it (see `bench_approval.rs`).
     Approval {
@@ -458,6 +473,18 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                     .await;
             release(embedded).await?;
             result
+        }
+        BenchCommand::Failover {
+            rounds,
+            ttl_ms,
+            asynchronous,
+        } => {
+            crate::bench_failover::run(crate::bench_failover::FailoverBench {
+                rounds,
+                ttl: Duration::from_millis(ttl_ms),
+                synchronous: !asynchronous,
+            })
+            .await
         }
         BenchCommand::Queue {
             database_url,

@@ -1,0 +1,358 @@
+//! A real PostgreSQL HA cluster on this machine, for the failover tests and
+//! the failover benchmark: nodes made with `initdb` and `pg_basebackup -R
+//! -X stream` (plain streaming replication), each on its own port under one
+//! directory, and the moves an HA manager makes, driven by the caller:
+//! kill -9 of a postmaster, a promotion, a planned switchover, an old
+//! primary brought back as a standby (a demotion).
+//!
+//! Why not pg_auto_failover: its monitor decides when to fail over and
+//! which node wins, so a test could not say which commits a standby lacks
+//! nor time the promotion itself; the failures Inquest must survive are the
+//! same (a node gone, a new primary on another port, an old one that now
+//! refuses writes), and these are what the caller drives here.
+//!
+//! Synchronous mode is what Patroni's `synchronous_mode` does: the primary
+//! waits for one standby (`synchronous_standby_names = '*'`) while one is
+//! attached, and a promoted node starts without that wait (it has no
+//! standby yet) until a node rejoins under it. Commits wait for the
+//! standby's replay (`synchronous_commit = remote_apply`), so what a client
+//! was told is committed is readable on the standby.
+//!
+//! Every call blocks (it runs `pg_ctl`, `psql`); async callers wrap them in
+//! `spawn_blocking`. Run as root, every PostgreSQL program runs as
+//! `postgres` (`runuser`). Every node is stopped (immediate) and the
+//! directory removed when the cluster is dropped.
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+/// One node: its data directory name and port.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub name: String,
+    pub port: u16,
+}
+
+/// The cluster. Node 0 starts as the primary.
+pub struct Cluster {
+    root: PathBuf,
+    bin: PathBuf,
+    as_postgres: bool,
+    pub nodes: Vec<Node>,
+    /// Which node is the primary now.
+    pub primary: usize,
+    synchronous: bool,
+}
+
+fn free_port() -> io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl Cluster {
+    /// A primary and `standbys` standbys, all running, each standby
+    /// streaming from the primary. `bin`: the directory of `initdb`,
+    /// `pg_ctl`, `pg_basebackup` and `psql`.
+    pub fn start(bin: &Path, standbys: usize, synchronous: bool) -> io::Result<Cluster> {
+        let root = std::env::temp_dir().join(format!(
+            "inquest-ha-{}-{}",
+            std::process::id(),
+            free_port()?
+        ));
+        std::fs::create_dir_all(&root)?;
+        let as_postgres = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        if as_postgres {
+            run(Command::new("chown").arg("postgres").arg(&root))?;
+        }
+        let mut nodes = Vec::new();
+        for i in 0..=standbys {
+            nodes.push(Node {
+                name: format!("n{i}"),
+                port: free_port()?,
+            });
+        }
+        let cluster = Cluster {
+            root,
+            bin: bin.to_owned(),
+            as_postgres,
+            nodes,
+            primary: 0,
+            synchronous,
+        };
+        run(cluster
+            .pg("initdb")
+            .args(["--auth=trust", "-U", "postgres", "-D"])
+            .arg(cluster.data(0)))?;
+        cluster.start_node(0)?;
+        for i in 1..=standbys {
+            cluster.clone_from_primary(i)?;
+            cluster.start_node(i)?;
+        }
+        cluster.await_standbys()?;
+        Ok(cluster)
+    }
+
+    /// The multi-host URL an Inquest replica uses: every node, the one
+    /// taking writes found by `target_session_attrs=read-write`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!(
+            "postgres://postgres@{}/postgres?target_session_attrs=read-write",
+            hosts.join(",")
+        )
+    }
+
+    /// One node's URL.
+    pub fn node_url(&self, node: usize) -> String {
+        format!(
+            "postgres://postgres@127.0.0.1:{}/postgres",
+            self.nodes[node].port
+        )
+    }
+
+    /// The node that is not the primary (with one standby), or the first
+    /// standby.
+    pub fn standby(&self) -> usize {
+        (0..self.nodes.len())
+            .find(|i| *i != self.primary)
+            .unwrap_or(0)
+    }
+
+    fn data(&self, node: usize) -> PathBuf {
+        self.root.join(&self.nodes[node].name)
+    }
+
+    fn pg(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if self.as_postgres {
+            let mut cmd = Command::new("runuser");
+            cmd.args(["-u", "postgres", "--"]).arg(path);
+            cmd
+        } else {
+            Command::new(path)
+        }
+    }
+
+    /// Starts `node` on its port (a standby when its data directory says
+    /// so).
+    pub fn start_node(&self, node: usize) -> io::Result<()> {
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
+             -c max_connections=200 -c wal_level=replica -c max_wal_senders=8 \
+             -c hot_standby=on -c wal_log_hints=on -c synchronous_commit=remote_apply \
+             -c wal_receiver_status_interval=1s -c track_commit_timestamp=on",
+            self.nodes[node].port,
+            self.root.display()
+        );
+        run(self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data(node))
+            .arg("-l")
+            .arg(self.root.join(format!("{}.log", self.nodes[node].name)))
+            .args(["-o", &options, "-w", "-t", "60", "start"]))
+    }
+
+    /// Stops `node`: `mode` is `fast` (a clean shutdown, as a switchover
+    /// does) or `immediate`.
+    pub fn stop_node(&self, node: usize, mode: &str) -> io::Result<()> {
+        run(self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data(node))
+            .args(["-m", mode, "-w", "stop"]))
+    }
+
+    /// kill -9 of `node`'s postmaster (its backends notice and exit).
+    pub fn kill_postmaster(&self, node: usize) -> io::Result<()> {
+        let pid = std::fs::read_to_string(self.data(node).join("postmaster.pid"))?;
+        let pid = pid
+            .lines()
+            .next()
+            .map(str::trim)
+            .ok_or_else(|| io::Error::other("empty postmaster.pid"))?
+            .to_owned();
+        run(Command::new("kill").args(["-KILL", &pid]))
+    }
+
+    /// Promotes `node` and waits until it takes writes; it is the primary
+    /// from now on. In synchronous mode it waits for no standby until one
+    /// rejoins ([`Cluster::rejoin`]).
+    pub fn promote(&mut self, node: usize) -> io::Result<()> {
+        run(self
+            .pg("pg_ctl")
+            .arg("-D")
+            .arg(self.data(node))
+            .args(["-w", "-t", "60", "promote"]))?;
+        self.primary = node;
+        if self.synchronous {
+            self.set_synchronous(node, "")?;
+        }
+        Ok(())
+    }
+
+    /// Brings `node` back as a standby of the current primary. `clean`:
+    /// it was shut down cleanly before the promotion (a switchover), so
+    /// its WAL is a prefix of the new primary's and it only needs to
+    /// follow the new timeline; otherwise (it died) its directory is
+    /// made again from the primary, as an HA manager would re-clone or
+    /// `pg_rewind` it.
+    pub fn rejoin(&self, node: usize, clean: bool) -> io::Result<()> {
+        if clean {
+            let conninfo = format!(
+                "primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name={}'\n",
+                self.nodes[self.primary].port, self.nodes[node].name
+            );
+            let auto = self.data(node).join("postgresql.auto.conf");
+            let text = std::fs::read_to_string(&auto)?;
+            let mut kept: String = text
+                .lines()
+                .filter(|l| !l.starts_with("primary_conninfo"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            kept.push_str(&conninfo);
+            std::fs::write(&auto, kept)?;
+            std::fs::write(self.data(node).join("standby.signal"), "")?;
+        } else {
+            std::fs::remove_dir_all(self.data(node))?;
+            self.clone_from_primary(node)?;
+        }
+        self.start_node(node)?;
+        self.await_standbys()
+    }
+
+    /// A planned switchover to `to`: the primary is shut down cleanly
+    /// (its last WAL streams to the standbys), `to` is promoted, and the
+    /// old primary comes back as a standby of it.
+    pub fn switchover(&mut self, to: usize) -> io::Result<()> {
+        let old = self.primary;
+        self.stop_node(old, "fast")?;
+        self.promote(to)?;
+        self.rejoin(old, true)
+    }
+
+    fn clone_from_primary(&self, node: usize) -> io::Result<()> {
+        run(self
+            .pg("pg_basebackup")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.nodes[self.primary].port.to_string(),
+            ])
+            .args(["-U", "postgres", "-R", "-X", "stream", "-D"])
+            .arg(self.data(node)))?;
+        // Each standby names itself to the primary.
+        let auto = self.data(node).join("postgresql.auto.conf");
+        let text = std::fs::read_to_string(&auto)?;
+        let text = text.replace(
+            "primary_conninfo = '",
+            &format!(
+                "primary_conninfo = 'application_name={} ",
+                self.nodes[node].name
+            ),
+        );
+        std::fs::write(&auto, text)
+    }
+
+    /// Waits until every other running node streams from the primary; in
+    /// synchronous mode, then makes the primary wait for one of them.
+    fn await_standbys(&self) -> io::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let want = self.nodes.len() - 1;
+        loop {
+            let streaming = self.sql(
+                self.primary,
+                "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
+            )?;
+            if streaming.trim().parse::<usize>().unwrap_or(0) >= want {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other(format!(
+                    "only {} of {want} standbys streaming",
+                    streaming.trim()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if self.synchronous {
+            self.set_synchronous(self.primary, "*")?;
+        }
+        Ok(())
+    }
+
+    /// `synchronous_standby_names` on `node`, applied now.
+    fn set_synchronous(&self, node: usize, names: &str) -> io::Result<()> {
+        self.sql(
+            node,
+            &format!("ALTER SYSTEM SET synchronous_standby_names = '{names}'"),
+        )?;
+        self.sql(node, "SELECT pg_reload_conf()").map(drop)
+    }
+
+    /// Runs `sql` (one statement) on `node` with `psql`; its unaligned output.
+    pub fn sql(&self, node: usize, sql: &str) -> io::Result<String> {
+        let out = self
+            .pg("psql")
+            .args(["-h", "127.0.0.1", "-p", &self.nodes[node].port.to_string()])
+            .args([
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-XAtq",
+                "-v",
+                "ON_ERROR_STOP=1",
+            ])
+            .args(["-c", sql])
+            .output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "psql on {}: {}",
+                self.nodes[node].name,
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in 0..self.nodes.len() {
+            let _ = self
+                .pg("pg_ctl")
+                .arg("-D")
+                .arg(self.data(node))
+                .args(["-m", "immediate", "-w", "stop"])
+                .output();
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn run(cmd: &mut Command) -> io::Result<()> {
+    let out = cmd.output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{cmd:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        )))
+    }
+}
