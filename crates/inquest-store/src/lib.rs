@@ -318,6 +318,12 @@ impl Store {
         if pg.get_application_name().is_none() {
             pg.application_name("inquest");
         }
+        // The connect timeout bounds each host of a multi-host URL in
+        // turn; a pooled connection may have to try them all (the first
+        // one partitioned away answers nothing until its timeout), so the
+        // pool waits that long for a new connection before giving up.
+        let hosts = u32::try_from(pg.get_hosts().len().max(1)).unwrap_or(1);
+        let create_timeout = config.connect_timeout.saturating_mul(hosts);
         let pool = |size: usize, runtime: Option<tokio::runtime::Handle>| {
             let manager = Manager::from_connect(
                 pg.clone(),
@@ -334,7 +340,7 @@ impl Store {
                 .max_size(size)
                 .runtime(Runtime::Tokio1)
                 .wait_timeout(Some(config.connect_timeout))
-                .create_timeout(Some(config.connect_timeout))
+                .create_timeout(Some(create_timeout))
                 .recycle_timeout(Some(config.connect_timeout))
                 .build()
                 .map_err(|e| StoreError::Config(e.to_string()))

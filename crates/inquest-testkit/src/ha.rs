@@ -35,6 +35,8 @@ use std::{
 pub struct Node {
     pub name: String,
     pub port: u16,
+    /// The address it listens on and is reached at.
+    pub host: String,
 }
 
 /// The cluster. Node 0 starts as the primary.
@@ -46,6 +48,92 @@ pub struct Cluster {
     /// Which node is the primary now.
     pub primary: usize,
     synchronous: bool,
+    /// Node 0's network namespace, when it runs in one
+    /// ([`Cluster::start_partitionable`]). Dropped after the nodes.
+    partition: Option<Partition>,
+}
+
+/// A network namespace joined to the host by a veth pair on a private /30
+/// link: a node started inside it is reached at [`Partition::inner_ip`]
+/// while the link is up, and not at all once it is cut ([`Partition::cut`]),
+/// while it keeps running (no connection is closed; packets are dropped).
+/// The namespace and the pair are removed when it drops.
+pub struct Partition {
+    namespace: String,
+    host_if: String,
+    inner_if: String,
+    pub inner_ip: String,
+}
+
+fn ip(args: &[&str]) -> io::Result<()> {
+    run(Command::new("ip").args(args))
+}
+
+impl Partition {
+    /// Named after this process; the link is 10.232.X.0/30 with X from the
+    /// pid, away from the chaos test's 10.231.0.0/30.
+    fn create() -> io::Result<Partition> {
+        let pid = std::process::id();
+        let x = pid % 250;
+        let partition = Partition {
+            namespace: format!("inquest-ha-{pid}"),
+            host_if: format!("iqh{pid}h"),
+            inner_if: format!("iqh{pid}n"),
+            inner_ip: format!("10.232.{x}.2"),
+        };
+        let inner_if = partition.inner_if.clone();
+        ip(&["netns", "add", &partition.namespace])?;
+        // From here on the guard removes what was made.
+        let ns = partition.namespace.as_str();
+        ip(&[
+            "link",
+            "add",
+            &partition.host_if,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &inner_if,
+        ])?;
+        ip(&["link", "set", &inner_if, "netns", ns])?;
+        ip(&[
+            "addr",
+            "add",
+            &format!("10.232.{x}.1/30"),
+            "dev",
+            &partition.host_if,
+        ])?;
+        ip(&["link", "set", &partition.host_if, "up"])?;
+        ip(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{}/30", partition.inner_ip),
+            "dev",
+            &inner_if,
+        ])?;
+        ip(&["-n", ns, "link", "set", &inner_if, "up"])?;
+        ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        Ok(partition)
+    }
+
+    /// The namespace's side of the link goes down: nothing reaches it,
+    /// nothing leaves. The host keeps its route, so to the host this looks
+    /// like a peer gone silent behind a router: a new connection gets no
+    /// answer until neighbour discovery gives up (about 3 s), and an open
+    /// one is answered by nobody, never closed.
+    pub fn cut(&self) -> io::Result<()> {
+        ip(&["-n", &self.namespace, "link", "set", &self.inner_if, "down"])
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        // Deleting one side of a veth pair deletes both.
+        let _ = ip(&["link", "del", &self.host_if]);
+        let _ = ip(&["netns", "del", &self.namespace]);
+    }
 }
 
 fn free_port() -> io::Result<u16> {
@@ -59,6 +147,35 @@ impl Cluster {
     /// streaming from the primary. `bin`: the directory of `initdb`,
     /// `pg_ctl`, `pg_basebackup` and `psql`.
     pub fn start(bin: &Path, standbys: usize, synchronous: bool) -> io::Result<Cluster> {
+        Self::start_with(bin, standbys, synchronous, None)
+    }
+
+    /// [`Cluster::start`] with the primary (node 0) in a network namespace
+    /// of its own, so that [`Cluster::cut_primary`] can partition it away.
+    /// Needs root (`ip netns`).
+    pub fn start_partitionable(
+        bin: &Path,
+        standbys: usize,
+        synchronous: bool,
+    ) -> io::Result<Cluster> {
+        Self::start_with(bin, standbys, synchronous, Some(Partition::create()?))
+    }
+
+    /// Cuts node 0 off the network (it goes on running, a primary that
+    /// nobody reaches).
+    pub fn cut_primary(&self) -> io::Result<()> {
+        self.partition
+            .as_ref()
+            .ok_or_else(|| io::Error::other("this cluster has no partition"))?
+            .cut()
+    }
+
+    fn start_with(
+        bin: &Path,
+        standbys: usize,
+        synchronous: bool,
+        partition: Option<Partition>,
+    ) -> io::Result<Cluster> {
         let root = std::env::temp_dir().join(format!(
             "inquest-ha-{}-{}",
             std::process::id(),
@@ -77,6 +194,10 @@ impl Cluster {
             nodes.push(Node {
                 name: format!("n{i}"),
                 port: free_port()?,
+                host: match (&partition, i) {
+                    (Some(p), 0) => p.inner_ip.clone(),
+                    _ => "127.0.0.1".to_owned(),
+                },
             });
         }
         let cluster = Cluster {
@@ -86,11 +207,18 @@ impl Cluster {
             nodes,
             primary: 0,
             synchronous,
+            partition,
         };
         run(cluster
             .pg("initdb")
             .args(["--auth=trust", "-U", "postgres", "-D"])
             .arg(cluster.data(0)))?;
+        // Standbys and clients come from other addresses than loopback when
+        // the primary is in a namespace (pg_basebackup copies this file).
+        let hba = cluster.data(0).join("pg_hba.conf");
+        let mut rules = std::fs::read_to_string(&hba)?;
+        rules.push_str("host all all 0.0.0.0/0 trust\nhost replication all 0.0.0.0/0 trust\n");
+        std::fs::write(&hba, rules)?;
         cluster.start_node(0)?;
         for i in 1..=standbys {
             cluster.clone_from_primary(i)?;
@@ -106,7 +234,7 @@ impl Cluster {
         let hosts: Vec<String> = self
             .nodes
             .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
+            .map(|n| format!("{}:{}", n.host, n.port))
             .collect();
         format!(
             "postgres://postgres@{}/postgres?target_session_attrs=read-write",
@@ -117,8 +245,8 @@ impl Cluster {
     /// One node's URL.
     pub fn node_url(&self, node: usize) -> String {
         format!(
-            "postgres://postgres@127.0.0.1:{}/postgres",
-            self.nodes[node].port
+            "postgres://postgres@{}:{}/postgres",
+            self.nodes[node].host, self.nodes[node].port
         )
     }
 
@@ -149,15 +277,29 @@ impl Cluster {
     /// so).
     pub fn start_node(&self, node: usize) -> io::Result<()> {
         let options = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
+            "-p {} -c listen_addresses={} -c unix_socket_directories={} \
              -c max_connections=200 -c wal_level=replica -c max_wal_senders=8 \
              -c hot_standby=on -c wal_log_hints=on -c synchronous_commit=remote_apply \
              -c wal_receiver_status_interval=1s -c track_commit_timestamp=on",
             self.nodes[node].port,
+            self.nodes[node].host,
             self.root.display()
         );
-        run(self
-            .pg("pg_ctl")
+        // Started inside the partition's namespace when it is node 0 and
+        // there is one: the postmaster stays there.
+        let mut command = match (&self.partition, node) {
+            (Some(p), 0) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &p.namespace]);
+                if self.as_postgres {
+                    c.args(["runuser", "-u", "postgres", "--"]);
+                }
+                c.arg(self.bin.join("pg_ctl"));
+                c
+            }
+            _ => self.pg("pg_ctl"),
+        };
+        run(command
             .arg("-D")
             .arg(self.data(node))
             .arg("-l")
@@ -212,8 +354,8 @@ impl Cluster {
     pub fn rejoin(&self, node: usize, clean: bool) -> io::Result<()> {
         if clean {
             let conninfo = format!(
-                "primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name={}'\n",
-                self.nodes[self.primary].port, self.nodes[node].name
+                "primary_conninfo = 'host={} port={} user=postgres application_name={}'\n",
+                self.nodes[self.primary].host, self.nodes[self.primary].port, self.nodes[node].name
             );
             let auto = self.data(node).join("postgresql.auto.conf");
             let text = std::fs::read_to_string(&auto)?;
@@ -246,12 +388,8 @@ impl Cluster {
     fn clone_from_primary(&self, node: usize) -> io::Result<()> {
         run(self
             .pg("pg_basebackup")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.nodes[self.primary].port.to_string(),
-            ])
+            .args(["-h", &self.nodes[self.primary].host])
+            .args(["-p", &self.nodes[self.primary].port.to_string()])
             .args(["-U", "postgres", "-R", "-X", "stream", "-D"])
             .arg(self.data(node)))?;
         // Each standby names itself to the primary.
@@ -307,7 +445,8 @@ impl Cluster {
     pub fn sql(&self, node: usize, sql: &str) -> io::Result<String> {
         let out = self
             .pg("psql")
-            .args(["-h", "127.0.0.1", "-p", &self.nodes[node].port.to_string()])
+            .args(["-h", &self.nodes[node].host])
+            .args(["-p", &self.nodes[node].port.to_string()])
             .args([
                 "-U",
                 "postgres",

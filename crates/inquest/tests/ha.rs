@@ -9,7 +9,9 @@
 //! - kill -9 of the primary's postmaster, the standby promoted;
 //! - a demotion: the primary fenced first (it refuses writes, SQLSTATE
 //!   25006, to the connections replicas hold on it), then stopped, the
-//!   standby promoted, and the old primary back as its standby.
+//!   standby promoted, and the old primary back as its standby;
+//! - a partition: the primary, running in a network namespace, is cut off
+//!   (still running, its connections silent), and the standby promoted.
 //!
 //! Afterwards: every session completed (none failed), its seqs gapless,
 //! and every watcher received every turn exactly once, with the content
@@ -34,6 +36,7 @@ enum Fault {
     Switchover,
     KillPrimary,
     Demotion,
+    Partition,
 }
 
 #[tokio::test]
@@ -49,6 +52,14 @@ async fn a_killed_primary_loses_and_repeats_nothing() {
 #[tokio::test]
 async fn a_demoted_primary_loses_and_repeats_nothing() {
     ha(Fault::Demotion).await;
+}
+
+/// The primary runs in a network namespace whose link is cut: it goes on
+/// running, every connection to it goes silent (nothing closes them), and
+/// the first host of the multi-host URL answers nothing.
+#[tokio::test]
+async fn a_primary_cut_off_from_the_network_loses_and_repeats_nothing() {
+    ha(Fault::Partition).await;
 }
 
 /// Steps of each investigation's script: each a short model answer and a
@@ -110,7 +121,14 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 async fn ha(fault: Fault) {
     let bin = inquest_store::embedded::find_binaries()
         .expect("PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup, psql) are needed");
-    let cluster = blocking(move || Cluster::start(&bin, 1, true).expect("the HA cluster")).await;
+    let cluster = blocking(move || {
+        match fault {
+            Fault::Partition => Cluster::start_partitionable(&bin, 1, true),
+            _ => Cluster::start(&bin, 1, true),
+        }
+        .expect("the HA cluster")
+    })
+    .await;
     let url = cluster.url();
     let config = config();
     let names = ["ha-a", "ha-b", "ha-c"];
@@ -194,12 +212,17 @@ async fn ha(fault: Fault) {
                     .expect("unfence for its life as a standby");
                 cluster.switchover(new).expect("switchover");
             }
+            Fault::Partition => {
+                cluster.cut_primary().expect("the partition");
+                cluster.promote(new).expect("promotion");
+            }
         }
         cluster
     })
     .await;
 
-    let db = inquest_tests::connect(&cluster.url()).await;
+    // The new primary itself (the old one may be out of reach).
+    let db = inquest_tests::connect(&cluster.node_url(cluster.primary)).await;
     for (id, name, watcher) in watchers {
         let (seen, endings) = tokio::time::timeout(Duration::from_secs(180), watcher)
             .await
