@@ -51,6 +51,29 @@ pub struct Cluster {
     /// Node 0's network namespace, when it runs in one
     /// ([`Cluster::start_partitionable`]). Dropped after the nodes.
     partition: Option<Partition>,
+    /// The children of a postmaster killed with kill -9, still exiting.
+    orphans: Vec<u32>,
+}
+
+/// The processes whose parent is `pid`, from `/proc`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    // The fields after the command name: state, then ppid.
+                    let rest = stat.rsplit_once(')')?.1.to_owned();
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
 }
 
 /// A network namespace joined to the host by a veth pair on a private /30
@@ -208,6 +231,7 @@ impl Cluster {
             primary: 0,
             synchronous,
             partition,
+            orphans: Vec::new(),
         };
         run(cluster
             .pg("initdb")
@@ -317,16 +341,19 @@ impl Cluster {
             .args(["-m", mode, "-w", "stop"]))
     }
 
-    /// kill -9 of `node`'s postmaster (its backends notice and exit).
-    pub fn kill_postmaster(&self, node: usize) -> io::Result<()> {
+    /// kill -9 of `node`'s postmaster. Its children (backends, the
+    /// checkpointer, the WAL writer) notice and exit on their own, which
+    /// this does not wait for: [`Cluster::rejoin`] does, before it starts
+    /// anything in their place.
+    pub fn kill_postmaster(&mut self, node: usize) -> io::Result<()> {
         let pid = std::fs::read_to_string(self.data(node).join("postmaster.pid"))?;
-        let pid = pid
+        let pid: u32 = pid
             .lines()
             .next()
-            .map(str::trim)
-            .ok_or_else(|| io::Error::other("empty postmaster.pid"))?
-            .to_owned();
-        run(Command::new("kill").args(["-KILL", &pid]))
+            .and_then(|l| l.trim().parse().ok())
+            .ok_or_else(|| io::Error::other("no pid in postmaster.pid"))?;
+        self.orphans = children_of(pid);
+        run(Command::new("kill").args(["-KILL", &pid.to_string()]))
     }
 
     /// Promotes `node` and waits until it takes writes; it is the primary
@@ -351,7 +378,7 @@ impl Cluster {
     /// follow the new timeline; otherwise (it died) its directory is
     /// made again from the primary, as an HA manager would re-clone or
     /// `pg_rewind` it.
-    pub fn rejoin(&self, node: usize, clean: bool) -> io::Result<()> {
+    pub fn rejoin(&mut self, node: usize, clean: bool) -> io::Result<()> {
         if clean {
             let conninfo = format!(
                 "primary_conninfo = 'host={} port={} user=postgres application_name={}'\n",
@@ -368,6 +395,23 @@ impl Cluster {
             std::fs::write(&auto, kept)?;
             std::fs::write(self.data(node).join("standby.signal"), "")?;
         } else {
+            // A killed postmaster's children still attached to its shared
+            // memory would keep a new postmaster from starting (a data
+            // directory made again can get the same inode, hence the same
+            // shared memory key).
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while self
+                .orphans
+                .iter()
+                .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+            {
+                if Instant::now() > deadline {
+                    return Err(io::Error::other(
+                        "a killed postmaster's children did not exit in 60 s",
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
             std::fs::remove_dir_all(self.data(node))?;
             self.clone_from_primary(node)?;
         }
@@ -390,7 +434,8 @@ impl Cluster {
             .pg("pg_basebackup")
             .args(["-h", &self.nodes[self.primary].host])
             .args(["-p", &self.nodes[self.primary].port.to_string()])
-            .args(["-U", "postgres", "-R", "-X", "stream", "-D"])
+            // A fast checkpoint: a spread one can keep the clone waiting.
+            .args(["-U", "postgres", "-R", "-X", "stream", "-c", "fast", "-D"])
             .arg(self.data(node)))?;
         // Each standby names itself to the primary.
         let auto = self.data(node).join("postgresql.auto.conf");

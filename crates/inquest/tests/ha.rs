@@ -31,7 +31,7 @@ use inquest_testkit::ha::Cluster;
 use support::{ReplicaConfig, create_incident, fleet::Fleet, follow::follow};
 
 /// What happens to the database while the investigations run.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Fault {
     Switchover,
     KillPrimary,
@@ -41,17 +41,17 @@ enum Fault {
 
 #[tokio::test]
 async fn a_planned_switchover_loses_and_repeats_nothing() {
-    ha(Fault::Switchover).await;
+    ha(&[Fault::Switchover], STEPS).await;
 }
 
 #[tokio::test]
 async fn a_killed_primary_loses_and_repeats_nothing() {
-    ha(Fault::KillPrimary).await;
+    ha(&[Fault::KillPrimary], STEPS).await;
 }
 
 #[tokio::test]
 async fn a_demoted_primary_loses_and_repeats_nothing() {
-    ha(Fault::Demotion).await;
+    ha(&[Fault::Demotion], STEPS).await;
 }
 
 /// The primary runs in a network namespace whose link is cut: it goes on
@@ -59,14 +59,28 @@ async fn a_demoted_primary_loses_and_repeats_nothing() {
 /// the first host of the multi-host URL answers nothing.
 #[tokio::test]
 async fn a_primary_cut_off_from_the_network_loses_and_repeats_nothing() {
-    ha(Fault::Partition).await;
+    ha(&[Fault::Partition], STEPS).await;
 }
 
-/// Steps of each investigation's script: each a short model answer and a
-/// file tool call.
+/// Ten failovers in a row under the same three investigations (kill -9,
+/// switchover and demotion in turn), each once the bursts went on after
+/// the one before: the soak of the synchronous promise. (The partition is
+/// left out: its node is not brought back.)
+#[tokio::test]
+async fn ten_failovers_in_a_row_lose_and_repeat_nothing() {
+    let faults: Vec<Fault> = [Fault::KillPrimary, Fault::Switchover, Fault::Demotion]
+        .into_iter()
+        .cycle()
+        .take(10)
+        .collect();
+    ha(&faults, 300).await;
+}
+
+/// Steps of each investigation's script for one fault: each a short model
+/// answer and a file tool call.
 const STEPS: usize = 40;
 
-fn config() -> ReplicaConfig {
+fn config(steps: usize) -> ReplicaConfig {
     let dir = tempfile::Builder::new()
         .prefix("inquest-ha-")
         .tempdir_in("/tmp")
@@ -75,7 +89,7 @@ fn config() -> ReplicaConfig {
         .join("../../examples/checkout-latency")
         .canonicalize()
         .unwrap();
-    let replies: Vec<serde_json::Value> = (1..=STEPS)
+    let replies: Vec<serde_json::Value> = (1..=steps)
         .map(|i| {
             serde_json::json!({
                 "text": format!("Step {i}: reading the deploy log."),
@@ -102,7 +116,7 @@ fn config() -> ReplicaConfig {
              [tools]\nfiles_root = \"{}\"\nfiles_server = \"evidence\"\n",
             script.display(),
             example.join("evidence").display(),
-            calls = STEPS + 5,
+            calls = steps + 5,
         ),
     )
     .unwrap();
@@ -118,19 +132,53 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.unwrap()
 }
 
-async fn ha(fault: Fault) {
+/// One fault, the cluster left with a new primary (and, but for the
+/// partition, the old one streaming from it again).
+fn inject(cluster: &mut Cluster, fault: Fault) {
+    let (old, new) = (cluster.primary, cluster.standby());
+    match fault {
+        Fault::Switchover => cluster.switchover(new).expect("switchover"),
+        Fault::KillPrimary => {
+            cluster.kill_postmaster(old).expect("kill -9");
+            cluster.promote(new).expect("promotion");
+            cluster
+                .rejoin(old, false)
+                .expect("the old primary re-cloned");
+        }
+        Fault::Demotion => {
+            // Fenced: every write on the connections held there is
+            // refused from now on, as a demoted node refuses them.
+            cluster
+                .sql(old, "ALTER SYSTEM SET default_transaction_read_only = on")
+                .expect("fence");
+            cluster.sql(old, "SELECT pg_reload_conf()").expect("reload");
+            std::thread::sleep(Duration::from_secs(2));
+            cluster
+                .sql(old, "ALTER SYSTEM RESET default_transaction_read_only")
+                .expect("unfence for its life as a standby");
+            cluster.switchover(new).expect("switchover");
+        }
+        Fault::Partition => {
+            cluster.cut_primary().expect("the partition");
+            cluster.promote(new).expect("promotion");
+        }
+    }
+}
+
+async fn ha(faults: &[Fault], steps: usize) {
     let bin = inquest_store::embedded::find_binaries()
         .expect("PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup, psql) are needed");
-    let cluster = blocking(move || {
-        match fault {
-            Fault::Partition => Cluster::start_partitionable(&bin, 1, true),
-            _ => Cluster::start(&bin, 1, true),
+    let partitioned = faults.contains(&Fault::Partition);
+    let mut cluster = blocking(move || {
+        match partitioned {
+            true => Cluster::start_partitionable(&bin, 1, true),
+            false => Cluster::start(&bin, 1, true),
         }
         .expect("the HA cluster")
     })
     .await;
     let url = cluster.url();
-    let config = config();
+    let config = config(steps);
     let names = ["ha-a", "ha-b", "ha-c"];
     let mut fleet = Fleet::new();
     fleet.start(&names, &config, &url).await;
@@ -160,66 +208,47 @@ async fn ha(fault: Fault) {
         }
     }
 
-    // Every investigation under way (a few steps committed), then the fault.
-    let db = inquest_tests::connect(&cluster.node_url(cluster.primary)).await;
-    let under_way = async || -> (i64, i64) {
-        let row = db
-            .query_one(
-                "SELECT coalesce(min(head_seq), 0), \
-                 count(*) FILTER (WHERE status = 'running') \
-                 FROM sessions WHERE id = ANY($1::text[]::uuid[])",
-                &[&sessions],
-            )
-            .await
-            .unwrap();
-        (row.get(0), row.get(1))
-    };
-    for _ in 0..600 {
-        if under_way().await.0 >= 6 {
-            break;
+    // Before each fault: every investigation running and a few steps
+    // further than at the fault before (so the bursts went on after it).
+    let mut least_before = 0;
+    for (n, fault) in faults.iter().copied().enumerate() {
+        let db = inquest_tests::connect(&cluster.node_url(cluster.primary)).await;
+        let under_way = async || -> (i64, i64) {
+            let row = db
+                .query_one(
+                    "SELECT coalesce(min(head_seq), 0), \
+                     count(*) FILTER (WHERE status = 'running') \
+                     FROM sessions WHERE id = ANY($1::text[]::uuid[])",
+                    &[&sessions],
+                )
+                .await
+                .unwrap();
+            (row.get(0), row.get(1))
+        };
+        for _ in 0..1200 {
+            if under_way().await.0 >= least_before + 6 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (least, running) = under_way().await;
+        assert!(
+            least >= least_before + 6 && running == 3,
+            "fault {n} must come mid-burst, after progress: least head {least} \
+             (was {least_before}), {running} of 3 running"
+        );
+        least_before = least;
+        drop(db);
+        eprintln!("fault {n}: {fault:?}");
+        let at = std::time::Instant::now();
+        cluster = blocking(move || {
+            let mut cluster = cluster;
+            inject(&mut cluster, fault);
+            cluster
+        })
+        .await;
+        eprintln!("fault {n} done in {:?}", at.elapsed());
     }
-    let (least, running) = under_way().await;
-    assert!(
-        least >= 6 && running == 3,
-        "the fault must come mid-burst: least head {least}, {running} of 3 running"
-    );
-    drop(db);
-    eprintln!("fault: {fault:?}");
-    let cluster = blocking(move || {
-        let mut cluster = cluster;
-        let (old, new) = (cluster.primary, cluster.standby());
-        match fault {
-            Fault::Switchover => cluster.switchover(new).expect("switchover"),
-            Fault::KillPrimary => {
-                cluster.kill_postmaster(old).expect("kill -9");
-                cluster.promote(new).expect("promotion");
-                cluster
-                    .rejoin(old, false)
-                    .expect("the old primary re-cloned");
-            }
-            Fault::Demotion => {
-                // Fenced: every write on the connections held there is
-                // refused from now on, as a demoted node refuses them.
-                cluster
-                    .sql(old, "ALTER SYSTEM SET default_transaction_read_only = on")
-                    .expect("fence");
-                cluster.sql(old, "SELECT pg_reload_conf()").expect("reload");
-                std::thread::sleep(Duration::from_secs(2));
-                cluster
-                    .sql(old, "ALTER SYSTEM RESET default_transaction_read_only")
-                    .expect("unfence for its life as a standby");
-                cluster.switchover(new).expect("switchover");
-            }
-            Fault::Partition => {
-                cluster.cut_primary().expect("the partition");
-                cluster.promote(new).expect("promotion");
-            }
-        }
-        cluster
-    })
-    .await;
 
     // The new primary itself (the old one may be out of reach).
     let db = inquest_tests::connect(&cluster.node_url(cluster.primary)).await;
