@@ -40,6 +40,7 @@ mod notice_migration;
 mod numbers;
 mod oidc;
 mod queue;
+mod read_only;
 mod resume;
 mod schedules;
 mod sessions;

@@ -149,6 +149,40 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 6)]
         concurrency: usize,
     },
+    /// Capacity of one replica and one primary: CPU and memory per running
+    /// burst and per watcher, appends/s and connections, and watcher
+    /// commit -> receive with every session watched (see
+    /// `bench_capacity.rs`).
+    Capacity {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Investigations running at once on the replica.
+        #[arg(long, default_value_t = 2000)]
+        sessions: usize,
+        /// How long each model answer takes, in milliseconds.
+        #[arg(long, default_value_t = 2000)]
+        model_delay_ms: u64,
+        /// Seconds measured per phase.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+    },
+    /// Database failover: kill -9 of the primary's postmaster to the next
+    /// turn of a running burst committed, against the cluster's own
+    /// failover time (kill to the promoted standby taking writes), each
+    /// round on a fresh primary and standby (see `bench_failover.rs`).
+    Failover {
+        /// Failovers timed.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Lease TTL of the replica, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        ttl_ms: u64,
+        /// An asynchronous standby instead of a synchronous one.
+        #[arg(long)]
+        asynchronous: bool,
+    },
     /// From DecideToolCalls to the approved call starting, on another
     /// replica than the one that held it (see `bench_approval.rs`).
     Approval {
@@ -458,6 +492,35 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                     .await;
             release(embedded).await?;
             result
+        }
+        BenchCommand::Capacity {
+            database_url,
+            sessions,
+            model_delay_ms,
+            seconds,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_capacity::run(crate::bench_capacity::CapacityBench {
+                url,
+                sessions,
+                model_delay: Duration::from_millis(model_delay_ms),
+                seconds,
+            })
+            .await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Failover {
+            rounds,
+            ttl_ms,
+            asynchronous,
+        } => {
+            crate::bench_failover::run(crate::bench_failover::FailoverBench {
+                rounds,
+                ttl: Duration::from_millis(ttl_ms),
+                synchronous: !asynchronous,
+            })
+            .await
         }
         BenchCommand::Queue {
             database_url,

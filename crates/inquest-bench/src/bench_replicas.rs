@@ -306,6 +306,15 @@ impl Replica {
     }
 }
 
+impl Drop for Replica {
+    /// A bench that fails halfway leaves no server behind. (After `stop`
+    /// or `kill9` the child is reaped, and killing it again does nothing.)
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A fresh directory for a config file (left in the temp dir; it is tiny).
 fn scratch_dir(what: &str) -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!(

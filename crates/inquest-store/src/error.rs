@@ -120,11 +120,38 @@ impl StoreError {
 
 /// SQLSTATE classes and codes that mean the server is not there for us:
 /// connection exceptions (08), shutdown and start-up (57P01..57P03), too
-/// many connections (53300), and a database that refuses connections
+/// many connections (53300), a database that refuses connections
 /// (55000 when `ALLOW_CONNECTIONS false` is not reported this way, 3D000
-/// when it was dropped).
+/// when it was dropped), and a node that no longer takes writes (25006,
+/// read-only transaction: a primary demoted or fenced by its HA manager,
+/// or a standby reached after a failover; the writable primary is
+/// elsewhere, and a fresh connection on the multi-host URL finds it).
 fn is_unavailable_code(code: &str) -> bool {
-    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "3D000")
+    code.starts_with("08")
+        || matches!(
+            code,
+            "57P01" | "57P02" | "57P03" | "53300" | "3D000" | READ_ONLY_SQL_TRANSACTION
+        )
+}
+
+/// SQLSTATE `read_only_sql_transaction`.
+const READ_ONLY_SQL_TRANSACTION: &str = "25006";
+
+impl StoreError {
+    /// The node this call ran on refused to write (SQLSTATE 25006): the
+    /// connection is to a node that is not the primary any more, and must
+    /// not go back to the pool, where every later write would meet the
+    /// same refusal.
+    pub(crate) fn node_refuses_writes(&self) -> bool {
+        let source = match self {
+            StoreError::Unavailable(e) => e.downcast_ref::<tokio_postgres::Error>(),
+            StoreError::Database(e) => Some(e),
+            _ => None,
+        };
+        source
+            .and_then(tokio_postgres::Error::code)
+            .is_some_and(|c| c.code() == READ_ONLY_SQL_TRANSACTION)
+    }
 }
 
 impl From<tokio_postgres::Error> for StoreError {

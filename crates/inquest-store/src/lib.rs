@@ -318,6 +318,12 @@ impl Store {
         if pg.get_application_name().is_none() {
             pg.application_name("inquest");
         }
+        // The connect timeout bounds each host of a multi-host URL in
+        // turn; a pooled connection may have to try them all (the first
+        // one partitioned away answers nothing until its timeout), so the
+        // pool waits that long for a new connection before giving up.
+        let hosts = u32::try_from(pg.get_hosts().len().max(1)).unwrap_or(1);
+        let create_timeout = config.connect_timeout.saturating_mul(hosts);
         let pool = |size: usize, runtime: Option<tokio::runtime::Handle>| {
             let manager = Manager::from_connect(
                 pg.clone(),
@@ -334,7 +340,7 @@ impl Store {
                 .max_size(size)
                 .runtime(Runtime::Tokio1)
                 .wait_timeout(Some(config.connect_timeout))
-                .create_timeout(Some(config.connect_timeout))
+                .create_timeout(Some(create_timeout))
                 .recycle_timeout(Some(config.connect_timeout))
                 .build()
                 .map_err(|e| StoreError::Config(e.to_string()))
@@ -450,7 +456,10 @@ impl Store {
                 Some(client) => f(client).await,
                 None => Err(StoreError::Internal("pooled connection missing".into())),
             };
-            in_flight.done();
+            match &result {
+                Err(e) if e.node_refuses_writes() => in_flight.discard(),
+                _ => in_flight.done(),
+            }
             result
         };
         let result = match limit {
@@ -523,6 +532,19 @@ impl InFlight {
     /// The call finished: the connection goes back to the pool.
     fn done(mut self) {
         drop(self.0.take());
+    }
+
+    /// The connection is to a node that refuses writes now (demoted after
+    /// a switchover): closed rather than handed back, so the next call
+    /// opens a fresh one, which the multi-host URL's
+    /// `target_session_attrs=read-write` takes to the new primary.
+    fn discard(mut self) {
+        if let Some(client) = self.0.take() {
+            tracing::warn!(
+                "the database node refused a write as read-only: its connection is closed"
+            );
+            drop(deadpool_postgres::Object::take(client));
+        }
     }
 }
 

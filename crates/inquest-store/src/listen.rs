@@ -209,13 +209,20 @@ async fn listen_once(
     on_event: &mut (impl FnMut(ListenEvent) + Send),
 ) -> Failure {
     // tokio-postgres's own connect timeout covers each TCP connect only;
-    // this one also covers start-up and authentication.
-    let (client, mut connection) =
-        match tokio::time::timeout(connect_timeout, pg.connect(tls.clone())).await {
-            Ok(Ok(connected)) => connected,
-            Ok(Err(e)) => return Failure::Connect(e),
-            Err(_) => return Failure::ConnectTimeout(connect_timeout),
-        };
+    // this one also covers start-up and authentication. It is per host of
+    // a multi-host URL, as the driver's is: one partitioned away must not
+    // use up the time of the hosts after it.
+    let hosts = u32::try_from(pg.get_hosts().len().max(1)).unwrap_or(1);
+    let (client, mut connection) = match tokio::time::timeout(
+        connect_timeout.saturating_mul(hosts),
+        pg.connect(tls.clone()),
+    )
+    .await
+    {
+        Ok(Ok(connected)) => connected,
+        Ok(Err(e)) => return Failure::Connect(e),
+        Err(_) => return Failure::ConnectTimeout(connect_timeout.saturating_mul(hosts)),
+    };
 
     // The LISTEN only completes while the connection is being driven, and
     // the connection can only be driven here (nothing is spawned), so both

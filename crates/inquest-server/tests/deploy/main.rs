@@ -14,6 +14,7 @@ use std::{
 use inquest_server::Config;
 use yaml_rust2::{Yaml, YamlLoader};
 
+mod cloudnative_pg;
 mod compose;
 mod docker;
 mod kubernetes;

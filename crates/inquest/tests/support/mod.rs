@@ -7,6 +7,7 @@
 pub mod crash;
 pub mod faults;
 pub mod fleet;
+pub mod follow;
 
 use std::{
     io::{BufRead, BufReader},
