@@ -53,6 +53,10 @@ const ZEROED: &[Zeroed] = &[
         label: Some(("by", &["reaper", "access"])),
     },
     Zeroed {
+        name: "inquest_erased_sessions_total",
+        label: Some(("via", &["api", "retention"])),
+    },
+    Zeroed {
         name: "inquest_interrupts_total",
         label: Some(("via", &["local", "elsewhere", "feed", "renewal", "claim"])),
     },
@@ -275,6 +279,10 @@ fn describe_counters() {
     describe_counter!(
         "inquest_leases_lost_total",
         "Leases this replica lost mid-burst: taken_over by another replica, or past their deadline unrenewed."
+    );
+    describe_counter!(
+        "inquest_erased_sessions_total",
+        "Sessions erased with everything they owned, by DeleteSession or DeleteIncident (api) or by the retention pass (retention)."
     );
     describe_counter!(
         "inquest_interrupts_total",
