@@ -37,17 +37,24 @@ END;
 $$;
 
 -- Deletes at most `batch` audit events older than `older_than`, oldest
--- first; returns how many. SKIP LOCKED: replicas running it at once take
--- different rows, so each row is deleted once.
-CREATE FUNCTION expire_audit_events(older_than timestamptz, batch integer)
+-- first, of `only_tenant` when given, else of every tenant but
+-- `except_tenants` (those with their own cutoff); returns how many. SKIP
+-- LOCKED: replicas running it at once take different rows, so each row
+-- is deleted once.
+CREATE FUNCTION expire_audit_events(older_than timestamptz, batch integer,
+                                    only_tenant text DEFAULT NULL,
+                                    except_tenants text[] DEFAULT '{}')
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = public AS $$
 DECLARE
     gone bigint;
 BEGIN
     PERFORM set_config('inquest.audit_expiry', older_than::text, true);
     WITH doomed AS (
-        SELECT id FROM audit_events WHERE at < older_than
-        ORDER BY id LIMIT batch FOR UPDATE SKIP LOCKED)
+        SELECT id FROM audit_events
+         WHERE at < older_than
+           AND (only_tenant IS NULL OR tenant = only_tenant)
+           AND NOT tenant = ANY(except_tenants)
+         ORDER BY at LIMIT batch FOR UPDATE SKIP LOCKED)
     DELETE FROM audit_events a USING doomed WHERE a.id = doomed.id;
     GET DIAGNOSTICS gone = ROW_COUNT;
     PERFORM set_config('inquest.audit_expiry', '', true);
@@ -65,3 +72,10 @@ CREATE INDEX audit_events_by_time ON audit_events (at);
 CREATE INDEX events_by_incident ON events (incident_id);
 CREATE INDEX webhook_attempts_by_event ON webhook_attempts (event_id);
 CREATE INDEX sessions_by_forked_from ON sessions (forked_from) WHERE forked_from IS NOT NULL;
+-- Every other table an erasure reads by session id: without these each
+-- batch would scan them whole.
+CREATE INDEX idempotency_keys_by_session ON idempotency_keys (session_id);
+CREATE INDEX token_usage_by_session ON token_usage (session_id);
+CREATE INDEX alert_groups_by_session ON alert_groups (session_id) WHERE session_id IS NOT NULL;
+CREATE INDEX schedule_ticks_by_session ON schedule_ticks (session_id) WHERE session_id IS NOT NULL;
+CREATE INDEX schedule_ticks_by_incident ON schedule_ticks (incident_id) WHERE incident_id IS NOT NULL;

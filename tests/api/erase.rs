@@ -551,3 +551,99 @@ async fn the_audit_trail_refuses_a_plain_delete_and_expires_only_through_its_fun
     assert!(format!("{e:?}").contains("refused"), "{e:?}");
     app.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn retention_passes_on_two_replicas_erase_each_expired_session_once_and_keep_the_rest() {
+    let app = inquest_tests::spawn_app().await;
+    let db = inquest_tests::connect(&app.db_url).await;
+    use inquest_tests::retention::seed_settled;
+    let old = seed_settled(&db, "default", 230, 4, 100).await;
+    let recent = seed_settled(&db, "default", 20, 4, 10).await;
+    // acme keeps its sessions 30 days: 40-day-old ones go, 10-day-old stay.
+    let acme_old = seed_settled(&db, "acme", 30, 2, 40).await;
+    let acme_recent = seed_settled(&db, "acme", 5, 2, 10).await;
+    // A settled but running-status session never goes.
+    db.execute(
+        "UPDATE sessions SET status = 'running' WHERE id = $1",
+        &[&recent[0]],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO audit_events (tenant_seq, at, tenant, subject, actor_name, role, method, \
+         code, message) SELECT -n, now() - interval '500 days', 'default', 's', 'n', 'admin', \
+         'CreateIncident', 'OK', '' FROM generate_series(1, 30) n",
+        &[],
+    )
+    .await
+    .unwrap();
+
+    let tenants: inquest_server::config::tenants::TenantsSection =
+        toml_tenants("[tenants.overrides.acme]\nretention_finished_sessions = \"30d\"\n");
+    let section = inquest_server::retention::RetentionSection {
+        finished_sessions: Some(Duration::from_secs(90 * 86_400)),
+        audit_events: Some(Duration::from_secs(400 * 86_400)),
+        batch_size: 25,
+        ..Default::default()
+    };
+    let (sessions, audit) = (section.sessions(&tenants), section.audit(&tenants));
+    let other = inquest_store::Store::connect(&app.config.store_config(&app.db_url)).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (one, two) = tokio::join!(
+        inquest_server::retention::pass(&app.store, &sessions, &audit, 25, &stop),
+        inquest_server::retention::pass(&other, &sessions, &audit, 25, &stop),
+    );
+    let (one, two) = (one.unwrap(), two.unwrap());
+    assert_eq!(one.sessions + two.sessions, 260, "{one:?} {two:?}");
+    assert_eq!(one.incidents + two.incidents, 260, "{one:?} {two:?}");
+    assert_eq!(one.audit_events + two.audit_events, 30, "{one:?} {two:?}");
+    // A pass with nothing left to do removes nothing.
+    let again = inquest_server::retention::pass(&app.store, &sessions, &audit, 25, &stop)
+        .await
+        .unwrap();
+    assert_eq!((again.sessions, again.audit_events), (0, 0), "{again:?}");
+
+    let left: Vec<uuid::Uuid> = db
+        .query("SELECT id FROM sessions ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut kept: Vec<uuid::Uuid> = recent.iter().chain(&acme_recent).copied().collect();
+    kept.sort();
+    assert_eq!(left, kept);
+    let turns: i64 = db
+        .query_one("SELECT count(*) FROM turns", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(turns, 20 * 4 + 5 * 2);
+    // Each erased session has exactly one retention record.
+    let records: i64 = db
+        .query_one(
+            "SELECT count(DISTINCT session_id) FILTER (WHERE n = 1) - count(*) FILTER (WHERE n > 1) \
+             FROM (SELECT session_id, count(*) AS n FROM audit_events \
+                   WHERE method = 'Retention/DeleteSession' GROUP BY session_id) r",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(records, 260);
+    let ids: Vec<String> = old
+        .iter()
+        .chain(&acme_old)
+        .take(40)
+        .map(uuid::Uuid::to_string)
+        .collect();
+    let (found, _) = rows_naming(&app.db_url, &ids).await;
+    assert!(found.is_empty(), "{found:?}");
+    app.stop().await.unwrap();
+}
+
+fn toml_tenants(text: &str) -> inquest_server::config::tenants::TenantsSection {
+    inquest_server::config::Config::from_toml(text)
+        .expect("a [tenants] table")
+        .tenants
+}

@@ -214,7 +214,7 @@ pub async fn apply(log: &TurnLog, notification: Notification) {
             }
         }
         Notification::Deleted { session, .. } => {
-            tracing::info!(%session, "session erased on another replica; its watchers and burst here end");
+            tracing::debug!(%session, "session erased on another replica; its watchers and burst here end");
             live.session_settled(session, true);
         }
         Notification::Status {

@@ -93,9 +93,9 @@ impl Store {
                 });
             }
             let ids: Vec<Uuid> = sessions.iter().map(|(s, _)| *s.as_uuid()).collect();
-            erase_sessions(&tx, &store.replica, &ids).await?;
+            erase_sessions(&tx, &store.replica, &ids, true).await?;
             if let Target::Incident(incident) = target {
-                erase_incident(&tx, *incident.as_uuid()).await?;
+                erase_incidents(&tx, &[*incident.as_uuid()]).await?;
             }
             insert_audit(&tx, &audit).await?;
             tx.commit().await?;
@@ -184,11 +184,14 @@ async fn deleted_before(
 }
 
 /// Removes every row that names `ids` (locked by the caller), then the
-/// sessions, and announces each deletion at commit.
+/// sessions, and (`announce`) tells every replica at commit. Retention
+/// does not announce: a settled session has no burst, and its watchers'
+/// streams ended when it settled (a late one reads NOT_FOUND).
 pub(crate) async fn erase_sessions(
     tx: &Transaction<'_>,
     origin: &ReplicaId,
     ids: &[Uuid],
+    announce: bool,
 ) -> Result<(), StoreError> {
     if ids.is_empty() {
         return Ok(());
@@ -266,31 +269,232 @@ pub(crate) async fn erase_sessions(
         .await?;
     tx.execute("SELECT set_config('inquest.erasing', '', true)", &[])
         .await?;
-    tx.execute(
-        "SELECT pg_notify($1, json_build_object('v', 1, 'o', $2::text, 'k', 'deleted', \
-         's', s)::text) FROM unnest($3::uuid[]) s",
-        &[&CHANNEL, &origin.as_str(), &ids],
-    )
-    .await?;
+    if announce {
+        tx.execute(
+            "SELECT pg_notify($1, json_build_object('v', 1, 'o', $2::text, 'k', 'deleted', \
+             's', s)::text) FROM unnest($3::uuid[]) s",
+            &[&CHANNEL, &origin.as_str(), &ids],
+        )
+        .await?;
+    }
     Ok(())
 }
 
-/// Removes what names the incident once its sessions are gone.
-async fn erase_incident(tx: &Transaction<'_>, incident: Uuid) -> Result<(), StoreError> {
-    let scope = format!("start_session:{incident}");
-    tx.execute("DELETE FROM idempotency_keys WHERE scope = $1", &[&scope])
-        .await?;
+/// Removes what names the incidents once their sessions are gone.
+async fn erase_incidents(tx: &Transaction<'_>, incidents: &[Uuid]) -> Result<(), StoreError> {
+    if incidents.is_empty() {
+        return Ok(());
+    }
+    let scopes: Vec<String> = incidents
+        .iter()
+        .map(|i| format!("start_session:{i}"))
+        .collect();
+    tx.execute(
+        "DELETE FROM idempotency_keys WHERE scope = ANY($1)",
+        &[&scopes],
+    )
+    .await?;
     for sql in [
-        "DELETE FROM alert_events WHERE incident_id = $1",
-        "DELETE FROM alert_states WHERE incident_id = $1",
-        "DELETE FROM alert_groups WHERE incident_id = $1",
-        "UPDATE schedule_ticks SET incident_id = NULL WHERE incident_id = $1",
+        "DELETE FROM alert_events WHERE incident_id = ANY($1)",
+        "DELETE FROM alert_states WHERE incident_id = ANY($1)",
+        "DELETE FROM alert_groups WHERE incident_id = ANY($1)",
+        "UPDATE schedule_ticks SET incident_id = NULL WHERE incident_id = ANY($1)",
         "DELETE FROM webhook_attempts WHERE event_id IN \
-         (SELECT id FROM events WHERE incident_id = $1)",
-        "DELETE FROM events WHERE incident_id = $1",
-        "DELETE FROM incidents WHERE id = $1",
+         (SELECT id FROM events WHERE incident_id = ANY($1))",
+        "DELETE FROM events WHERE incident_id = ANY($1)",
+        "DELETE FROM incidents WHERE id = ANY($1)",
     ] {
-        tx.execute(sql, &[&incident]).await?;
+        tx.execute(sql, &[&incidents]).await?;
     }
     Ok(())
+}
+
+/// How long each tenant's settled sessions (or audit events) are kept:
+/// `default` for every tenant not in `overrides`; `None` keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeepFor {
+    pub default: Option<std::time::Duration>,
+    pub overrides: Vec<(Tenant, Option<std::time::Duration>)>,
+}
+
+impl KeepFor {
+    fn sql_params(&self) -> (Vec<String>, Vec<Option<i64>>, Option<i64>) {
+        let secs = |d: &Option<std::time::Duration>| {
+            d.map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        };
+        (
+            self.overrides
+                .iter()
+                .map(|(t, _)| t.as_str().to_owned())
+                .collect(),
+            self.overrides.iter().map(|(_, d)| secs(d)).collect(),
+            secs(&self.default),
+        )
+    }
+}
+
+/// What one retention batch erased.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionBatch {
+    pub sessions: u64,
+    pub incidents: u64,
+}
+
+/// One retention erasure to record: (tenant, method, incident, session).
+type RetentionRecord = (String, &'static str, Option<Uuid>, Option<Uuid>);
+
+/// Records retention's erasures in the audit trail, one statement per
+/// tenant (numbered from the tenant's counter as `insert_audit` does).
+async fn record_retention(
+    tx: &Transaction<'_>,
+    replica: &ReplicaId,
+    records: &[RetentionRecord],
+) -> Result<(), StoreError> {
+    let mut tenants: Vec<&str> = records.iter().map(|r| r.0.as_str()).collect();
+    tenants.sort_unstable();
+    tenants.dedup();
+    for tenant in tenants {
+        let mine: Vec<&RetentionRecord> = records.iter().filter(|r| r.0 == tenant).collect();
+        let methods: Vec<&str> = mine.iter().map(|r| r.1).collect();
+        let incidents: Vec<Option<Uuid>> = mine.iter().map(|r| r.2).collect();
+        let sessions: Vec<Option<Uuid>> = mine.iter().map(|r| r.3).collect();
+        let n = i64::try_from(mine.len()).unwrap_or(i64::MAX);
+        tx.execute(
+            "WITH n AS (INSERT INTO audit_counters (tenant, last) VALUES ($1, $2) \
+             ON CONFLICT (tenant) DO UPDATE SET last = audit_counters.last + $2 \
+             RETURNING last) \
+             INSERT INTO audit_events (tenant_seq, tenant, subject, actor_name, role, \
+             method, incident_id, session_id, code, message) \
+             SELECT n.last - $2 + r.ord, $1, 'inquest:retention', $3, 'system', r.method, \
+             r.incident, r.session, 'OK', 'settled longer than its [retention] finished_sessions' \
+             FROM n, unnest($4::text[], $5::uuid[], $6::uuid[]) WITH ORDINALITY \
+             r(method, incident, session, ord)",
+            &[
+                &tenant,
+                &n,
+                &replica.as_str(),
+                &methods,
+                &incidents,
+                &sessions,
+            ],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Erases up to `batch` sessions settled (not pending or running) for
+    /// longer than their tenant keeps them, oldest first, with an audit
+    /// record each, and the incidents they leave without a session. Rows
+    /// another replica's batch holds are skipped (`SKIP LOCKED`), so each
+    /// session is erased by one batch; a batch that dies rolls back whole
+    /// and a later one takes its sessions.
+    pub async fn erase_expired_sessions(
+        &self,
+        keep: &KeepFor,
+        batch: u32,
+    ) -> Result<RetentionBatch, StoreError> {
+        let (tenants, secs, default) = keep.sql_params();
+        let limit = i64::from(batch);
+        let replica = self.replica.clone();
+        self.run("erase_expired_sessions", async move |c| {
+            let tx = c.transaction().await?;
+            let rows = tx
+                .query(
+                    "SELECT s.id, s.incident_id, s.tenant FROM sessions s \
+                     LEFT JOIN unnest($1::text[], $2::bigint[]) o(tenant, secs) \
+                       ON o.tenant = s.tenant \
+                     WHERE s.status::text NOT IN ('pending', 'running') \
+                       AND s.updated_at < now() - make_interval(secs => \
+                           CASE WHEN o.tenant IS NULL THEN $3::bigint ELSE o.secs END) \
+                     ORDER BY s.updated_at LIMIT $4 FOR UPDATE OF s SKIP LOCKED",
+                    &[&tenants, &secs, &default, &limit],
+                )
+                .await?;
+            if rows.is_empty() {
+                tx.rollback().await?;
+                return Ok(RetentionBatch::default());
+            }
+            let mut ids = Vec::with_capacity(rows.len());
+            let mut incidents: Vec<Uuid> = Vec::new();
+            let mut records: Vec<RetentionRecord> = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let (id, incident, tenant): (Uuid, Uuid, String) =
+                    (get(row, 0)?, get(row, 1)?, get(row, 2)?);
+                ids.push(id);
+                if !incidents.contains(&incident) {
+                    incidents.push(incident);
+                }
+                records.push((tenant, "Retention/DeleteSession", Some(incident), Some(id)));
+            }
+            erase_sessions(&tx, &replica, &ids, false).await?;
+            // An incident goes with its last session. SKIP LOCKED: one a
+            // StartSession is adding a session to right now stays.
+            let empty = tx
+                .query(
+                    "SELECT i.id, i.tenant FROM incidents i WHERE i.id = ANY($1) \
+                     AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.incident_id = i.id) \
+                     FOR UPDATE SKIP LOCKED",
+                    &[&incidents],
+                )
+                .await?;
+            let mut gone = Vec::with_capacity(empty.len());
+            for row in &empty {
+                let (id, tenant): (Uuid, String) = (get(row, 0)?, get(row, 1)?);
+                gone.push(id);
+                records.push((tenant, "Retention/DeleteIncident", Some(id), None));
+            }
+            erase_incidents(&tx, &gone).await?;
+            record_retention(&tx, &replica, &records).await?;
+            tx.commit().await?;
+            Ok(RetentionBatch {
+                sessions: ids.len() as u64,
+                incidents: empty.len() as u64,
+            })
+        })
+        .await
+    }
+
+    /// Deletes up to `batch` audit events older than their tenant keeps
+    /// them, through `expire_audit_events` (migration V33), the one path
+    /// the append-only trigger lets through; returns how many.
+    pub async fn expire_audit_events(&self, keep: &KeepFor, batch: u32) -> Result<u64, StoreError> {
+        let limit = i32::try_from(batch).unwrap_or(i32::MAX);
+        let keep = keep.clone();
+        self.run("expire_audit_events", async move |c| {
+            let mut gone = 0i64;
+            let except: Vec<String> = keep
+                .overrides
+                .iter()
+                .map(|(t, _)| t.as_str().to_owned())
+                .collect();
+            let secs = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+            for (tenant, kept) in &keep.overrides {
+                let Some(kept) = kept else { continue };
+                let n: i64 = c
+                    .query_one(
+                        "SELECT expire_audit_events(now() - make_interval(secs => $1::bigint), \
+                         $2, $3, '{}')",
+                        &[&secs(*kept), &limit, &tenant.as_str()],
+                    )
+                    .await?
+                    .get(0);
+                gone += n;
+            }
+            if let Some(kept) = keep.default {
+                let n: i64 = c
+                    .query_one(
+                        "SELECT expire_audit_events(now() - make_interval(secs => $1::bigint), \
+                         $2, NULL, $3)",
+                        &[&secs(kept), &limit, &except],
+                    )
+                    .await?
+                    .get(0);
+                gone += n;
+            }
+            Ok(u64::try_from(gone).unwrap_or(0))
+        })
+        .await
+    }
 }
