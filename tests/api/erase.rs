@@ -12,6 +12,7 @@ use inquest_core::Tenant;
 use inquest_proto::v1 as pb;
 use inquest_server::edge::auth::AuthMode;
 use inquest_server::reason::{ErrorReason, Reason};
+use inquest_store::KeepFor;
 use inquest_testkit::fake::{FakeProvider, FakeReply, Flavor};
 use tonic::{Code, Request, metadata::MetadataValue};
 
@@ -646,4 +647,88 @@ fn toml_tenants(text: &str) -> inquest_server::config::tenants::TenantsSection {
     inquest_server::config::Config::from_toml(text)
         .expect("a [tenants] table")
         .tenants
+}
+
+#[tokio::test]
+async fn v33_applies_to_a_populated_database_and_its_old_rows_erase_whole() {
+    use inquest_store::{Store, StoreConfig};
+    let database = inquest_tests::fresh_database().await;
+    let (db_name, db_url) = (database.name.clone(), database.url.clone());
+    let store = Store::connect(&StoreConfig::new(db_url.clone())).unwrap();
+    assert_eq!(store.migrate_up_to(32).await.unwrap(), 32);
+    let db = inquest_tests::connect(&db_url).await;
+    // Rows of the V32 schema: settled sessions with turns, a key, a
+    // report (and its event), a fork naming its source, audit events.
+    let old = inquest_tests::retention::seed_settled(&db, "default", 50, 6, 100).await;
+    db.execute(
+        "INSERT INTO idempotency_keys (scope, key, session_id, seq) \
+         VALUES ($2, 'k1', $1, 3)",
+        &[&old[0], &format!("send_message:{}", old[0])],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO reports (session_id, burst, exit_reason, summary) \
+         VALUES ($1, 1, 'completed', 'the customer said so')",
+        &[&old[0]],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "UPDATE sessions SET forked_from = $1, forked_at_seq = 2 WHERE id = $2",
+        &[&old[0], &old[1]],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO turns (session_id, seq, role, content) \
+         VALUES ($1, 7, 'notice', $2)",
+        &[
+            &old[1],
+            &format!("Forked from session {} at seq 2.", old[0]),
+        ],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO audit_events (tenant_seq, tenant, subject, actor_name, role, method, \
+         session_id, code, message) VALUES (1, 'default', 's', 'n', 'admin', 'StartSession', \
+         $1, 'OK', '')",
+        &[&old[0]],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO audit_counters (tenant, last) VALUES ('default', 1)",
+        &[],
+    )
+    .await
+    .unwrap();
+
+    let app = inquest_tests::spawn_app_on(db_name, db_url.clone(), |_| {}).await;
+    let mut client = app.client().await;
+    let gone = delete_session(&mut client, &old[0].to_string(), false)
+        .await
+        .unwrap();
+    assert!(gone.deleted);
+    let (found, audit) = rows_naming(&db_url, &[old[0].to_string()]).await;
+    assert!(found.is_empty(), "{found:?}");
+    assert_eq!(audit, ["StartSession OK", "DeleteSession OK"]);
+    let fork = session(&mut client, &old[1].to_string()).await;
+    assert!(fork.forked_from_session_id.is_empty());
+    assert_eq!(fork.head_seq, 6);
+
+    let keep = KeepFor {
+        default: Some(Duration::from_secs(90 * 86_400)),
+        overrides: Vec::new(),
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let done = inquest_server::retention::pass(&app.store, &keep, &KeepFor::default(), 20, &stop)
+        .await
+        .unwrap();
+    assert_eq!(done.sessions, 49, "{done:?}");
+    assert_eq!(app.count("sessions").await, 0);
+    assert_eq!(app.count("turns").await, 0);
+    app.stop().await.unwrap();
+    drop(database);
 }
