@@ -591,15 +591,15 @@ async fn retention_passes_on_two_replicas_erase_each_expired_session_once_and_ke
     let other = inquest_store::Store::connect(&app.config.store_config(&app.db_url)).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let (one, two) = tokio::join!(
-        inquest_server::retention::pass(&app.store, &sessions, &audit, 25, &stop),
-        inquest_server::retention::pass(&other, &sessions, &audit, 25, &stop),
+        inquest_server::retention::pass(&app.store, &sessions, &audit, pace(25), &stop),
+        inquest_server::retention::pass(&other, &sessions, &audit, pace(25), &stop),
     );
     let (one, two) = (one.unwrap(), two.unwrap());
     assert_eq!(one.sessions + two.sessions, 260, "{one:?} {two:?}");
     assert_eq!(one.incidents + two.incidents, 260, "{one:?} {two:?}");
     assert_eq!(one.audit_events + two.audit_events, 30, "{one:?} {two:?}");
     // A pass with nothing left to do removes nothing.
-    let again = inquest_server::retention::pass(&app.store, &sessions, &audit, 25, &stop)
+    let again = inquest_server::retention::pass(&app.store, &sessions, &audit, pace(25), &stop)
         .await
         .unwrap();
     assert_eq!((again.sessions, again.audit_events), (0, 0), "{again:?}");
@@ -641,6 +641,13 @@ async fn retention_passes_on_two_replicas_erase_each_expired_session_once_and_ke
     let (found, _) = rows_naming(&app.db_url, &ids).await;
     assert!(found.is_empty(), "{found:?}");
     app.stop().await.unwrap();
+}
+
+fn pace(batch: u32) -> inquest_server::retention::Pace {
+    inquest_server::retention::Pace {
+        batch,
+        pause: Duration::from_millis(1),
+    }
 }
 
 fn toml_tenants(text: &str) -> inquest_server::config::tenants::TenantsSection {
@@ -723,9 +730,10 @@ async fn v33_applies_to_a_populated_database_and_its_old_rows_erase_whole() {
         overrides: Vec::new(),
     };
     let stop = tokio_util::sync::CancellationToken::new();
-    let done = inquest_server::retention::pass(&app.store, &keep, &KeepFor::default(), 20, &stop)
-        .await
-        .unwrap();
+    let done =
+        inquest_server::retention::pass(&app.store, &keep, &KeepFor::default(), pace(20), &stop)
+            .await
+            .unwrap();
     assert_eq!(done.sessions, 49, "{done:?}");
     assert_eq!(app.count("sessions").await, 0);
     assert_eq!(app.count("turns").await, 0);

@@ -240,6 +240,9 @@ pub enum BenchCommand {
         /// Sessions per retention batch (one transaction each).
         #[arg(long, default_value_t = 100)]
         batch: u32,
+        /// Rest between batches, in ms (`[retention] batch_pause`).
+        #[arg(long, default_value_t = 1000)]
+        pause_ms: u64,
     },
     /// From SendMessage with if_running = INTERRUPT to the running burst
     /// stopped, on the replica holding it and on another (see
@@ -533,9 +536,11 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             payload,
             writers,
             batch,
+            pause_ms,
         } => {
             let (url, embedded) = scratch_database(database_url).await?;
             let result = crate::bench_erase::run(crate::bench_erase::EraseBench {
+                pause: Duration::from_millis(pause_ms),
                 url,
                 sessions,
                 turns,

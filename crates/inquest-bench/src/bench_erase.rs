@@ -4,8 +4,9 @@
 //! `writers` sessions append turns through `Store::append_turn` (the
 //! production path, as `append` measures it) the whole time. Meanwhile
 //! `sessions` settled sessions of `turns` turns each, written in bulk and
-//! older than the retention, are erased by `Store::erase_expired_sessions`
-//! (the retention pass's batch, `batch` sessions per transaction) in
+//! older than the retention, are erased by the retention pass
+//! (`inquest_server::retention::pass`: `batch` sessions per transaction,
+//! `pause` between batches, as `[retention]` configures it) in
 //! alternating slices: a slice of appends alone, then a slice of appends
 //! with the erasure running, until every session is gone, so both sides
 //! see the same background load. Printed: appends/s and p50/p99 of each
@@ -29,6 +30,7 @@ pub struct EraseBench {
     pub payload: usize,
     pub writers: usize,
     pub batch: u32,
+    pub pause: Duration,
 }
 
 /// Length of each slice, with and without the erasure.
@@ -114,12 +116,15 @@ pub async fn run(bench: EraseBench) -> anyhow::Result<()> {
         let stop = CancellationToken::new();
         let eraser = {
             let (store, keep, stop) = (store.clone(), keep.clone(), stop.clone());
-            let batch = bench.batch;
+            let (batch, pause) = (bench.batch, bench.pause);
             tokio::spawn(async move {
                 let (mut n, mut b, started) = (0u64, 0u32, Instant::now());
+                let pace = inquest_server::retention::Pace { batch, pause };
+                let none = KeepFor::default();
                 while !stop.is_cancelled() {
-                    let done = store.erase_expired_sessions(&keep, batch).await?;
-                    b += 1;
+                    let done =
+                        inquest_server::retention::pass(&store, &keep, &none, pace, &stop).await?;
+                    b += done.batches;
                     n += done.sessions;
                     if done.sessions == 0 {
                         break;
@@ -147,11 +152,12 @@ pub async fn run(bench: EraseBench) -> anyhow::Result<()> {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let mib = |b: i64| b as f64 / (1024.0 * 1024.0);
     println!(
-        "erasing {} sessions x {} turns ({}-byte turns) by retention batches of {} while {} writers append, {} alternating slices of {} s",
+        "erasing {} sessions x {} turns ({}-byte turns) by retention batches of {} ({} ms apart) while {} writers append, {} alternating slices of {} s",
         bench.sessions,
         bench.turns,
         bench.payload,
         bench.batch,
+        bench.pause.as_millis(),
         bench.writers,
         slices,
         SLICE.as_secs()

@@ -36,7 +36,7 @@ async fn retention_across_three_replicas_survives_one_killed_mid_pass() {
     std::fs::write(
         &config,
         "[admin]\nenabled = false\n\n[retention]\nfinished_sessions = \"90d\"\n\
-         interval = \"300ms\"\nbatch_size = 20\n",
+         interval = \"300ms\"\nbatch_size = 20\nbatch_pause = \"5ms\"\n",
     )
     .unwrap();
     let args = [
