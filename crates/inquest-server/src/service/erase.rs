@@ -82,7 +82,23 @@ impl InvestigationsService {
             Err(status) => Err(status),
         };
         match outcome {
-            Ok((response, true)) => Ok(response),
+            Ok((response, true)) => {
+                // The record itself was written with the erasure; the log
+                // line every audited call leaves is written here.
+                tracing::info!(
+                    target: "inquest::audit",
+                    method,
+                    tenant = %caller.tenant,
+                    subject = %caller.principal.subject,
+                    actor = %caller.principal.name,
+                    role = %caller.principal.role,
+                    incident_id = ids.incident.map(|i| i.to_string()),
+                    session_id = ids.session.map(|s| s.to_string()),
+                    code = "OK",
+                    "audit"
+                );
+                Ok(response)
+            }
             Ok((response, false)) => {
                 let outcome = Ok(response);
                 let ids = AuditIds {
