@@ -133,6 +133,26 @@ async fn code(app: &TestApp, method: &str, token: Option<&str>, ids: &(String, S
             ))
             .await
             .map(drop),
+        "DeleteSession" => c
+            .delete_session(with(
+                pb::DeleteSessionRequest {
+                    session_id: UNKNOWN.into(),
+                    force: false,
+                },
+                token,
+            ))
+            .await
+            .map(drop),
+        "DeleteIncident" => c
+            .delete_incident(with(
+                pb::DeleteIncidentRequest {
+                    incident_id: UNKNOWN.into(),
+                    force: false,
+                },
+                token,
+            ))
+            .await
+            .map(drop),
         "GetReport" => c
             .get_report(with(
                 pb::GetReportRequest {

@@ -406,8 +406,12 @@ struct Sweep {
     incident_pages: Vec<String>,
     session_pages: Vec<String>,
     audit_pages: Vec<String>,
-    /// Sessions StartSession created (each is waited for at the end).
+    /// Sessions StartSession created (each is waited for at the end,
+    /// unless the sweep deleted it).
     started: BTreeSet<String>,
+    /// The incident of each session the sweep made, so deleting an
+    /// incident takes its sessions off `started`.
+    incident_of: BTreeMap<String, String>,
     /// Per RPC, answers by code name.
     tally: BTreeMap<&'static str, BTreeMap<String, usize>>,
     /// Every wrong answer: call number, RPC, request, what was wrong.
@@ -434,6 +438,7 @@ impl Sweep {
             session_pages: Vec::new(),
             audit_pages: Vec::new(),
             started: BTreeSet::new(),
+            incident_of: BTreeMap::new(),
             tally: BTreeMap::new(),
             bad: Vec::new(),
             foreign_incidents: Vec::new(),
@@ -890,6 +895,9 @@ async fn hostile_sweep(tenants: bool) {
                 if let Some(session) = sweep.check(n, rpc, &req, unary(call).await)
                     && sweep.started.insert(session.id.clone())
                 {
+                    sweep
+                        .incident_of
+                        .insert(session.id.clone(), session.incident_id);
                     sweep.sessions.push(session.id);
                 }
             }
@@ -983,6 +991,7 @@ async fn hostile_sweep(tenants: bool) {
                 if let Some(fork) = sweep.check(n, rpc, &req, unary(call).await)
                     && sweep.started.insert(fork.id.clone())
                 {
+                    sweep.incident_of.insert(fork.id.clone(), fork.incident_id);
                     sweep.sessions.push(fork.id);
                 }
             }
@@ -1036,6 +1045,33 @@ async fn hostile_sweep(tenants: bool) {
                 let req = format!("session_id={}", show(&session_id));
                 let call = client.cancel_session(pb::CancelSessionRequest { session_id });
                 sweep.check(n, rpc, &req, unary(call).await);
+            }
+            "DeleteSession" => {
+                let session_id = sweep.id(Pool::Session);
+                let force = sweep.rng.chance(50);
+                let req = format!("session_id={} force={force}", show(&session_id));
+                let call = client.delete_session(pb::DeleteSessionRequest {
+                    session_id: session_id.clone(),
+                    force,
+                });
+                if sweep.check(n, rpc, &req, unary(call).await).is_some() {
+                    sweep.started.remove(&session_id);
+                }
+            }
+            "DeleteIncident" => {
+                let incident_id = sweep.id(Pool::Incident);
+                let force = sweep.rng.chance(50);
+                let req = format!("incident_id={} force={force}", show(&incident_id));
+                let call = client.delete_incident(pb::DeleteIncidentRequest {
+                    incident_id: incident_id.clone(),
+                    force,
+                });
+                if sweep.check(n, rpc, &req, unary(call).await).is_some() {
+                    let of = &sweep.incident_of;
+                    sweep
+                        .started
+                        .retain(|s| of.get(s).is_none_or(|i| *i != incident_id));
+                }
             }
             "GetReport" => {
                 let session_id = sweep.id(Pool::Session);

@@ -18,6 +18,7 @@ mod compaction;
 mod connections;
 mod cost;
 mod db_tls;
+mod erase;
 mod error_details;
 mod errors;
 mod events;

@@ -433,6 +433,7 @@ async fn the_running_burst_limit_is_per_tenant_and_refusals_write_nothing() {
                 max_watch_streams: None,
                 alerts_max_started_per_hour: None,
                 approval: None,
+                ..LimitsEntry::default()
             },
         );
     })
@@ -536,6 +537,7 @@ async fn a_spent_daily_token_budget_stops_new_bursts_of_that_tenant_only() {
                 max_watch_streams: None,
                 alerts_max_started_per_hour: None,
                 approval: None,
+                ..LimitsEntry::default()
             },
         );
     })

@@ -11,6 +11,7 @@
 
 pub mod driver;
 pub mod resume;
+pub mod retention;
 pub mod tls;
 pub mod watching;
 

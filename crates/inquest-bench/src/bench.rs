@@ -250,6 +250,34 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// Erasing 1M turns (10,000 settled sessions) by retention while 8
+    /// writers append: append rate and p99 with the deletion running
+    /// against alternating slices without it, and the turns table's size
+    /// before the sessions were written, with them, and after.
+    Erase {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Settled sessions erased.
+        #[arg(long, default_value_t = 10_000)]
+        sessions: i64,
+        /// Turns per erased session.
+        #[arg(long, default_value_t = 100)]
+        turns: i64,
+        /// Bytes of each turn's text (erased and appended alike).
+        #[arg(long, default_value_t = 200)]
+        payload: usize,
+        /// Concurrent appending writers, each on its own session.
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        /// Sessions per retention batch (one transaction each).
+        #[arg(long, default_value_t = 100)]
+        batch: u32,
+        /// Rest between batches, in ms (`[retention] batch_pause`).
+        #[arg(long, default_value_t = 1000)]
+        pause_ms: u64,
+    },
     /// From SendMessage with if_running = INTERRUPT to the running burst
     /// stopped, on the replica holding it and on another (see
     /// `bench_interrupt.rs`).
@@ -564,6 +592,29 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             release(embedded).await?;
             result
         }
+        BenchCommand::Erase {
+            database_url,
+            sessions,
+            turns,
+            payload,
+            writers,
+            batch,
+            pause_ms,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result = crate::bench_erase::run(crate::bench_erase::EraseBench {
+                pause: Duration::from_millis(pause_ms),
+                url,
+                sessions,
+                turns,
+                payload,
+                writers,
+                batch,
+            })
+            .await;
+            release(embedded).await?;
+            result
+        }
         BenchCommand::Fork {
             database_url,
             turns,
@@ -753,11 +804,11 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     }
 }
 
-struct Figures {
-    ops: usize,
-    per_sec: f64,
-    p50: Duration,
-    p99: Duration,
+pub(crate) struct Figures {
+    pub(crate) ops: usize,
+    pub(crate) per_sec: f64,
+    pub(crate) p50: Duration,
+    pub(crate) p99: Duration,
 }
 
 fn figures(mut latencies: Vec<Duration>, elapsed: Duration) -> Figures {
@@ -778,18 +829,18 @@ fn figures(mut latencies: Vec<Duration>, elapsed: Duration) -> Figures {
 
 /// Latencies and wall time collected over one or more slices of a phase.
 #[derive(Default)]
-struct Samples {
+pub(crate) struct Samples {
     latencies: Vec<Duration>,
     elapsed: Duration,
 }
 
 impl Samples {
-    fn add(&mut self, other: Samples) {
+    pub(crate) fn add(&mut self, other: Samples) {
         self.latencies.extend(other.latencies);
         self.elapsed += other.elapsed;
     }
 
-    fn figures(self) -> Figures {
+    pub(crate) fn figures(self) -> Figures {
         figures(self.latencies, self.elapsed)
     }
 }
@@ -802,7 +853,12 @@ const SLICES: u32 = 5;
 
 /// Runs `writers` tasks for `span`; each calls `op(writer, i)` in a loop,
 /// `i` counting on from `first`.
-async fn phase<F, Fut>(writers: usize, span: Duration, first: i64, op: F) -> anyhow::Result<Samples>
+pub(crate) async fn phase<F, Fut>(
+    writers: usize,
+    span: Duration,
+    first: i64,
+    op: F,
+) -> anyhow::Result<Samples>
 where
     F: Fn(usize, i64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send,

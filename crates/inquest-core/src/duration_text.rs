@@ -1,5 +1,5 @@
 //! Durations written as text in config files: `"250ms"`, `"2s"`, `"5m"`,
-//! `"1h"`. The one parser every config section uses.
+//! `"1h"`, `"90d"`. The one parser every config section uses.
 
 use std::time::Duration;
 
@@ -30,7 +30,13 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             .checked_mul(3600)
             .map(Duration::from_secs)
             .ok_or_else(|| format!("duration {text:?} is too long")),
-        other => Err(format!("unknown duration unit {other:?} (use ms, s, m, h)")),
+        "d" => n
+            .checked_mul(86_400)
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("duration {text:?} is too long")),
+        other => Err(format!(
+            "unknown duration unit {other:?} (use ms, s, m, h, d)"
+        )),
     }
 }
 
@@ -57,6 +63,7 @@ mod tests {
         assert_eq!(parse("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse(" 2m "), Ok(Duration::from_secs(120)));
         assert_eq!(parse("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse("90d"), Ok(Duration::from_secs(90 * 86_400)));
         for bad in ["", "s", "10", "10 parsecs", "-1s", "18446744073709551615h"] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

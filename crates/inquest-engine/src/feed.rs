@@ -213,6 +213,10 @@ pub async fn apply(log: &TurnLog, notification: Notification) {
                 tracing::info!(%session, epoch, "interrupting the burst: asked on another replica");
             }
         }
+        Notification::Deleted { session, .. } => {
+            tracing::debug!(%session, "session erased on another replica; its watchers and burst here end");
+            live.session_settled(session, true);
+        }
         Notification::Status {
             session, status, ..
         } => match status {

@@ -335,6 +335,26 @@ impl TurnLog {
         Ok(transition)
     }
 
+    /// `DeleteSession`, `DeleteIncident`: erases `target` (see
+    /// `inquest_store::Store::erase`), then ends its watchers here and
+    /// stops its bursts here; other replicas do the same on the `deleted`
+    /// notification the erasure sent at commit.
+    pub async fn erase(
+        &self,
+        tenant: &Tenant,
+        target: inquest_store::EraseTarget,
+        force: bool,
+        audit: inquest_store::AuditEntry,
+    ) -> Result<inquest_store::Erased, StoreError> {
+        let erased = self.store.erase(tenant, target, force, audit).await?;
+        if let inquest_store::Erased::Deleted { sessions } = &erased {
+            for session in sessions {
+                self.live.session_settled(*session, true);
+            }
+        }
+        Ok(erased)
+    }
+
     /// The session row, for callers that only hold a `TurnLog`.
     pub async fn session(&self, session: SessionId) -> Result<SessionRow, StoreError> {
         self.store.get_session(session).await

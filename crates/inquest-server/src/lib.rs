@@ -24,6 +24,7 @@ pub mod edge;
 pub mod limits;
 pub mod ops;
 pub mod reason;
+pub mod retention;
 pub mod schedules;
 pub mod service;
 pub mod startup;

@@ -92,6 +92,8 @@ pub struct Application {
     refuse_bursts: bool,
     /// `[tenants]`: per-tenant limits on new bursts.
     tenants: crate::config::tenants::TenantsSection,
+    /// `[retention]`: what leaves, and when (`crate::retention`).
+    retention: crate::retention::RetentionSection,
     /// Where bursts run (`[runtime] agent_threads`).
     runtime: AgentRuntime,
     /// `[alerts]`: the webhook's bounds and triggers.
@@ -240,6 +242,7 @@ impl Application {
             refuse_bursts: config.require_agent && agent.agent.is_none(),
             agent,
             tenants: config.tenants.clone(),
+            retention: config.retention.clone(),
             runtime,
             alerts: config.alerts.clone(),
             schedules: Arc::new(config.compiled_schedules().map_err(anyhow::Error::msg)?),
@@ -439,6 +442,7 @@ impl Application {
             self.key_retention,
             self.key_cleanup_interval,
         );
+        crate::retention::spawn(&self.store, &self.retention, &self.tenants, tasks, shutdown);
         tracing::info!(
             replica_id = %self.store.replica_id(),
             lease_ttl = ?self.lease.ttl,

@@ -72,6 +72,38 @@ fn event_from_row(row: &Row) -> Result<AuditEvent, StoreError> {
     })
 }
 
+/// Appends `entry` on `client` (a transaction, when the record must
+/// commit with what it records).
+pub(crate) async fn insert_audit(
+    client: &impl deadpool_postgres::GenericClient,
+    entry: &AuditEntry,
+) -> Result<(), StoreError> {
+    client
+        .execute(
+            "WITH n AS (INSERT INTO audit_counters (tenant, last) VALUES ($1, 1) \
+             ON CONFLICT (tenant) DO UPDATE SET last = audit_counters.last + 1 \
+             RETURNING last) \
+             INSERT INTO audit_events (tenant_seq, tenant, subject, actor_name, role, \
+             method, incident_id, session_id, token_id, code, message) \
+             SELECT n.last, $1, $2, $3, $4, $5, $6::uuid, $7::uuid, $8::uuid, $9, $10 \
+             FROM n",
+            &[
+                &entry.tenant.as_str(),
+                &clean(&entry.subject),
+                &clean(&entry.actor_name),
+                &entry.role,
+                &entry.method,
+                &entry.incident_id.map(|i| *i.as_uuid()),
+                &entry.session_id.map(|s| *s.as_uuid()),
+                &entry.token_id,
+                &entry.code,
+                &clean(&entry.message),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
 const COLUMNS: &str = "tenant_seq, at, tenant, subject, actor_name, role, method, incident_id, \
                        session_id, token_id, code, message";
 
@@ -84,28 +116,7 @@ impl Store {
         self.detached(async move {
             store
                 .run_with_timeout("record_audit", limit, async |c| {
-                    c.execute(
-                        "WITH n AS (INSERT INTO audit_counters (tenant, last) VALUES ($1, 1) \
-                         ON CONFLICT (tenant) DO UPDATE SET last = audit_counters.last + 1 \
-                         RETURNING last) \
-                         INSERT INTO audit_events (tenant_seq, tenant, subject, actor_name, role, \
-                         method, incident_id, session_id, token_id, code, message) \
-                         SELECT n.last, $1, $2, $3, $4, $5, $6::uuid, $7::uuid, $8::uuid, $9, $10 \
-                         FROM n",
-                        &[
-                            &entry.tenant.as_str(),
-                            &clean(&entry.subject),
-                            &clean(&entry.actor_name),
-                            &entry.role,
-                            &entry.method,
-                            &entry.incident_id.map(|i| *i.as_uuid()),
-                            &entry.session_id.map(|s| *s.as_uuid()),
-                            &entry.token_id,
-                            &entry.code,
-                            &clean(&entry.message),
-                        ],
-                    )
-                    .await?;
+                    insert_audit(&*c, &entry).await?;
                     Ok(())
                 })
                 .await

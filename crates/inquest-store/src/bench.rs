@@ -182,4 +182,83 @@ impl Store {
         })
         .await
     }
+
+    /// `sessions` completed sessions, each on its own incident with
+    /// `turns` turns of `payload` bytes, last changed `age_days` ago (for
+    /// retention to erase), written in one statement per table.
+    pub async fn insert_bench_settled(
+        &self,
+        sessions: i64,
+        turns: i64,
+        payload: i32,
+        age_days: i32,
+    ) -> Result<(), StoreError> {
+        self.run_with_timeout(
+            "bench_insert_settled",
+            std::time::Duration::from_secs(3600),
+            async |c| {
+                let tx = c.transaction().await?;
+                tx.execute(
+                    "CREATE TEMP TABLE bench_made ON COMMIT DROP AS \
+                     SELECT gen_random_uuid() AS incident, gen_random_uuid() AS session \
+                     FROM generate_series(1, $1::bigint)",
+                    &[&sessions],
+                )
+                .await?;
+                tx.execute(
+                    "INSERT INTO incidents (id, title, tenant) \
+                     SELECT incident, 'bench retention', 'default' FROM bench_made",
+                    &[],
+                )
+                .await?;
+                tx.execute(
+                    "INSERT INTO sessions (id, incident_id, status, head_seq, turn_count, tenant, \
+                     created_at, updated_at) \
+                     SELECT session, incident, 'completed', $1::bigint, $1::bigint, 'default', \
+                     now() - make_interval(days => $2::int), now() - make_interval(days => $2::int) \
+                     FROM bench_made",
+                    &[&turns, &age_days],
+                )
+                .await?;
+                tx.execute(
+                    "INSERT INTO turns (session_id, seq, role, content) \
+                     SELECT session, n, CASE WHEN n % 2 = 1 THEN 'user' ELSE 'assistant' END, \
+                     repeat('x', $2::int) FROM bench_made, generate_series(1, $1::bigint) n",
+                    &[&turns, &payload],
+                )
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    /// `pg_total_relation_size` of `table` (heap, TOAST and indexes).
+    pub async fn bench_relation_size(&self, table: &str) -> Result<i64, StoreError> {
+        let table = table.to_owned();
+        self.run("bench_relation_size", async move |c| {
+            Ok(c.query_one(
+                "SELECT pg_total_relation_size($1::text::regclass)",
+                &[&table],
+            )
+            .await?
+            .get(0))
+        })
+        .await
+    }
+
+    /// `VACUUM` of `table`, as autovacuum would run it after a deletion.
+    pub async fn bench_vacuum(&self, table: &str) -> Result<(), StoreError> {
+        let sql = format!("VACUUM (ANALYZE) {table}");
+        self.run_with_timeout(
+            "bench_vacuum",
+            std::time::Duration::from_secs(3600),
+            async move |c| {
+                c.batch_execute(&sql).await?;
+                Ok(())
+            },
+        )
+        .await
+    }
 }

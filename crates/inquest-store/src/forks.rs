@@ -101,9 +101,13 @@ async fn fork_session_tx(
     let request = RequestFingerprint::fork_session(req.at_seq.get(), req.message.as_ref());
     let tx = client.transaction().await?;
     // The tenant first: a key must not replay into another tenant's fork.
+    // FOR KEY SHARE: appends to the source (which never change its key)
+    // go on, but an erasure of it waits until this copy committed, and a
+    // copy after an erasure finds no source.
     let source = tx
         .query_opt(
-            "SELECT incident_id, head_seq::bigint FROM sessions WHERE id = $1 AND tenant = $2",
+            "SELECT incident_id, head_seq::bigint FROM sessions WHERE id = $1 AND tenant = $2 \
+             FOR KEY SHARE",
             &[req.source.as_uuid(), &tenant.as_str()],
         )
         .await?

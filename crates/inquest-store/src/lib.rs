@@ -24,6 +24,7 @@ mod audit;
 mod bench;
 mod bursts;
 pub mod embedded;
+mod erase;
 mod error;
 mod events;
 mod failover;
@@ -59,6 +60,7 @@ pub use alerts::{
 pub use approvals::{ApprovalRow, DecideOutcome, NewApproval};
 pub use audit::{AuditEntry, AuditEvent, AuditPage};
 pub use bursts::{CallerEvent, Queueing, SendOutcome, Transition};
+pub use erase::{Erased, KeepFor, RetentionBatch, Target as EraseTarget};
 pub use error::StoreError;
 pub use events::{EventContext, EventRow, Failing};
 pub use forks::{ForkOutcome, ForkRequest, Forked};

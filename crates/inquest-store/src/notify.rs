@@ -18,6 +18,7 @@
 //! | `tool_call_start` | `s` session, `a` assistant seq, `id` call id, `n` tool name, `at` started at |
 //! | `queued` | `s` session, `qi` the `queued_messages` row, `p` its queue position, `t` its text (absent when too large: fetch it by `qi`) |
 //! | `interrupt` | `s` session, `e` the lease epoch of the burst an interrupting message stops (sent to every replica, watched or not) |
+//! | `deleted` | `s` session: erased (sent to every replica; its watchers end NOT_FOUND, its burst stops) |
 //!
 //! A turn's text travels as it is stored: when `x` is true, `c`, `ci`, `tn`
 //! and every string and key in `tc` and `rp` are in the encoding of [`crate::text`]
@@ -73,6 +74,8 @@ pub enum Notification {
         session: SessionId,
         epoch: i64,
     },
+    /// A session was erased (committed).
+    Deleted { origin: String, session: SessionId },
     /// A tool call is about to run (not persisted).
     ToolCallStart {
         origin: String,
@@ -92,6 +95,7 @@ impl Notification {
             | Notification::Status { origin, .. }
             | Notification::MessageQueued { origin, .. }
             | Notification::Interrupt { origin, .. }
+            | Notification::Deleted { origin, .. }
             | Notification::ToolCallStart { origin, .. } => origin,
         }
     }
@@ -102,6 +106,7 @@ impl Notification {
             | Notification::Status { session, .. }
             | Notification::MessageQueued { session, .. }
             | Notification::Interrupt { session, .. }
+            | Notification::Deleted { session, .. }
             | Notification::ToolCallStart { session, .. } => *session,
         }
     }
@@ -161,6 +166,10 @@ impl Notification {
                 origin: raw.o,
                 session,
                 epoch: raw.e.ok_or("e missing")?,
+            }),
+            "deleted" => Ok(Notification::Deleted {
+                origin: raw.o,
+                session,
             }),
             other => Err(format!("unknown kind {other:?}")),
         }

@@ -209,6 +209,15 @@ pub enum IncidentCommand {
     },
     /// List incidents, newest first, one line each: id, created, title.
     List(PageArgs),
+    /// Erase an incident and all its sessions with everything they hold
+    /// (admin token). The audit trail keeps that it happened. Refused while
+    /// a session runs, unless --force (which stops it).
+    Delete {
+        incident_id: String,
+        /// Stop running sessions' bursts and erase them anyway.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// How much of a listing to print.
@@ -257,6 +266,15 @@ pub enum SessionCommand {
     /// Confirm the recovery plan of a session awaiting confirmation (its
     /// interrupted tool calls may have run): the burst continues.
     Continue { session_id: String },
+    /// Erase a session with its turns, reports, events and everything it
+    /// holds (admin token). Forks of it stay. The audit trail keeps that it
+    /// happened. Refused while it runs, unless --force (which stops it).
+    Delete {
+        session_id: String,
+        /// Stop its running burst and erase it anyway.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Args)]
@@ -360,6 +378,19 @@ pub fn idempotency_key(given: String) -> String {
     }
 }
 
+/// One line saying what a delete did.
+fn print_deleted(what: &str, id: &str, done: &pb::DeleteResponse) {
+    if done.deleted {
+        println!(
+            "{what} {id} deleted ({} session{})",
+            done.sessions_deleted,
+            if done.sessions_deleted == 1 { "" } else { "s" }
+        );
+    } else {
+        println!("{what} {id} was already deleted");
+    }
+}
+
 pub async fn incident(target: Target, command: IncidentCommand) -> anyhow::Result<()> {
     let mut client = target.connect().await?;
     match command {
@@ -378,6 +409,17 @@ pub async fn incident(target: Target, command: IncidentCommand) -> anyhow::Resul
             } else {
                 println!("incident {}  {}", incident.id, incident.title);
             }
+        }
+        IncidentCommand::Delete { incident_id, force } => {
+            let done = client
+                .delete_incident(pb::DeleteIncidentRequest {
+                    incident_id: incident_id.clone(),
+                    force,
+                })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            print_deleted("incident", &incident_id, &done);
         }
         IncidentCommand::List(page) => {
             print_pages(page, "incidents", |page_token| {
@@ -534,6 +576,17 @@ pub async fn session(target: Target, command: SessionCommand) -> anyhow::Result<
                 .map_err(status_error)?
                 .into_inner();
             print_session(&s);
+        }
+        SessionCommand::Delete { session_id, force } => {
+            let done = client
+                .delete_session(pb::DeleteSessionRequest {
+                    session_id: session_id.clone(),
+                    force,
+                })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            print_deleted("session", &session_id, &done);
         }
         SessionCommand::Cancel { session_id } => {
             let s = client

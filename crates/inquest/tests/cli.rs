@@ -425,6 +425,25 @@ async fn every_readme_command_runs_as_documented() {
         .failed("session cancel (completed)");
     assert!(run.stderr.contains("NOT_CANCELLABLE"), "{}", run.stderr);
 
+    // session delete: the fork goes, a repeat says so, its id is unknown;
+    // incident delete takes the incident with its last session.
+    let run = inquest(&["session", "delete", &forked], &env)
+        .await
+        .ok("session delete");
+    assert!(run.stdout.contains("deleted (1 session)"), "{}", run.stdout);
+    let run = inquest(&["session", "delete", &forked], &env)
+        .await
+        .ok("session delete again");
+    assert!(run.stdout.contains("already deleted"), "{}", run.stdout);
+    let run = inquest(&["session", "get", &forked], &env)
+        .await
+        .failed("session get of a deleted session");
+    assert!(run.stderr.contains("SESSION_NOT_FOUND"), "{}", run.stderr);
+    let run = inquest(&["incident", "delete", &incident], &env)
+        .await
+        .ok("incident delete");
+    assert!(run.stdout.contains(" sessions)"), "{}", run.stdout);
+
     // No figure anywhere was a made-up $0.
     assert!(!all_stdout.contains("$0.000000"), "{all_stdout}");
     server.stop().await;

@@ -64,6 +64,9 @@ pub struct Config {
     pub approval: approval::ApprovalSection,
     /// `[tenants]`: per-tenant limits on new bursts.
     pub tenants: crate::config::tenants::TenantsSection,
+    /// `[retention]`: how long settled sessions and audit events are kept
+    /// (`crate::retention`).
+    pub retention: crate::retention::RetentionSection,
     /// `[tls]`: serve gRPC over TLS (absent: plaintext).
     pub tls: Option<crate::edge::tls::TlsSection>,
     /// `[alerts]`: the Alertmanager webhook's bounds and triggers
@@ -117,6 +120,7 @@ impl Default for Config {
             schedules: Vec::new(),
             auth: Default::default(),
             tenants: Default::default(),
+            retention: Default::default(),
             approval: Default::default(),
             providers: Vec::new(),
             agent: inquest_agent::AgentConfig::default(),
@@ -249,6 +253,7 @@ impl Config {
         self.events.validate().map_err(ConfigError::Invalid)?;
         self.console.validate().map_err(ConfigError::Invalid)?;
         self.tenants.validate().map_err(ConfigError::Invalid)?;
+        self.retention.validate().map_err(ConfigError::Invalid)?;
         self.approval_gates().map_err(ConfigError::Invalid)?;
         self.limits.validate()?;
         self.auth.validate().map_err(ConfigError::Invalid)?;

@@ -36,6 +36,12 @@ pub struct LimitsEntry {
     pub alerts_max_started_per_hour: Option<u32>,
     /// The tenant's own `[approval]`, replacing the default whole.
     pub approval: Option<crate::config::approval::ApprovalSection>,
+    /// The tenant's own `[retention] finished_sessions`.
+    #[serde(with = "inquest_core::duration_text::option")]
+    pub retention_finished_sessions: Option<std::time::Duration>,
+    /// The tenant's own `[retention] audit_events`.
+    #[serde(with = "inquest_core::duration_text::option")]
+    pub retention_audit_events: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -53,6 +53,18 @@ const ZEROED: &[Zeroed] = &[
         label: Some(("by", &["reaper", "access"])),
     },
     Zeroed {
+        name: "inquest_erased_sessions_total",
+        label: Some(("via", &["api", "retention"])),
+    },
+    Zeroed {
+        name: "inquest_retention_removed_total",
+        label: Some(("what", &["incidents", "audit_events"])),
+    },
+    Zeroed {
+        name: "inquest_retention_passes_total",
+        label: None,
+    },
+    Zeroed {
         name: "inquest_interrupts_total",
         label: Some(("via", &["local", "elsewhere", "feed", "renewal", "claim"])),
     },
@@ -275,6 +287,18 @@ fn describe_counters() {
     describe_counter!(
         "inquest_leases_lost_total",
         "Leases this replica lost mid-burst: taken_over by another replica, or past their deadline unrenewed."
+    );
+    describe_counter!(
+        "inquest_erased_sessions_total",
+        "Sessions erased with everything they owned, by DeleteSession or DeleteIncident (api) or by the retention pass (retention)."
+    );
+    describe_counter!(
+        "inquest_retention_removed_total",
+        "Incidents (left without a session) and audit events the [retention] passes removed; sessions are counted in inquest_erased_sessions_total{via=\"retention\"}."
+    );
+    describe_counter!(
+        "inquest_retention_passes_total",
+        "[retention] passes this replica ran (none when nothing has a retention)."
     );
     describe_counter!(
         "inquest_interrupts_total",

@@ -98,7 +98,23 @@ impl Audit {
             code,
             "audit"
         );
-        let entry = AuditEntry {
+        let entry = Self::entry(caller, method, &ids, code, message);
+        if let Err(e) = self.store.record_audit(entry).await {
+            tracing::error!(method, error = %error_chain(&e), "cannot record an audit event");
+        }
+    }
+
+    /// The record of `method` by `caller` on `ids`, for a call whose
+    /// record commits with its change (an erasure: the record is what is
+    /// left of what it erased).
+    pub fn entry(
+        caller: &Caller,
+        method: &str,
+        ids: &AuditIds,
+        code: &str,
+        message: String,
+    ) -> AuditEntry {
+        AuditEntry {
             tenant: caller.tenant.clone(),
             subject: caller.principal.subject.clone(),
             actor_name: caller.principal.name.clone(),
@@ -109,9 +125,6 @@ impl Audit {
             token_id: ids.token,
             code: code.to_owned(),
             message,
-        };
-        if let Err(e) = self.store.record_audit(entry).await {
-            tracing::error!(method, error = %error_chain(&e), "cannot record an audit event");
         }
     }
 }

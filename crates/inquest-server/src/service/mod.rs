@@ -24,6 +24,7 @@ use tonic::{Request, Response, Status};
 mod admin;
 mod approvals;
 pub mod audit;
+mod erase;
 mod events;
 mod forks;
 mod incidents;
@@ -392,6 +393,40 @@ impl Investigations for InvestigationsService {
             .record(&caller, "CancelSession", ids, &outcome, |_, _| {})
             .await;
         outcome
+    }
+
+    #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id, force = request.get_ref().force))]
+    async fn delete_session(
+        &self,
+        request: Request<pb::DeleteSessionRequest>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let id = SessionId::parse(&req.session_id).map_err(|e| Status::from(ApiError::from(e)));
+        let ids = AuditIds {
+            session: id.as_ref().ok().copied(),
+            ..AuditIds::default()
+        };
+        let target = id.map(inquest_store::EraseTarget::Session);
+        self.delete_audited(&caller, "DeleteSession", target, ids, req.force)
+            .await
+    }
+
+    #[tracing::instrument(skip_all, fields(incident_id = %request.get_ref().incident_id, force = request.get_ref().force))]
+    async fn delete_incident(
+        &self,
+        request: Request<pb::DeleteIncidentRequest>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let caller = Caller::of(&request)?;
+        let req = request.into_inner();
+        let id = IncidentId::parse(&req.incident_id).map_err(|e| Status::from(ApiError::from(e)));
+        let ids = AuditIds {
+            incident: id.as_ref().ok().copied(),
+            ..AuditIds::default()
+        };
+        let target = id.map(inquest_store::EraseTarget::Incident);
+        self.delete_audited(&caller, "DeleteIncident", target, ids, req.force)
+            .await
     }
 
     #[tracing::instrument(skip_all, fields(session_id = %request.get_ref().session_id))]

@@ -517,6 +517,12 @@ impl Watcher {
     }
 
     fn unavailable(&self, e: StoreError) -> End {
+        if matches!(e, StoreError::NotFound { .. }) {
+            // Erased while watched (DeleteSession, retention): the session
+            // is gone for good, not for now.
+            tracing::info!(session_id = %self.session, "the watched session was erased");
+            return End::Failed(crate::status::ApiError::from(e).into());
+        }
         tracing::warn!(session_id = %self.session, error = %inquest_core::error_chain(&e), "watch cannot read the session");
         let last = self.last.get();
         End::Failed(crate::status::store_unavailable(
