@@ -941,6 +941,7 @@ async fn hostile_sweep(tenants: bool) {
                 let call = client.list_turns(pb::ListTurnsRequest {
                     session_id,
                     after_seq,
+                    before_seq: 0,
                     limit,
                 });
                 sweep.check(n, rpc, &req, unary(call).await);

@@ -629,6 +629,7 @@ pub async fn turns(args: TurnsArgs) -> anyhow::Result<()> {
             .list_turns(pb::ListTurnsRequest {
                 session_id: args.session_id.clone(),
                 after_seq,
+                before_seq: 0,
                 limit: 500,
             })
             .await
