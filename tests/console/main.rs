@@ -17,6 +17,7 @@ mod held;
 mod incident;
 mod links;
 mod live;
+mod long;
 mod markdown;
 mod queue;
 mod reconnect;

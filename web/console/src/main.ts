@@ -20,11 +20,13 @@ import {
   approvalStateName,
   decodeIncident,
   decodeList,
+  decodeListTurns,
   decodeReport,
   decodeSendMessage,
   decodeSession,
   decodeWatchEvent,
   encode,
+  LATEST,
   roleName,
   statusFromName,
   statusName,
@@ -929,6 +931,18 @@ function setupNewInvestigation(): void {
 
 const ACTIVE = [SessionStatus.PENDING, SessionStatus.RUNNING] as number[];
 
+type Way = "older" | "newer" | "latest";
+
+/** The most turns the session page keeps in the DOM: a window over the
+ * session that scrolling moves, so a session of any length costs the
+ * page the same. */
+const WINDOW = 300;
+/** Turns per ListTurns read when the window moves (and when it opens). */
+const PAGE = 100;
+/** How near (px) an edge of the window comes into view before the next
+ * page is read. */
+const EDGE = 800;
+
 class SessionPage {
   readonly timeline = new Timeline();
   private controller: AbortController | null = null;
@@ -947,6 +961,8 @@ class SessionPage {
     showView("session-view");
     $("session-title").textContent = `Session ${this.id}`;
     $("turns").replaceChildren();
+    $("turn-announcer").textContent = "";
+    this.updateEdges();
     $("approval-list").replaceChildren();
     show($("approvals"), false);
     show($("report"), false);
@@ -955,13 +971,186 @@ class SessionPage {
     this.renderQueued();
     this.renderStreaming();
     this.setWatchState("connecting");
-    await this.refresh();
+    await Promise.all([this.refresh(), this.openWindow()]);
     void this.watch();
   }
 
   close(): void {
     this.stopped = true;
     this.controller?.abort();
+    window.removeEventListener("scroll", this.onScroll);
+  }
+
+  // ---------- the window of turns in the DOM ----------
+
+  /** The seqs of the first and the last turn in the DOM (0: none). */
+  private lo = 0;
+  private hi = 0;
+  /** Whether turns older than the window's first exist. */
+  private older = false;
+  /** A read that moves the window is under way (one at a time). */
+  private moving = false;
+  private edgeCheck = false;
+
+  private readonly onScroll = (): void => {
+    if (this.edgeCheck) return;
+    this.edgeCheck = true;
+    requestAnimationFrame(() => {
+      this.edgeCheck = false;
+      this.checkEdges();
+    });
+  };
+
+  /** Whether the window ends at the newest turn seen: live turns are then
+   * shown as they come, otherwise they wait behind "Show newer turns". */
+  private atTail(): boolean {
+    return this.hi >= this.timeline.lastSeq;
+  }
+
+  /**
+   * The first page: the newest turns (ListTurns backwards), or those
+   * around a deep-linked turn. The stream then follows from the head, so
+   * a session of 20,000 turns opens with one read of a hundred.
+   */
+  private async openWindow(): Promise<void> {
+    const page =
+      this.focus !== null
+        ? decodeListTurns(await call("ListTurns", encode.listTurns(this.id, Math.max(0, this.focus - PAGE / 2), PAGE)))
+        : decodeListTurns(await call("ListTurns", encode.listTurnsBefore(this.id, LATEST, PAGE)));
+    if (this.stopped) return;
+    const first = page.turns[0]?.seq ?? 0;
+    this.timeline.startAt(Math.max(0, first - 1));
+    for (const t of page.turns) this.timeline.applyTurn(t);
+    // Deep-linked: the turns past the page are read as the window moves.
+    this.timeline.startAt(page.headSeq);
+    const list = $("turns");
+    list.replaceChildren(...page.turns.map((t) => this.turnElement(t)));
+    this.lo = first;
+    this.hi = page.turns[page.turns.length - 1]?.seq ?? 0;
+    this.older = this.focus !== null ? first > 1 : page.nextBeforeSeq !== 0;
+    list.dataset.lastSeq = String(this.timeline.lastSeq);
+    this.markHeldCalls();
+    this.updateEdges();
+    const focused = this.focus !== null ? document.getElementById(`turn-${this.focus}`) : null;
+    if (focused) focused.scrollIntoView({ block: "center" });
+    else if (this.focus === null) list.lastElementChild?.scrollIntoView({ block: "nearest" });
+    window.addEventListener("scroll", this.onScroll, { passive: true });
+    if (page.turns.length > 0) {
+      list.dataset.shown = String(page.turns[page.turns.length - 1].seq);
+      performance.mark("inquest:turns-shown");
+    }
+  }
+
+  /** Reads the next page at whichever edge of the window is near the screen. */
+  private checkEdges(): void {
+    if (this.stopped || this.moving) return;
+    const older = $("turns-older");
+    const newer = $("turns-newer");
+    if (!older.hidden && older.getBoundingClientRect().bottom > -EDGE) void this.moveWindow("older");
+    else if (!newer.hidden && newer.getBoundingClientRect().top < window.innerHeight + EDGE) void this.moveWindow("newer");
+  }
+
+  /** A move a person asked for while another was under way: it runs next. */
+  private asked: Way | null = null;
+
+  /** Moves the window a page back or forth, keeping what is on screen in
+   * place. A move the scrolling asks for during another is dropped (the
+   * next scroll asks again); one a person asks for (`asked`) waits. */
+  async moveWindow(way: Way, asked = false): Promise<void> {
+    if (this.stopped) return;
+    if (this.moving) {
+      if (asked) this.asked = way;
+      return;
+    }
+    this.moving = true;
+    try {
+      const request =
+        way === "older"
+          ? encode.listTurnsBefore(this.id, this.lo, PAGE)
+          : way === "newer"
+            ? encode.listTurns(this.id, this.hi, PAGE)
+            : encode.listTurnsBefore(this.id, LATEST, PAGE);
+      const page = decodeListTurns(await call("ListTurns", request));
+      if (this.stopped) return;
+      // Turns past the stream's cursor come by the stream, in order.
+      const turns = page.turns.filter((t) =>
+        way === "older" ? t.seq < this.lo : way === "newer" ? t.seq > this.hi && t.seq <= this.timeline.lastSeq : t.seq <= this.timeline.lastSeq,
+      );
+      const changed = turns.flatMap((t) => this.timeline.applyHistory(t));
+      const els = turns.map((t) => this.turnElement(t));
+      const list = $("turns");
+      if (way === "latest") {
+        list.replaceChildren(...els);
+        this.older = (turns[0]?.seq ?? 1) > 1;
+        this.syncBounds();
+        list.lastElementChild?.scrollIntoView({ block: "nearest" });
+      } else {
+        this.anchored(() => {
+          if (way === "older") {
+            list.prepend(...els);
+            if (page.nextBeforeSeq === 0) this.older = false;
+            this.trim("bottom");
+          } else {
+            list.append(...els);
+            this.trim("top");
+          }
+        });
+      }
+      for (const c of changed) this.renderCall(c);
+      this.markHeldCalls();
+      this.updateEdges();
+    } finally {
+      this.moving = false;
+    }
+    const next = this.asked;
+    this.asked = null;
+    if (next) return this.moveWindow(next);
+    // Still near an edge (a short page, a fast scroll): read on.
+    requestAnimationFrame(() => this.checkEdges());
+  }
+
+  /** Runs `mutate` keeping the first turn on screen where it was. */
+  private anchored(mutate: () => void): void {
+    const list = $("turns");
+    let anchor: Element | null = null;
+    for (const li of list.children) {
+      if (li.getBoundingClientRect().bottom > 0) {
+        anchor = li;
+        break;
+      }
+    }
+    const before = anchor?.getBoundingClientRect().top ?? 0;
+    mutate();
+    if (anchor?.isConnected) window.scrollBy(0, anchor.getBoundingClientRect().top - before);
+  }
+
+  /** Drops turns at one end until the window holds at most WINDOW. */
+  private trim(from: "top" | "bottom"): void {
+    const list = $("turns");
+    while (list.children.length > WINDOW) {
+      (from === "top" ? list.firstElementChild : list.lastElementChild)?.remove();
+      if (from === "top") this.older = true;
+    }
+    this.syncBounds();
+  }
+
+  private syncBounds(): void {
+    const list = $("turns");
+    this.lo = Number((list.firstElementChild as HTMLElement | null)?.dataset.seq ?? 0);
+    this.hi = Number((list.lastElementChild as HTMLElement | null)?.dataset.seq ?? 0);
+  }
+
+  /** The controls at the window's edges say what lies beyond them. */
+  private updateEdges(): void {
+    const list = $("turns");
+    list.dataset.lo = String(this.lo);
+    list.dataset.hi = String(this.hi);
+    show($("turns-older"), this.older);
+    $("turns-older").textContent = `Load older turns (before #${this.lo})`;
+    const behind = this.timeline.lastSeq - this.hi;
+    show($("turns-newer"), behind > 0);
+    show($("turns-latest"), behind > PAGE);
+    $("turns-newer").textContent = `Show newer turns (${behind} after #${this.hi})`;
   }
 
   /** Test hook: cut the live stream as a dropped connection would. */
@@ -1279,10 +1468,13 @@ class SessionPage {
   private onEvent(event: ReturnType<typeof decodeWatchEvent>): void {
     switch (event.kind) {
       case "turn": {
+        const tail = this.atTail();
         const outcome = this.timeline.applyTurn(event.turn);
         if (outcome.added) {
           if (event.turn.role === TurnRole.USER) this.dequeue(event.turn.content);
-          this.renderTurn(event.turn);
+          if (tail) this.appendLive(event.turn);
+          else this.updateEdges();
+          this.announce(event.turn);
           this.markHeldCalls();
           this.scheduleRefresh();
         }
@@ -1314,19 +1506,32 @@ class SessionPage {
     $("turns").dataset.lastSeq = String(this.timeline.lastSeq);
   }
 
-  private renderTurn(turn: SessionTurn): void {
+  /** A live turn at the window's end; the page follows it when the reader
+   * was at the end, and the window drops its oldest turn past WINDOW. */
+  private appendLive(turn: SessionTurn): void {
+    const list = $("turns");
+    const following = list.getBoundingClientRect().bottom <= window.innerHeight + 120;
+    const li = this.turnElement(turn);
+    list.append(li);
+    this.trim("top");
+    this.updateEdges();
+    if (this.focus === null && following) li.scrollIntoView({ block: "nearest" });
+  }
+
+  /** Says a new turn arrived, for screen readers (the list itself is not
+   * a live region: pages of older turns must not be read out). */
+  private announce(turn: SessionTurn): void {
+    $("turn-announcer").textContent = `New turn #${turn.seq}: ${turnLabel(turn)}`;
+  }
+
+  private turnElement(turn: SessionTurn): HTMLElement {
     const role = roleName(turn.role);
     const li = h("li", {
       class: `turn turn-${role}`,
       "data-seq": String(turn.seq),
       "data-role": role,
     });
-    const label =
-      turn.role === TurnRole.TOOL
-        ? `tool result · ${turn.toolName} (${turn.toolCallId})${turn.isError ? " · error" : ""}`
-        : turn.role === TurnRole.NOTICE && turn.recoveryPlan
-          ? `recovery notice · ${turn.recoveryPlan.kind}`
-          : role;
+    const label = turnLabel(turn);
     // The seq is the turn's stable link: #/session/<id>/turn/<seq>.
     const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
     const fork = h("button", { type: "button", class: "fork-button", "data-action": "fork" }, "Fork from here");
@@ -1337,10 +1542,26 @@ class SessionPage {
       li.setAttribute("role", "note");
       if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
     }
+    if (turn.role === TurnRole.COMPACTION) {
+      // A summary the model wrote of the turns before it, not a turn of
+      // the investigation: said so, with what the model still sees.
+      li.setAttribute("role", "note");
+      const c = turn.compaction;
+      li.dataset.firstRetainedSeq = String(c?.firstRetainedSeq ?? 0);
+      li.append(
+        h(
+          "p",
+          { class: "compaction-note" },
+          c
+            ? `The context was compacted here: from now on the model sees this summary instead of the turns before #${c.firstRetainedSeq} (about ${c.tokensBefore} → ${c.tokensAfter} tokens). Every turn stays listed.`
+            : "The context was compacted here: the model sees this summary instead of the older turns. Every turn stays listed.",
+        ),
+      );
+    }
     if (turn.content) {
       // Model text is Markdown, rendered sanitized; everything else (the
       // user's words, tool results, notices) stays preformatted text.
-      if (turn.role === TurnRole.ASSISTANT) {
+      if (turn.role === TurnRole.ASSISTANT || turn.role === TurnRole.COMPACTION) {
         const md = h("div", { class: "content markdown" });
         md.append(renderMarkdown(turn.content));
         li.append(md);
@@ -1370,16 +1591,12 @@ class SessionPage {
     if (turn.role === TurnRole.ASSISTANT && (turn.inputTokens || turn.outputTokens)) {
       li.append(h("div", { class: "usage" }, `${turn.inputTokens} in / ${turn.outputTokens} out tokens`));
     }
-    $("turns").append(li);
     if (turn.seq === this.focus) {
       li.classList.add("focused");
       li.setAttribute("aria-current", "true");
       li.id = `turn-${turn.seq}`;
-      li.scrollIntoView({ block: "center" });
-    } else if (this.focus === null) {
-      // A deep-linked page stays on its turn; otherwise follow the tail.
-      li.scrollIntoView({ block: "nearest" });
     }
+    return li;
   }
 
   private renderCall(view: CallView): void {
@@ -1437,6 +1654,17 @@ class SessionPage {
 
 let current: SessionPage | null = null;
 
+/** What a turn is, in words (its head line and the live announcement). */
+function turnLabel(turn: SessionTurn): string {
+  return turn.role === TurnRole.TOOL
+    ? `tool result · ${turn.toolName} (${turn.toolCallId})${turn.isError ? " · error" : ""}`
+    : turn.role === TurnRole.NOTICE && turn.recoveryPlan
+      ? `recovery notice · ${turn.recoveryPlan.kind}`
+      : turn.role === TurnRole.COMPACTION
+        ? "summary of earlier turns (compaction)"
+        : roleName(turn.role);
+}
+
 /** Set by the browser tests through `window.inquestConsole`. */
 const hooks = { holdReconnect: false, holdWaiting: false };
 
@@ -1480,6 +1708,9 @@ function setupSessionActions(): void {
         button.disabled = false;
       });
   });
+  $("turns-older").addEventListener("click", guard(async () => current?.moveWindow("older", true)));
+  $("turns-newer").addEventListener("click", guard(async () => current?.moveWindow("newer", true)));
+  $("turns-latest").addEventListener("click", guard(async () => current?.moveWindow("latest", true)));
   $("confirm-button").addEventListener("click", guard(async () => current?.confirm()));
   $("cancel-button").addEventListener("click", guard(async () => current?.cancel()));
   $("follow-up").addEventListener("submit", (e) => {

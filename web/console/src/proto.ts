@@ -508,6 +508,15 @@ export interface SessionTurn {
   outputTokens: number;
   recoveryPlan: RecoveryPlan | null;
   costUsd: number | null;
+  /** A COMPACTION turn's record: from which seq the model still sees the
+   * turns verbatim, and the context estimates before and after. */
+  compaction: Compaction | null;
+}
+
+export interface Compaction {
+  firstRetainedSeq: number;
+  tokensBefore: number;
+  tokensAfter: number;
 }
 
 export function decodeTurn(buf: Uint8Array): SessionTurn {
@@ -525,6 +534,7 @@ export function decodeTurn(buf: Uint8Array): SessionTurn {
     outputTokens: 0,
     recoveryPlan: null,
     costUsd: null,
+    compaction: null,
   };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.sessionId = str(f);
@@ -547,6 +557,15 @@ export function decodeTurn(buf: Uint8Array): SessionTurn {
     else if (n === 11) m.outputTokens = num(f);
     else if (n === 12) m.recoveryPlan = decodeRecoveryPlan(sub(f));
     else if (n === 15) m.costUsd = double(f);
+    else if (n === 21) {
+      const c: Compaction = { firstRetainedSeq: 0, tokensBefore: 0, tokensAfter: 0 };
+      for (const [k, g] of fields(sub(f))) {
+        if (k === 1) c.firstRetainedSeq = num(g);
+        else if (k === 2) c.tokensBefore = num(g);
+        else if (k === 3) c.tokensAfter = num(g);
+      }
+      m.compaction = c;
+    }
   }
   return m;
 }
@@ -711,12 +730,21 @@ export function decodeList<T>(buf: Uint8Array, item: (b: Uint8Array) => T): { it
   return { items, next };
 }
 
-export function decodeListTurns(buf: Uint8Array): { turns: SessionTurn[]; nextAfterSeq: number; headSeq: number } {
-  const out = { turns: [] as SessionTurn[], nextAfterSeq: 0, headSeq: 0 };
+export interface TurnPage {
+  turns: SessionTurn[];
+  nextAfterSeq: number;
+  headSeq: number;
+  /** Paging backwards: the before_seq of the next older page, 0 at seq 1. */
+  nextBeforeSeq: number;
+}
+
+export function decodeListTurns(buf: Uint8Array): TurnPage {
+  const out: TurnPage = { turns: [], nextAfterSeq: 0, headSeq: 0, nextBeforeSeq: 0 };
   for (const [n, f] of fields(buf)) {
     if (n === 1) out.turns.push(decodeTurn(sub(f)));
     else if (n === 2) out.nextAfterSeq = num(f);
     else if (n === 3) out.headSeq = num(f);
+    else if (n === 4) out.nextBeforeSeq = num(f);
   }
   return out;
 }
@@ -756,6 +784,9 @@ export interface ToolCallDecision {
   comment: string;
 }
 
+/** A before_seq past any head: ListTurns backwards from the newest turn. */
+export const LATEST = Number.MAX_SAFE_INTEGER;
+
 export const encode = {
   createIncident: (title: string, description: string) =>
     new Writer().string(1, title).string(2, description).finish(),
@@ -769,6 +800,9 @@ export const encode = {
     new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
   listTurns: (sessionId: string, afterSeq: number, limit: number) =>
     new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
+  /** ListTurns backwards: the page just before `beforeSeq` (LATEST: the newest). */
+  listTurnsBefore: (sessionId: string, beforeSeq: number, limit: number) =>
+    new Writer().string(1, sessionId).uint(3, limit).uint(4, beforeSeq).finish(),
   sendMessage: (sessionId: string, message: string, idempotencyKey: string, ifRunning = 0) =>
     new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).uint(4, ifRunning).finish(),
   /** ForkSession; an empty `message` leaves it unset (the fork stays idle). */
