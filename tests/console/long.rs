@@ -127,7 +127,7 @@ async fn a_20000_turn_session_opens_at_its_newest_turn_and_keeps_the_dom_bounded
     let compaction = browser
         .js(
             "const e = document.querySelector(`#turns > li[data-seq=\"${arguments[0]}\"]`); \
-             return { role: e.dataset.role, aria: e.getAttribute('role'), \
+             return { role: e.dataset.role, aria: e.querySelector(':scope > [role=note]')?.getAttribute('role'), \
                       head: e.querySelector('.turn-head').textContent, \
                       note: e.querySelector('.compaction-note').textContent, \
                       bold: e.querySelector('.markdown strong')?.textContent };",

@@ -5737,18 +5737,16 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       const label = turnLabel(turn);
       const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
       const fork = h("button", { type: "button", class: "fork-button", "data-action": "fork" }, "Fork from here");
-      fork.setAttribute("aria-label", `Fork from turn ${turn.seq}`);
+      fork.setAttribute("aria-label", `Fork from here, turn ${turn.seq}`);
       fork.addEventListener("click", () => openForkForm(turn.seq));
       li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt)), fork));
-      if (turn.role === TurnRole.NOTICE) {
-        li.setAttribute("role", "note");
-        if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
-      }
+      const note = turn.role === TurnRole.NOTICE || turn.role === TurnRole.COMPACTION;
+      const body = note ? h("div", { role: "note", class: "note-body" }) : li;
+      if (turn.role === TurnRole.NOTICE && turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
       if (turn.role === TurnRole.COMPACTION) {
-        li.setAttribute("role", "note");
         const c = turn.compaction;
         li.dataset.firstRetainedSeq = String(c?.firstRetainedSeq ?? 0);
-        li.append(
+        body.append(
           h(
             "p",
             { class: "compaction-note" },
@@ -5760,11 +5758,12 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         if (turn.role === TurnRole.ASSISTANT || turn.role === TurnRole.COMPACTION) {
           const md = h("div", { class: "content markdown" });
           md.append(renderMarkdown(turn.content));
-          li.append(md);
+          body.append(md);
         } else {
-          li.append(h("pre", { class: "content" }, turn.content));
+          body.append(h("pre", { class: "content" }, turn.content));
         }
       }
+      if (body !== li) li.append(body);
       if (turn.toolCalls.length > 0) {
         const calls = h("ul", { class: "tool-calls" });
         for (const c of turn.toolCalls) {

@@ -1535,20 +1535,21 @@ class SessionPage {
     // The seq is the turn's stable link: #/session/<id>/turn/<seq>.
     const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
     const fork = h("button", { type: "button", class: "fork-button", "data-action": "fork" }, "Fork from here");
-    fork.setAttribute("aria-label", `Fork from turn ${turn.seq}`);
+    // The visible words start the name (a voice command says what it sees).
+    fork.setAttribute("aria-label", `Fork from here, turn ${turn.seq}`);
     fork.addEventListener("click", () => openForkForm(turn.seq));
     li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt)), fork));
-    if (turn.role === TurnRole.NOTICE) {
-      li.setAttribute("role", "note");
-      if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
-    }
+    // A notice or a summary is a note, inside its list item (a list item
+    // given another role would no longer be one of the list's items).
+    const note = turn.role === TurnRole.NOTICE || turn.role === TurnRole.COMPACTION;
+    const body = note ? h("div", { role: "note", class: "note-body" }) : li;
+    if (turn.role === TurnRole.NOTICE && turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
     if (turn.role === TurnRole.COMPACTION) {
       // A summary the model wrote of the turns before it, not a turn of
       // the investigation: said so, with what the model still sees.
-      li.setAttribute("role", "note");
       const c = turn.compaction;
       li.dataset.firstRetainedSeq = String(c?.firstRetainedSeq ?? 0);
-      li.append(
+      body.append(
         h(
           "p",
           { class: "compaction-note" },
@@ -1564,11 +1565,12 @@ class SessionPage {
       if (turn.role === TurnRole.ASSISTANT || turn.role === TurnRole.COMPACTION) {
         const md = h("div", { class: "content markdown" });
         md.append(renderMarkdown(turn.content));
-        li.append(md);
+        body.append(md);
       } else {
-        li.append(h("pre", { class: "content" }, turn.content));
+        body.append(h("pre", { class: "content" }, turn.content));
       }
     }
+    if (body !== li) li.append(body);
     if (turn.toolCalls.length > 0) {
       const calls = h("ul", { class: "tool-calls" });
       for (const c of turn.toolCalls) {
