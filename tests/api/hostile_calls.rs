@@ -177,6 +177,7 @@ impl Foreign {
             .list_incidents(pb::ListIncidentsRequest {
                 page_size: 1,
                 page_token: String::new(),
+                source: 0,
             })
             .await
             .expect("red lists its incidents")
@@ -865,6 +866,7 @@ async fn hostile_sweep(tenants: bool) {
                 let call = client.list_incidents(pb::ListIncidentsRequest {
                     page_size,
                     page_token,
+                    source: 0,
                 });
                 if let Some(page) = sweep.check(n, rpc, &req, unary(call).await)
                     && !page.next_page_token.is_empty()

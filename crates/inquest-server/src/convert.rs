@@ -24,6 +24,15 @@ pub fn incident(i: Incident) -> pb::Incident {
         description: i.description,
         created_at: Some(timestamp(i.created_at)),
         alert_origin: None,
+        source: incident_source(i.source) as i32,
+    }
+}
+
+pub fn incident_source(s: inquest_store::IncidentSource) -> pb::IncidentSource {
+    match s {
+        inquest_store::IncidentSource::Manual => pb::IncidentSource::Manual,
+        inquest_store::IncidentSource::Alert => pb::IncidentSource::Alert,
+        inquest_store::IncidentSource::Schedule => pb::IncidentSource::Schedule,
     }
 }
 

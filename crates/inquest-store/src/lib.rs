@@ -64,7 +64,7 @@ pub use events::{EventContext, EventRow, Failing};
 pub use forks::{ForkOutcome, ForkRequest, Forked};
 pub use group::{DEFAULT_APPEND_STATEMENTS, MAX_GROUP};
 pub use idempotency::EXPIRE_BATCH;
-pub use incidents::{Incident, IncidentPage};
+pub use incidents::{Incident, IncidentPage, IncidentSource};
 pub use lease::{Lease, Renewal, ReplicaId};
 pub use listen::{ListenEvent, ListenerConfig, run_listener};
 pub use reports::{NewReport, ReportRow};

@@ -387,6 +387,7 @@ pub async fn incident(target: Target, command: IncidentCommand) -> anyhow::Resul
                         .list_incidents(pb::ListIncidentsRequest {
                             page_size: page.limit,
                             page_token,
+                            source: 0,
                         })
                         .await
                         .map_err(status_error)?

@@ -344,6 +344,14 @@
     APPROVE: 1,
     DENY: 2
   };
+  var SOURCE_NAMES = ["", "manual", "alert", "schedule"];
+  function sourceName(source) {
+    return SOURCE_NAMES[source] ?? `source_${source}`;
+  }
+  function sourceFromName(name) {
+    const i = SOURCE_NAMES.indexOf(name);
+    return i > 0 ? i : 0;
+  }
   function decodeAlertEvent(buf) {
     const m = { fingerprint: "", firing: false, startsAt: 0, endsAt: 0, labels: [], receivedAt: 0 };
     for (const [n, f] of fields(buf)) {
@@ -387,13 +395,14 @@
     return m;
   }
   function decodeIncident(buf) {
-    const m = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null };
+    const m = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null, source: 0 };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.id = str(f);
       else if (n === 2) m.title = str(f);
       else if (n === 3) m.description = str(f);
       else if (n === 4) m.createdAt = timestamp(f);
       else if (n === 5) m.alertOrigin = decodeAlertOrigin(sub(f));
+      else if (n === 6) m.source = num(f);
     }
     return m;
   }
@@ -679,7 +688,7 @@
   var LATEST = Number.MAX_SAFE_INTEGER;
   var encode = {
     createIncident: (title, description) => new Writer().string(1, title).string(2, description).finish(),
-    listIncidents: (pageSize, pageToken) => new Writer().uint(1, pageSize).string(2, pageToken).finish(),
+    listIncidents: (pageSize, pageToken, source = 0) => new Writer().uint(1, pageSize).string(2, pageToken).uint(3, source).finish(),
     startSession: (incidentId, message, idempotencyKey) => new Writer().string(1, incidentId).string(2, message).string(3, idempotencyKey).finish(),
     sessionId: (sessionId) => new Writer().string(1, sessionId).finish(),
     incidentId: (incidentId) => new Writer().string(1, incidentId).finish(),
@@ -4950,8 +4959,10 @@ Please report this to https://github.com/markedjs/marked.`, e) {
   var INCIDENT_PAGE = 20;
   var INCIDENT_POLL_MS = 5e3;
   var IncidentList = class {
-    constructor(status) {
+    /** `source`: only incidents from it (0: any). */
+    constructor(status, source = 0) {
       __publicField(this, "status", status);
+      __publicField(this, "source", source);
       __publicField(this, "pages", 1);
       __publicField(this, "stale", false);
       __publicField(this, "shown", "");
@@ -4988,11 +4999,17 @@ Please report this to https://github.com/markedjs/marked.`, e) {
           for (const s of page.items) {
             const group = groups.find((g) => g.incident.id === s.incidentId);
             if (group) group.sessions?.push(s);
-            else groups.push({ incident: await incidentById(s.incidentId), sessions: [s] });
+            else {
+              const incident = await incidentById(s.incidentId);
+              if (!this.source || incident.source === this.source) groups.push({ incident, sessions: [s] });
+            }
           }
           pageToken = page.next;
         } else {
-          const page = decodeList(await call("ListIncidents", encode.listIncidents(INCIDENT_PAGE, pageToken)), decodeIncident);
+          const page = decodeList(
+            await call("ListIncidents", encode.listIncidents(INCIDENT_PAGE, pageToken, this.source)),
+            decodeIncident
+          );
           for (const incident of page.items) groups.push({ incident, sessions: null });
           pageToken = page.next;
         }
@@ -5006,7 +5023,13 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       this.shown = signature;
       list.replaceChildren(...items);
       if (items.length === 0) {
-        list.append(h("li", { class: "empty" }, this.status ? "No sessions with that status." : "No incidents yet."));
+        list.append(
+          h(
+            "li",
+            { class: "empty" },
+            this.status ? "No sessions with that status." : this.source ? "No incidents from that source." : "No incidents yet."
+          )
+        );
       }
       list.dataset.pages = String(read);
       list.dataset.state = "loaded";
@@ -5026,6 +5049,11 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       }
     }
   }
+  var SOURCE_TEXT = {
+    1: "Opened by hand",
+    2: "From an alert",
+    3: "From a schedule"
+  };
   async function incidentItem(incident, only) {
     const sessions = only ?? decodeList(await call("ListSessions", encode.listSessions(incident.id, 50, "")), decodeSession).items;
     const ul = h("ul", { class: "sessions" });
@@ -5043,8 +5071,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     }
     return h(
       "li",
-      { class: "incident", "data-incident-id": incident.id },
+      { class: "incident", "data-incident-id": incident.id, "data-source": sourceName(incident.source) },
       h("h3", {}, h("a", { href: `#/incident/${incident.id}` }, incident.title)),
+      h("p", { class: "source" }, SOURCE_TEXT[incident.source] ?? ""),
       incident.description ? h("p", { class: "description" }, incident.description) : "",
       ul
     );
@@ -5234,9 +5263,16 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     for (const status of ALL_STATUSES) {
       filter.append(h("option", { value: statusName(status) }, statusName(status)));
     }
-    filter.addEventListener("change", () => {
-      location.hash = filter.value ? `#/incidents?status=${filter.value}` : "#/incidents";
-    });
+    const source = $2("source-filter");
+    const go = () => {
+      const q = new URLSearchParams();
+      if (filter.value) q.set("status", filter.value);
+      if (source.value) q.set("source", source.value);
+      const query = q.toString();
+      location.hash = query ? `#/incidents?${query}` : "#/incidents";
+    };
+    filter.addEventListener("change", go);
+    source.addEventListener("change", go);
   }
   var ACTIVE = [SessionStatus.PENDING, SessionStatus.RUNNING];
   var WINDOW = 300;
@@ -5907,7 +5943,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     }
     const hash = location.hash;
     const m = /^#\/session\/([0-9a-fA-F-]{36})(?:\/turn\/([1-9][0-9]{0,17}))?$/.exec(hash);
-    const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
+    const list = /^#\/(?:incidents)?(?:\?((?:status|source)=[a-z_]+(?:&(?:status|source)=[a-z_]+)?))?$/.exec(hash);
     const one = /^#\/incident\/([0-9a-fA-F-]{36})$/.exec(hash);
     if (one) {
       showView("incident-view");
@@ -5924,12 +5960,16 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       waitingNow().catch(showError);
     } else if (list) {
       showView("incidents-view");
-      const status = list[1] ? statusFromName(list[1]) : 0;
+      const q = new URLSearchParams(list[1] ?? "");
+      const status = statusFromName(q.get("status") ?? "");
+      const source = sourceFromName(q.get("source") ?? "");
       $2("status-filter").value = status ? statusName(status) : "";
+      $2("source-filter").value = source ? sourceName(source) : "";
       const el = $2("incident-list");
       el.dataset.state = "loading";
       el.dataset.filter = status ? statusName(status) : "";
-      incidents = new IncidentList(status);
+      el.dataset.source = source ? sourceName(source) : "";
+      incidents = new IncidentList(status, source);
       incidents.load().catch(showError);
     } else {
       showView("waiting-view");

@@ -30,6 +30,8 @@ import {
   roleName,
   statusFromName,
   statusName,
+  sourceFromName,
+  sourceName,
 } from "./proto";
 import { type CallView, Timeline } from "./view";
 import { renderMarkdown } from "./markdown";
@@ -602,7 +604,11 @@ class IncidentList {
   private shown = "";
   private running: Promise<void> | null = null;
 
-  constructor(readonly status: number) {}
+  /** `source`: only incidents from it (0: any). */
+  constructor(
+    readonly status: number,
+    readonly source = 0,
+  ) {}
 
   close(): void {
     this.stale = true;
@@ -638,11 +644,19 @@ class IncidentList {
         for (const s of page.items) {
           const group = groups.find((g) => g.incident.id === s.incidentId);
           if (group) group.sessions?.push(s);
-          else groups.push({ incident: await incidentById(s.incidentId), sessions: [s] });
+          else {
+            const incident = await incidentById(s.incidentId);
+            // ListSessions has no source filter: the incidents it names
+            // are sorted here (a page may then show fewer).
+            if (!this.source || incident.source === this.source) groups.push({ incident, sessions: [s] });
+          }
         }
         pageToken = page.next;
       } else {
-        const page = decodeList(await call("ListIncidents", encode.listIncidents(INCIDENT_PAGE, pageToken)), decodeIncident);
+        const page = decodeList(
+          await call("ListIncidents", encode.listIncidents(INCIDENT_PAGE, pageToken, this.source)),
+          decodeIncident,
+        );
         for (const incident of page.items) groups.push({ incident, sessions: null });
         pageToken = page.next;
       }
@@ -658,7 +672,13 @@ class IncidentList {
     this.shown = signature;
     list.replaceChildren(...items);
     if (items.length === 0) {
-      list.append(h("li", { class: "empty" }, this.status ? "No sessions with that status." : "No incidents yet."));
+      list.append(
+        h(
+          "li",
+          { class: "empty" },
+          this.status ? "No sessions with that status." : this.source ? "No incidents from that source." : "No incidents yet.",
+        ),
+      );
     }
     list.dataset.pages = String(read);
     list.dataset.state = "loaded";
@@ -683,6 +703,13 @@ async function pollIncidents(): Promise<void> {
   }
 }
 
+/** Where an incident came from, in words. */
+const SOURCE_TEXT: Record<number, string> = {
+  1: "Opened by hand",
+  2: "From an alert",
+  3: "From a schedule",
+};
+
 async function incidentItem(incident: Incident, only: Session[] | null): Promise<HTMLElement> {
   const sessions =
     only ??
@@ -702,8 +729,9 @@ async function incidentItem(incident: Incident, only: Session[] | null): Promise
   }
   return h(
     "li",
-    { class: "incident", "data-incident-id": incident.id },
+    { class: "incident", "data-incident-id": incident.id, "data-source": sourceName(incident.source) },
     h("h3", {}, h("a", { href: `#/incident/${incident.id}` }, incident.title)),
+    h("p", { class: "source" }, SOURCE_TEXT[incident.source] ?? ""),
     incident.description ? h("p", { class: "description" }, incident.description) : "",
     ul,
   );
@@ -921,10 +949,17 @@ function setupNewInvestigation(): void {
   for (const status of ALL_STATUSES) {
     filter.append(h("option", { value: statusName(status) }, statusName(status)));
   }
-  // The filter is part of the URL, so a filtered list can be linked to.
-  filter.addEventListener("change", () => {
-    location.hash = filter.value ? `#/incidents?status=${filter.value}` : "#/incidents";
-  });
+  // The filters are part of the URL, so a filtered list can be linked to.
+  const source = $("source-filter") as HTMLSelectElement;
+  const go = () => {
+    const q = new URLSearchParams();
+    if (filter.value) q.set("status", filter.value);
+    if (source.value) q.set("source", source.value);
+    const query = q.toString();
+    location.hash = query ? `#/incidents?${query}` : "#/incidents";
+  };
+  filter.addEventListener("change", go);
+  source.addEventListener("change", go);
 }
 
 // ---------- session view ----------
@@ -1753,7 +1788,7 @@ function route(): void {
   }
   const hash = location.hash;
   const m = /^#\/session\/([0-9a-fA-F-]{36})(?:\/turn\/([1-9][0-9]{0,17}))?$/.exec(hash);
-  const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
+  const list = /^#\/(?:incidents)?(?:\?((?:status|source)=[a-z_]+(?:&(?:status|source)=[a-z_]+)?))?$/.exec(hash);
   const one = /^#\/incident\/([0-9a-fA-F-]{36})$/.exec(hash);
   if (one) {
     showView("incident-view");
@@ -1770,12 +1805,16 @@ function route(): void {
     waitingNow().catch(showError);
   } else if (list) {
     showView("incidents-view");
-    const status = list[1] ? statusFromName(list[1]) : 0;
+    const q = new URLSearchParams(list[1] ?? "");
+    const status = statusFromName(q.get("status") ?? "");
+    const source = sourceFromName(q.get("source") ?? "");
     ($("status-filter") as HTMLSelectElement).value = status ? statusName(status) : "";
+    ($("source-filter") as HTMLSelectElement).value = source ? sourceName(source) : "";
     const el = $("incident-list");
     el.dataset.state = "loading";
     el.dataset.filter = status ? statusName(status) : "";
-    incidents = new IncidentList(status);
+    el.dataset.source = source ? sourceName(source) : "";
+    incidents = new IncidentList(status, source);
     incidents.load().catch(showError);
   } else {
     showView("waiting-view");

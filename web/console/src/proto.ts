@@ -242,6 +242,28 @@ export interface Incident {
   createdAt: number;
   /** The alert group behind it (GetIncident only; null: none). */
   alertOrigin: AlertOrigin | null;
+  /** Where it came from: an IncidentSource. */
+  source: number;
+}
+
+/** Where an incident came from (ListIncidents can filter by it). */
+export const IncidentSource = {
+  UNSPECIFIED: 0,
+  MANUAL: 1,
+  ALERT: 2,
+  SCHEDULE: 3,
+} as const;
+
+const SOURCE_NAMES = ["", "manual", "alert", "schedule"];
+
+export function sourceName(source: number): string {
+  return SOURCE_NAMES[source] ?? `source_${source}`;
+}
+
+/** The IncidentSource of a name ("alert"); 0 for none. */
+export function sourceFromName(name: string): number {
+  const i = SOURCE_NAMES.indexOf(name);
+  return i > 0 ? i : 0;
 }
 
 /** One alert that fired or resolved, as a notification brought it. */
@@ -314,13 +336,14 @@ export function decodeAlertOrigin(buf: Uint8Array): AlertOrigin {
 }
 
 export function decodeIncident(buf: Uint8Array): Incident {
-  const m: Incident = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null };
+  const m: Incident = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null, source: 0 };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.id = str(f);
     else if (n === 2) m.title = str(f);
     else if (n === 3) m.description = str(f);
     else if (n === 4) m.createdAt = timestamp(f);
     else if (n === 5) m.alertOrigin = decodeAlertOrigin(sub(f));
+    else if (n === 6) m.source = num(f);
   }
   return m;
 }
@@ -790,8 +813,8 @@ export const LATEST = Number.MAX_SAFE_INTEGER;
 export const encode = {
   createIncident: (title: string, description: string) =>
     new Writer().string(1, title).string(2, description).finish(),
-  listIncidents: (pageSize: number, pageToken: string) =>
-    new Writer().uint(1, pageSize).string(2, pageToken).finish(),
+  listIncidents: (pageSize: number, pageToken: string, source = 0) =>
+    new Writer().uint(1, pageSize).string(2, pageToken).uint(3, source).finish(),
   startSession: (incidentId: string, message: string, idempotencyKey: string) =>
     new Writer().string(1, incidentId).string(2, message).string(3, idempotencyKey).finish(),
   sessionId: (sessionId: string) => new Writer().string(1, sessionId).finish(),
