@@ -188,6 +188,7 @@ impl Foreign {
                 page_size: 1,
                 page_token: String::new(),
                 statuses: Vec::new(),
+                queued_only: false,
             })
             .await
             .expect("red lists its sessions")
@@ -926,6 +927,7 @@ async fn hostile_sweep(tenants: bool) {
                     page_size,
                     page_token,
                     statuses,
+                    queued_only: false,
                 });
                 if let Some(page) = sweep.check(n, rpc, &req, unary(call).await)
                     && !page.next_page_token.is_empty()

@@ -75,6 +75,7 @@ async fn all_sessions(
                 page_size,
                 page_token: token,
                 statuses: statuses.iter().map(|&s| s as i32).collect(),
+                queued_only: false,
             })
             .await
             .unwrap()
@@ -319,6 +320,7 @@ async fn listing_refuses_bad_tokens_statuses_and_incidents() {
             page_size: 0,
             page_token: page_token.into(),
             statuses,
+            queued_only: false,
         };
     let unknown = uuid::Uuid::now_v7().to_string();
     let cases = [

@@ -565,7 +565,14 @@ async fn updated_at_follows_the_newest_turn() {
     assert_eq!(wire, turn.created_at);
     let listed = app
         .store
-        .list_sessions(&inquest_core::Tenant::default_tenant(), None, &[], None, 10)
+        .list_sessions(
+            &inquest_core::Tenant::default_tenant(),
+            None,
+            &[],
+            None,
+            10,
+            false,
+        )
         .await
         .unwrap();
     let listed = listed.sessions.iter().find(|s| s.id == id).unwrap();

@@ -36,6 +36,25 @@ pub fn incident_source(s: inquest_store::IncidentSource) -> pb::IncidentSource {
     }
 }
 
+/// What a queued message shows in GetSession and ListSessions: a list of
+/// sessions each with up to `limits.max_queued_messages` messages must stay
+/// within a response, so each is cut (its user turn will hold it whole).
+pub const QUEUED_TEXT_SHOWN: usize = 2_000;
+
+pub fn queued_message(q: inquest_store::QueuedMessage) -> pb::QueuedMessage {
+    pb::QueuedMessage {
+        text: inquest_core::cap::cut_text(
+            &q.text,
+            QUEUED_TEXT_SHOWN,
+            "queued message shown in a session",
+        )
+        .into_owned(),
+        position: q.position,
+        interrupt: q.interrupt,
+        queued_at: Some(timestamp(q.queued_at)),
+    }
+}
+
 /// The alert group behind an incident, for GetIncident.
 pub fn alert_origin(o: inquest_store::AlertOrigin) -> pb::AlertOrigin {
     pb::AlertOrigin {
@@ -125,6 +144,7 @@ pub fn session(s: SessionRow) -> pb::Session {
             .map(|(parent, _)| parent.to_string())
             .unwrap_or_default(),
         forked_at_seq: s.forked_from.map_or(0, |(_, at)| at.as_i64()),
+        queued_messages: Vec::new(),
     }
 }
 

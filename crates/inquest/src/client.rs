@@ -561,6 +561,7 @@ pub async fn session(target: Target, command: SessionCommand) -> anyhow::Result<
                             page_size: page.limit,
                             page_token,
                             statuses,
+                            queued_only: false,
                         })
                         .await
                         .map_err(status_error)?

@@ -487,7 +487,8 @@
       costComplete: false,
       approvals: [],
       forkedFromSessionId: "",
-      forkedAtSeq: 0
+      forkedAtSeq: 0,
+      queuedMessages: []
     };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.id = str(f);
@@ -507,6 +508,16 @@
       else if (n === 22) m.approvals.push(decodeApproval(sub(f)));
       else if (n === 23) m.forkedFromSessionId = str(f);
       else if (n === 24) m.forkedAtSeq = num(f);
+      else if (n === 25) {
+        const q = { text: "", position: 0, interrupt: false, queuedAt: 0 };
+        for (const [k, g] of fields(sub(f))) {
+          if (k === 1) q.text = str(g);
+          else if (k === 2) q.position = num(g);
+          else if (k === 3) q.interrupt = bool(g);
+          else if (k === 4) q.queuedAt = timestamp(g);
+        }
+        m.queuedMessages.push(q);
+      }
     }
     return m;
   }
@@ -692,7 +703,7 @@
     startSession: (incidentId, message, idempotencyKey) => new Writer().string(1, incidentId).string(2, message).string(3, idempotencyKey).finish(),
     sessionId: (sessionId) => new Writer().string(1, sessionId).finish(),
     incidentId: (incidentId) => new Writer().string(1, incidentId).finish(),
-    listSessions: (incidentId, pageSize, pageToken, statuses = []) => new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
+    listSessions: (incidentId, pageSize, pageToken, statuses = [], queuedOnly = false) => new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).uint(5, queuedOnly ? 1 : 0).finish(),
     listTurns: (sessionId, afterSeq, limit) => new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
     /** ListTurns backwards: the page just before `beforeSeq` (LATEST: the newest). */
     listTurnsBefore: (sessionId, beforeSeq, limit) => new Writer().string(1, sessionId).uint(3, limit).uint(4, beforeSeq).finish(),
@@ -4809,6 +4820,15 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       actions: [{ label: "Cancel session", method: "CancelSession", action: "cancel" }]
     }
   ];
+  var QUEUED = {
+    kind: "queued",
+    status: 0,
+    why: (s) => {
+      const n = s.queuedMessages.length;
+      return `${n} message${n === 1 ? "" : "s"} queued behind the running burst; cancelling the session drops ${n === 1 ? "it" : "them"}.`;
+    },
+    actions: [{ label: "Cancel session", method: "CancelSession", action: "cancel" }]
+  };
   function waitingCount(s, hold) {
     return hold.kind === "approval" ? pendingApprovals(s).length : 1;
   }
@@ -4869,6 +4889,20 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       if (!hold || waitingCount(s, hold) === 0) continue;
       shown.push({ session: s, hold, title: await incidentTitle(s.incidentId) });
     }
+    pageToken = "";
+    for (let pages = 0; pages < WAITING_MAX_PAGES; pages++) {
+      const page = decodeList(
+        await call("ListSessions", encode.listSessions("", 100, pageToken, [], true)),
+        decodeSession
+      );
+      for (const s of page.items) {
+        if (s.queuedMessages.length === 0 || shown.some((w2) => w2.session.id === s.id)) continue;
+        shown.push({ session: s, hold: QUEUED, title: await incidentTitle(s.incidentId) });
+      }
+      pageToken = page.next;
+      if (!pageToken) break;
+      if (pages + 1 === WAITING_MAX_PAGES) more = true;
+    }
     waitingHeld = shown;
     waitingMore = more;
     renderWaiting();
@@ -4919,6 +4953,18 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       { class: "approvals" },
       ...s.approvals.map((a) => approvalCard(s.id, a, true, waitingHost))
     ) : "";
+    const queued = s.queuedMessages.length > 0 ? h(
+      "ol",
+      { class: "queued-messages", "aria-label": "Queued messages" },
+      ...s.queuedMessages.map(
+        (q) => h(
+          "li",
+          { class: "queued", "data-position": String(q.position) },
+          h("span", { class: "queued-state" }, `${q.interrupt ? "interrupting" : "queued"}, position ${q.position}`),
+          h("pre", { class: "content" }, q.text)
+        )
+      )
+    ) : "";
     return h(
       "li",
       { class: "waiting", "data-session-id": s.id, "data-kind": hold.kind, "data-status": statusName(s.status) },
@@ -4933,6 +4979,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       ),
       h("p", { class: "why" }, hold.why(s)),
       cards,
+      queued,
       actions
     );
   }
@@ -5348,6 +5395,8 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       this.renderStreaming();
       this.setWatchState("connecting");
       await Promise.all([this.refresh(), this.openWindow()]);
+      if (this.stopped) return;
+      this.showWindow();
       void this.watch();
     }
     close() {
@@ -5380,12 +5429,18 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       list.dataset.lastSeq = String(this.timeline.lastSeq);
       this.markHeldCalls();
       this.updateEdges();
+    }
+    /** Once the session and the first page are both in (either may move the
+     * layout): the deep-linked turn, or the newest, on screen; then the
+     * window follows the scrolling. */
+    showWindow() {
+      const list = $2("turns");
       const focused = this.focus !== null ? document.getElementById(`turn-${this.focus}`) : null;
       if (focused) focused.scrollIntoView({ block: "center" });
       else if (this.focus === null) list.lastElementChild?.scrollIntoView({ block: "nearest" });
       window.addEventListener("scroll", this.onScroll, { passive: true });
-      if (page.turns.length > 0) {
-        list.dataset.shown = String(page.turns[page.turns.length - 1].seq);
+      if (list.lastElementChild) {
+        list.dataset.shown = String(this.hi);
         performance.mark("inquest:turns-shown");
       }
     }

@@ -404,6 +404,19 @@ const HOLDS: Hold[] = [
   },
 ];
 
+/** A session with messages queued behind its running burst (read with
+ * ListSessions' queued_only): they wait for the burst, and a person may
+ * want them gone, which only a cancel of the session does. */
+const QUEUED: Hold = {
+  kind: "queued",
+  status: 0,
+  why: (s) => {
+    const n = s.queuedMessages.length;
+    return `${n} message${n === 1 ? "" : "s"} queued behind the running burst; cancelling the session drops ${n === 1 ? "it" : "them"}.`;
+  },
+  actions: [{ label: "Cancel session", method: "CancelSession", action: "cancel" }],
+};
+
 /** What a held session counts for in the title and header: each call
  * waiting for approval, or the session itself for a confirmation. */
 function waitingCount(s: Session, hold: Hold): number {
@@ -483,6 +496,22 @@ async function readWaiting(): Promise<void> {
     if (!hold || waitingCount(s, hold) === 0) continue;
     shown.push({ session: s, hold, title: await incidentTitle(s.incidentId) });
   }
+  // Sessions with queued messages and no other hold (a held one shows its
+  // queue in its own entry).
+  pageToken = "";
+  for (let pages = 0; pages < WAITING_MAX_PAGES; pages++) {
+    const page = decodeList(
+      await call("ListSessions", encode.listSessions("", 100, pageToken, [], true)),
+      decodeSession,
+    );
+    for (const s of page.items) {
+      if (s.queuedMessages.length === 0 || shown.some((w) => w.session.id === s.id)) continue;
+      shown.push({ session: s, hold: QUEUED, title: await incidentTitle(s.incidentId) });
+    }
+    pageToken = page.next;
+    if (!pageToken) break;
+    if (pages + 1 === WAITING_MAX_PAGES) more = true;
+  }
   waitingHeld = shown;
   waitingMore = more;
   renderWaiting();
@@ -545,6 +574,21 @@ function waitingItem(s: Session, hold: Hold, title: string): HTMLElement {
           ...s.approvals.map((a) => approvalCard(s.id, a, true, waitingHost)),
         )
       : "";
+  const queued =
+    s.queuedMessages.length > 0
+      ? h(
+          "ol",
+          { class: "queued-messages", "aria-label": "Queued messages" },
+          ...s.queuedMessages.map((q) =>
+            h(
+              "li",
+              { class: "queued", "data-position": String(q.position) },
+              h("span", { class: "queued-state" }, `${q.interrupt ? "interrupting" : "queued"}, position ${q.position}`),
+              h("pre", { class: "content" }, q.text),
+            ),
+          ),
+        )
+      : "";
   return h(
     "li",
     { class: "waiting", "data-session-id": s.id, "data-kind": hold.kind, "data-status": statusName(s.status) },
@@ -559,6 +603,7 @@ function waitingItem(s: Session, hold: Hold, title: string): HTMLElement {
     ),
     h("p", { class: "why" }, hold.why(s)),
     cards,
+    queued,
     actions,
   );
 }
@@ -1007,6 +1052,8 @@ class SessionPage {
     this.renderStreaming();
     this.setWatchState("connecting");
     await Promise.all([this.refresh(), this.openWindow()]);
+    if (this.stopped) return;
+    this.showWindow();
     void this.watch();
   }
 
@@ -1066,12 +1113,20 @@ class SessionPage {
     list.dataset.lastSeq = String(this.timeline.lastSeq);
     this.markHeldCalls();
     this.updateEdges();
+  }
+
+  /** Once the session and the first page are both in (either may move the
+   * layout): the deep-linked turn, or the newest, on screen; then the
+   * window follows the scrolling. */
+  private showWindow(): void {
+    const list = $("turns");
     const focused = this.focus !== null ? document.getElementById(`turn-${this.focus}`) : null;
     if (focused) focused.scrollIntoView({ block: "center" });
     else if (this.focus === null) list.lastElementChild?.scrollIntoView({ block: "nearest" });
     window.addEventListener("scroll", this.onScroll, { passive: true });
-    if (page.turns.length > 0) {
-      list.dataset.shown = String(page.turns[page.turns.length - 1].seq);
+    if (list.lastElementChild) {
+      list.dataset.shown = String(this.hi);
+      // What `inquest-bench console` reads: navigation to the newest turns on screen.
       performance.mark("inquest:turns-shown");
     }
   }

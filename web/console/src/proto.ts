@@ -467,6 +467,16 @@ export interface Session {
   /** A fork's source session and the seq it was forked at ("" and 0: no fork). */
   forkedFromSessionId: string;
   forkedAtSeq: number;
+  /** Messages queued behind the running burst, oldest first. */
+  queuedMessages: QueuedMessage[];
+}
+
+/** A message sent while a burst ran, waiting to become a user turn. */
+export interface QueuedMessage {
+  text: string;
+  position: number;
+  interrupt: boolean;
+  queuedAt: number;
 }
 
 export function decodeSession(buf: Uint8Array): Session {
@@ -488,6 +498,7 @@ export function decodeSession(buf: Uint8Array): Session {
     approvals: [],
     forkedFromSessionId: "",
     forkedAtSeq: 0,
+    queuedMessages: [],
   };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.id = str(f);
@@ -507,6 +518,16 @@ export function decodeSession(buf: Uint8Array): Session {
     else if (n === 22) m.approvals.push(decodeApproval(sub(f)));
     else if (n === 23) m.forkedFromSessionId = str(f);
     else if (n === 24) m.forkedAtSeq = num(f);
+    else if (n === 25) {
+      const q: QueuedMessage = { text: "", position: 0, interrupt: false, queuedAt: 0 };
+      for (const [k, g] of fields(sub(f))) {
+        if (k === 1) q.text = str(g);
+        else if (k === 2) q.position = num(g);
+        else if (k === 3) q.interrupt = bool(g);
+        else if (k === 4) q.queuedAt = timestamp(g);
+      }
+      m.queuedMessages.push(q);
+    }
   }
   return m;
 }
@@ -819,8 +840,14 @@ export const encode = {
     new Writer().string(1, incidentId).string(2, message).string(3, idempotencyKey).finish(),
   sessionId: (sessionId: string) => new Writer().string(1, sessionId).finish(),
   incidentId: (incidentId: string) => new Writer().string(1, incidentId).finish(),
-  listSessions: (incidentId: string, pageSize: number, pageToken: string, statuses: number[] = []) =>
-    new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
+  listSessions: (incidentId: string, pageSize: number, pageToken: string, statuses: number[] = [], queuedOnly = false) =>
+    new Writer()
+      .string(1, incidentId)
+      .uint(2, pageSize)
+      .string(3, pageToken)
+      .packed(4, statuses)
+      .uint(5, queuedOnly ? 1 : 0)
+      .finish(),
   listTurns: (sessionId: string, afterSeq: number, limit: number) =>
     new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
   /** ListTurns backwards: the page just before `beforeSeq` (LATEST: the newest). */
