@@ -10,6 +10,7 @@ mod bench_alerts;
 mod bench_approval;
 mod bench_attack;
 mod bench_cache;
+mod bench_console;
 mod bench_fork;
 mod bench_interrupt;
 mod bench_loop;
