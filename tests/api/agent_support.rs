@@ -153,6 +153,7 @@ pub async fn turns(client: &mut Client, session: &str) -> Vec<pb::SessionTurn> {
         .list_turns(pb::ListTurnsRequest {
             session_id: session.into(),
             after_seq: 0,
+            before_seq: 0,
             limit: 1000,
         })
         .await

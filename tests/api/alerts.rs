@@ -823,6 +823,7 @@ async fn turns_of(app: &TestApp, token: &str, session: &str) -> Vec<pb::SessionT
             pb::ListTurnsRequest {
                 session_id: session.to_owned(),
                 after_seq: 0,
+                before_seq: 0,
                 limit: 1000,
             },
             token,

@@ -159,6 +159,7 @@ async fn a_flood_of_reads_fails_no_burst() {
                         .list_turns(pb::ListTurnsRequest {
                             session_id: id.clone(),
                             after_seq: 0,
+                            before_seq: 0,
                             limit: 1000,
                         })
                         .await

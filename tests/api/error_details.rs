@@ -183,6 +183,7 @@ async fn invalid_arguments_name_the_field_and_the_limit() {
             page_size: 0,
             page_token: String::new(),
             statuses: Vec::new(),
+            queued_only: false,
         })
         .await
         .unwrap_err();
@@ -247,6 +248,7 @@ async fn invalid_arguments_name_the_field_and_the_limit() {
             page_size: 1,
             page_token: "forged".into(),
             statuses: Vec::new(),
+            queued_only: false,
         })
         .await
         .unwrap_err();

@@ -115,6 +115,7 @@ async fn bad_input_gets_exact_codes_and_writes_nothing() {
                 .list_turns(pb::ListTurnsRequest {
                     session_id: UNKNOWN.into(),
                     after_seq: 0,
+                    before_seq: 0,
                     limit: 0,
                 })
                 .await
@@ -127,6 +128,7 @@ async fn bad_input_gets_exact_codes_and_writes_nothing() {
                 .list_turns(pb::ListTurnsRequest {
                     session_id: session.id.clone(),
                     after_seq: -1,
+                    before_seq: 0,
                     limit: 0,
                 })
                 .await

@@ -380,6 +380,7 @@ async fn an_exhausted_pool_slows_but_never_fails_a_burst() {
                     c.list_turns(pb::ListTurnsRequest {
                         session_id: id.clone(),
                         after_seq: 0,
+                        before_seq: 0,
                         limit: 1000,
                     })
                     .await

@@ -277,6 +277,7 @@ pub async fn all_turns(client: &mut Client, id: &str) -> Vec<pb::SessionTurn> {
             .list_turns(pb::ListTurnsRequest {
                 session_id: id.into(),
                 after_seq: after,
+                before_seq: 0,
                 limit: 1000,
             })
             .await

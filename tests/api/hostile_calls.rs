@@ -177,6 +177,7 @@ impl Foreign {
             .list_incidents(pb::ListIncidentsRequest {
                 page_size: 1,
                 page_token: String::new(),
+                source: 0,
             })
             .await
             .expect("red lists its incidents")
@@ -187,6 +188,7 @@ impl Foreign {
                 page_size: 1,
                 page_token: String::new(),
                 statuses: Vec::new(),
+                queued_only: false,
             })
             .await
             .expect("red lists its sessions")
@@ -870,6 +872,7 @@ async fn hostile_sweep(tenants: bool) {
                 let call = client.list_incidents(pb::ListIncidentsRequest {
                     page_size,
                     page_token,
+                    source: 0,
                 });
                 if let Some(page) = sweep.check(n, rpc, &req, unary(call).await)
                     && !page.next_page_token.is_empty()
@@ -932,6 +935,7 @@ async fn hostile_sweep(tenants: bool) {
                     page_size,
                     page_token,
                     statuses,
+                    queued_only: false,
                 });
                 if let Some(page) = sweep.check(n, rpc, &req, unary(call).await)
                     && !page.next_page_token.is_empty()
@@ -949,6 +953,7 @@ async fn hostile_sweep(tenants: bool) {
                 let call = client.list_turns(pb::ListTurnsRequest {
                     session_id,
                     after_seq,
+                    before_seq: 0,
                     limit,
                 });
                 sweep.check(n, rpc, &req, unary(call).await);

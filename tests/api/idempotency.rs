@@ -58,6 +58,7 @@ async fn turns_of(client: &mut Client, session: &str) -> Vec<pb::SessionTurn> {
         .list_turns(pb::ListTurnsRequest {
             session_id: session.into(),
             after_seq: 0,
+            before_seq: 0,
             limit: 1000,
         })
         .await

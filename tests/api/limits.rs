@@ -35,6 +35,7 @@ async fn list_all(
             .list_turns(pb::ListTurnsRequest {
                 session_id: session.into(),
                 after_seq: after,
+                before_seq: 0,
                 limit,
             })
             .await
@@ -150,6 +151,7 @@ async fn a_turn_over_the_response_cap_is_shown_cut_and_the_session_goes_on() {
         .list_turns(pb::ListTurnsRequest {
             session_id: session.clone(),
             after_seq: 0,
+            before_seq: 0,
             limit: 1000,
         })
         .await

@@ -45,6 +45,7 @@ async fn all_incidents(client: &mut Client, page_size: u32) -> Vec<String> {
             .list_incidents(pb::ListIncidentsRequest {
                 page_size,
                 page_token: token,
+                source: 0,
             })
             .await
             .unwrap()
@@ -74,6 +75,7 @@ async fn all_sessions(
                 page_size,
                 page_token: token,
                 statuses: statuses.iter().map(|&s| s as i32).collect(),
+                queued_only: false,
             })
             .await
             .unwrap()
@@ -233,6 +235,7 @@ async fn incident_pages_are_capped_at_500() {
         .list_incidents(pb::ListIncidentsRequest {
             page_size: 10_000,
             page_token: String::new(),
+            source: 0,
         })
         .await
         .unwrap()
@@ -243,6 +246,7 @@ async fn incident_pages_are_capped_at_500() {
         .list_incidents(pb::ListIncidentsRequest {
             page_size: 10_000,
             page_token: first.next_page_token,
+            source: 0,
         })
         .await
         .unwrap()
@@ -316,6 +320,7 @@ async fn listing_refuses_bad_tokens_statuses_and_incidents() {
             page_size: 0,
             page_token: page_token.into(),
             statuses,
+            queued_only: false,
         };
     let unknown = uuid::Uuid::now_v7().to_string();
     let cases = [
@@ -353,6 +358,7 @@ async fn listing_refuses_bad_tokens_statuses_and_incidents() {
         .list_incidents(pb::ListIncidentsRequest {
             page_size: 0,
             page_token: "zzz".into(),
+            source: 0,
         })
         .await
         .unwrap_err();
@@ -374,6 +380,7 @@ async fn page_tokens_are_the_servers_own_and_outlive_the_replica() {
         .list_incidents(pb::ListIncidentsRequest {
             page_size: 1,
             page_token: String::new(),
+            source: 0,
         })
         .await
         .unwrap()
@@ -386,6 +393,7 @@ async fn page_tokens_are_the_servers_own_and_outlive_the_replica() {
                 .list_incidents(pb::ListIncidentsRequest {
                     page_size: 1,
                     page_token,
+                    source: 0,
                 })
                 .await
         }
@@ -417,6 +425,7 @@ async fn page_tokens_are_the_servers_own_and_outlive_the_replica() {
         .list_incidents(pb::ListIncidentsRequest {
             page_size: 1,
             page_token: token,
+            source: 0,
         })
         .await
         .unwrap()
@@ -424,4 +433,125 @@ async fn page_tokens_are_the_servers_own_and_outlive_the_replica() {
     assert_eq!(again.incidents[0].id, second.incidents[0].id);
     other.stop().await.expect("stop the other replica");
     app.stop().await.expect("stop");
+}
+
+/// Every incident of `source`, following page tokens one incident a page.
+async fn incidents_from(client: &mut Client, source: pb::IncidentSource) -> Vec<pb::Incident> {
+    let (mut all, mut token) = (Vec::new(), String::new());
+    loop {
+        let page = client
+            .list_incidents(pb::ListIncidentsRequest {
+                page_size: 1,
+                page_token: token,
+                source: source as i32,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(page.incidents.len() <= 1);
+        all.extend(page.incidents);
+        if page.next_page_token.is_empty() {
+            return all;
+        }
+        token = page.next_page_token;
+    }
+}
+
+#[tokio::test]
+async fn list_incidents_filters_by_where_each_came_from() {
+    use inquest_core::{IncidentText, Limits, Tenant, TenantQuota, UserMessage};
+    use time::macros::datetime;
+
+    let app = spawn_app().await;
+    let mut client = app.client().await;
+    // Made by a person: CreateIncident.
+    let mut manual = Vec::new();
+    for title in ["m1", "m2", "m3"] {
+        manual.push(incident(&mut client, title).await.id);
+    }
+    // Made by Alertmanager notifications (loopback, no authentication:
+    // the default tenant).
+    let http = reqwest::Client::new();
+    for key in ["{}:{alertname=\"A\"}", "{}:{alertname=\"B\"}"] {
+        let body = serde_json::json!({
+            "version": "4", "groupKey": key, "status": "firing", "receiver": "inquest",
+            "externalURL": "http://am.test", "groupLabels": {}, "commonLabels": {},
+            "commonAnnotations": {}, "alerts": [{
+                "status": "firing", "fingerprint": key, "labels": {"alertname": key},
+                "annotations": {}, "startsAt": "2026-01-01T00:00:00Z",
+                "endsAt": "0001-01-01T00:00:00Z",
+            }],
+        });
+        let response = http
+            .post(format!("http://{}/v1/alerts/alertmanager", app.addr))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+    }
+    // Made by a schedule's tick.
+    let limits = Limits::default();
+    app.store
+        .register_schedules(&["budget".to_owned()])
+        .await
+        .unwrap();
+    let fired = app
+        .store
+        .fire_schedule_tick(inquest_store::FireTick {
+            schedule: "budget",
+            tick: datetime!(2026-12-07 07:00 UTC),
+            tenant: &Tenant::default_tenant(),
+            quota: TenantQuota::UNLIMITED,
+            incident: &IncidentText::parse("budget".into(), String::new(), &limits).unwrap(),
+            message: &UserMessage::parse("review it".into(), &limits).unwrap(),
+            skills: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(fired, inquest_store::TickOutcome::Fired(_)),
+        "{fired:?}"
+    );
+
+    let everything = incidents_from(&mut client, pb::IncidentSource::Unspecified).await;
+    assert_eq!(everything.len(), 6);
+    let manual_listed = incidents_from(&mut client, pb::IncidentSource::Manual).await;
+    let mut ids: Vec<String> = manual_listed.iter().map(|i| i.id.clone()).collect();
+    ids.reverse();
+    assert_eq!(ids, manual, "newest first, each once");
+    let alerts = incidents_from(&mut client, pb::IncidentSource::Alert).await;
+    assert_eq!(alerts.len(), 2);
+    let scheduled = incidents_from(&mut client, pb::IncidentSource::Schedule).await;
+    assert_eq!(scheduled.len(), 1);
+    assert_eq!(scheduled[0].title, "budget");
+    // Each incident says where it came from, in the list and in GetIncident.
+    for (list, source) in [
+        (&manual_listed, pb::IncidentSource::Manual),
+        (&alerts, pb::IncidentSource::Alert),
+        (&scheduled, pb::IncidentSource::Schedule),
+    ] {
+        for i in list {
+            assert_eq!(i.source, source as i32, "{i:?}");
+            let got = client
+                .get_incident(pb::GetIncidentRequest {
+                    incident_id: i.id.clone(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(got.source, source as i32, "{got:?}");
+        }
+    }
+    // Not a source.
+    let err = client
+        .list_incidents(pb::ListIncidentsRequest {
+            page_size: 10,
+            page_token: String::new(),
+            source: 9,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    app.stop().await.unwrap();
 }

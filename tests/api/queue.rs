@@ -399,3 +399,90 @@ async fn a_drained_queue_survives_the_closer_and_runs_once_elsewhere() {
     runner.stop().await.unwrap();
     closer.stop().await.unwrap();
 }
+
+/// The queue is visible without a watch: GetSession and ListSessions carry
+/// each session's queued messages (a long one cut with a marker), and
+/// ListSessions' queued_only lists just the sessions with one; once the
+/// burst closes and the queue drains, they are gone from both.
+#[tokio::test]
+async fn get_and_list_sessions_show_the_queue_and_list_only_sessions_with_one() {
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text(FIRST))
+        .reply(FakeReply::text("S1"))
+        .reply(FakeReply::text(SECOND))
+        .reply(FakeReply::text("S2"));
+    fake.hold_answers();
+    let app = app_with_fake(&fake, |_| {}).await;
+    let mut client = app.client().await;
+    let id = start(&mut client, ASK).await;
+    eventually("the first model call", || fake.request_count() == 1).await;
+    // Another session, idle, with no queue.
+    let incident = session(&mut client, &id).await.incident_id;
+    let other = inquest_core::SessionId::new();
+    inquest_tests::resume::insert_session(
+        &inquest_tests::connect(&app.db_url).await,
+        inquest_core::IncidentId::parse(&incident).unwrap(),
+        other,
+        "idle",
+        &[],
+    )
+    .await;
+
+    let long = "x".repeat(5_000);
+    enqueue(&mut client, &id, PRICING, "v-a").await;
+    enqueue(&mut client, &id, &long, "v-b").await;
+    let q = session(&mut client, &id).await.queued_messages;
+    assert_eq!(q.len(), 2, "{q:?}");
+    assert_eq!(
+        (q[0].text.as_str(), q[0].position, q[0].interrupt),
+        (PRICING, 1, false)
+    );
+    assert_eq!(q[1].position, 2);
+    assert!(
+        q[1].text.starts_with(&"x".repeat(2_000)) && q[1].text.contains("cut by inquest"),
+        "{}",
+        &q[1].text[1990..]
+    );
+    assert!(q[1].text.len() < 2_200);
+    assert!(q[0].queued_at.is_some());
+
+    let listed = |queued_only: bool| pb::ListSessionsRequest {
+        queued_only,
+        ..Default::default()
+    };
+    let only = client
+        .list_sessions(listed(true))
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions;
+    assert_eq!(only.len(), 1, "{only:?}");
+    assert_eq!(only[0].id, id);
+    assert_eq!(only[0].queued_messages.len(), 2);
+    let all = client
+        .list_sessions(listed(false))
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions;
+    assert_eq!(all.len(), 2);
+    let quiet = all
+        .iter()
+        .find(|s| s.id == other.to_string())
+        .expect("the quiet one");
+    assert!(quiet.queued_messages.is_empty());
+
+    // The burst closes; its close drains the queue into turns (the burst
+    // they open is numbered by the user turns so far: 3).
+    fake.release_answers();
+    finished(&mut client, &id, 3).await;
+    assert!(session(&mut client, &id).await.queued_messages.is_empty());
+    let only = client
+        .list_sessions(listed(true))
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions;
+    assert!(only.is_empty(), "{only:?}");
+    app.stop().await.unwrap();
+}

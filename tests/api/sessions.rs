@@ -52,6 +52,7 @@ async fn start_session_stores_the_opening_user_turn() {
         .list_turns(pb::ListTurnsRequest {
             session_id: s.id.clone(),
             after_seq: 0,
+            before_seq: 0,
             limit: 0,
         })
         .await

@@ -2,7 +2,7 @@ use std::collections::BTreeSet;
 
 use inquest_core::{AfterSeq, IncidentText, Limits, NewTurn, TokenUsage, UserMessage};
 use inquest_proto::v1 as pb;
-use inquest_tests::{TestApp, spawn_app};
+use inquest_tests::{TestApp, spawn_app, spawn_app_with};
 
 async fn session(app: &TestApp) -> inquest_core::SessionId {
     let limits = Limits::default();
@@ -178,6 +178,7 @@ async fn list_turns_pages_by_after_seq() {
             .list_turns(pb::ListTurnsRequest {
                 session_id: id.to_string(),
                 after_seq: after,
+                before_seq: 0,
                 limit: 10,
             })
             .await
@@ -200,6 +201,7 @@ async fn list_turns_pages_by_after_seq() {
             .list_turns(pb::ListTurnsRequest {
                 session_id: id.to_string(),
                 after_seq: after,
+                before_seq: 0,
                 limit: 1000,
             })
             .await
@@ -208,6 +210,126 @@ async fn list_turns_pages_by_after_seq() {
         let seqs: Vec<i64> = page.turns.iter().map(|t| t.seq).collect();
         assert_eq!(seqs, ((after + 1)..=25).collect::<Vec<_>>());
     }
+    app.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn list_turns_pages_backwards_from_the_head() {
+    let app = spawn_app().await;
+    let id = session(&app).await;
+    for i in 2..=25 {
+        app.store
+            .append_turn(id, assistant(&format!("turn {i}")))
+            .await
+            .unwrap();
+    }
+    let mut client = app.client().await;
+    let back = |before_seq: i64, limit: u32| pb::ListTurnsRequest {
+        session_id: id.to_string(),
+        after_seq: 0,
+        before_seq,
+        limit,
+    };
+    // A before_seq past the head opens at the newest turns; each page is
+    // in seq order and the next one ends where this one began.
+    let mut before = (1 << 53) - 1;
+    let mut pages = Vec::new();
+    let mut seen = Vec::new();
+    loop {
+        let page = client
+            .list_turns(back(before, 10))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(page.head_seq, 25);
+        assert_eq!(page.next_after_seq, 0);
+        let seqs: Vec<i64> = page.turns.iter().map(|t| t.seq).collect();
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+        pages.push(seqs.clone());
+        seen.splice(0..0, seqs);
+        if page.next_before_seq == 0 {
+            break;
+        }
+        before = page.next_before_seq;
+    }
+    assert_eq!(
+        pages,
+        vec![
+            (16..=25).collect::<Vec<_>>(),
+            (6..=15).collect(),
+            (1..=5).collect()
+        ]
+    );
+    assert_eq!(seen, (1..=25).collect::<Vec<_>>());
+
+    // Every cursor yields exactly the prefix before it.
+    for before in 1..=26 {
+        let page = client
+            .list_turns(back(before, 1000))
+            .await
+            .unwrap()
+            .into_inner();
+        let seqs: Vec<i64> = page.turns.iter().map(|t| t.seq).collect();
+        assert_eq!(seqs, (1..before).collect::<Vec<_>>());
+        assert_eq!(page.next_before_seq, 0);
+    }
+
+    // Both cursors, or a negative one: refused.
+    for (after_seq, before_seq) in [(3, 10), (0, -1)] {
+        let err = client
+            .list_turns(pb::ListTurnsRequest {
+                session_id: id.to_string(),
+                after_seq,
+                before_seq,
+                limit: 10,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    }
+    app.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_backward_page_cut_by_bytes_keeps_its_newest_turns() {
+    let app = spawn_app_with(|c| c.limits.max_response_bytes = 128 * 1024).await;
+    let id = session(&app).await;
+    for i in 2..=12 {
+        app.store
+            .append_turn(id, assistant(&format!("{i} {}", "x".repeat(40_000))))
+            .await
+            .unwrap();
+    }
+    let mut client = app.client().await;
+    let mut before = 13;
+    let mut seen = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = client
+            .list_turns(pb::ListTurnsRequest {
+                session_id: id.to_string(),
+                after_seq: 0,
+                before_seq: before,
+                limit: 1000,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        pages += 1;
+        let seqs: Vec<i64> = page.turns.iter().map(|t| t.seq).collect();
+        assert_eq!(
+            seqs.last(),
+            Some(&(before - 1)),
+            "the newest turns are kept"
+        );
+        seen.splice(0..0, seqs);
+        if page.next_before_seq == 0 {
+            break;
+        }
+        before = page.next_before_seq;
+    }
+    assert!(pages > 2, "128 KiB cannot hold 11 turns of 40 KB");
+    assert_eq!(seen, (1..=12).collect::<Vec<_>>());
     app.stop().await.unwrap();
 }
 
@@ -248,6 +370,7 @@ async fn tool_calls_and_results_round_trip_through_the_api() {
         .list_turns(pb::ListTurnsRequest {
             session_id: id.to_string(),
             after_seq: 1,
+            before_seq: 0,
             limit: 10,
         })
         .await
@@ -442,7 +565,14 @@ async fn updated_at_follows_the_newest_turn() {
     assert_eq!(wire, turn.created_at);
     let listed = app
         .store
-        .list_sessions(&inquest_core::Tenant::default_tenant(), None, &[], None, 10)
+        .list_sessions(
+            &inquest_core::Tenant::default_tenant(),
+            None,
+            &[],
+            None,
+            10,
+            false,
+        )
         .await
         .unwrap();
     let listed = listed.sessions.iter().find(|s| s.id == id).unwrap();

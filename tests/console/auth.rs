@@ -46,6 +46,13 @@ async fn with_auth_required_the_page_asks_for_a_token_and_works_with_it() {
         "nothing listed without a token"
     );
     browser.step("asks").await;
+    // The token prompt passes axe too (tests/console/a11y.rs has the rest).
+    let serious: Vec<_> = crate::a11y::axe(&browser)
+        .await
+        .into_iter()
+        .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+        .collect();
+    assert!(serious.is_empty(), "the token prompt: {serious:#?}");
 
     // A wrong token is refused and asked for again.
     browser

@@ -129,6 +129,7 @@ async fn fork_from_a_turn_opens_the_fork_with_its_lineage() {
             .list_turns(pb::ListTurnsRequest {
                 session_id: fork.clone(),
                 after_seq: 0,
+                before_seq: 0,
                 limit: 100,
             })
             .await

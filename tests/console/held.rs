@@ -106,7 +106,7 @@ async fn a_held_session_is_confirmed_from_the_page() {
     let kind = browser
         .js(
             "const n = document.querySelector('#turns > li[data-role=\"notice\"]'); \
-             return [n.dataset.kind, n.getAttribute('role'), n.className];",
+             return [n.dataset.kind, n.querySelector(':scope > [role=note]')?.getAttribute('role'), n.className];",
             json!([]),
         )
         .await;

@@ -195,3 +195,135 @@ async fn an_incident_page_shows_its_alerts_and_its_sessions_as_a_tree_of_forks()
         )
         .await;
 }
+
+/// The incident list filtered by where each incident came from: by hand
+/// (CreateIncident), an alert (the Alertmanager endpoint) or a schedule's
+/// tick (the store's tick path); the filter is in the URL and in a select,
+/// and each incident says its source in words.
+#[tokio::test]
+async fn the_incident_list_filters_by_source() {
+    use inquest_core::{IncidentText, Limits, Tenant, TenantQuota, UserMessage};
+
+    let app = inquest_tests::spawn_app().await;
+    let mut client = app.client().await;
+    let manual = client
+        .create_incident(pb::CreateIncidentRequest {
+            title: "opened by hand".into(),
+            description: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .id;
+    let alert = post(
+        app.addr,
+        notification("firing", "firing", "0001-01-01T00:00:00Z"),
+    )
+    .await["incident_id"]
+        .as_str()
+        .expect("the alert's incident")
+        .to_owned();
+    let limits = Limits::default();
+    app.store
+        .register_schedules(&["budget".to_owned()])
+        .await
+        .unwrap();
+    let tick = app
+        .store
+        .fire_schedule_tick(inquest_store::FireTick {
+            schedule: "budget",
+            tick: time::OffsetDateTime::now_utc() + time::Duration::hours(1),
+            tenant: &Tenant::default_tenant(),
+            quota: TenantQuota::UNLIMITED,
+            incident: &IncidentText::parse("budget review".into(), String::new(), &limits).unwrap(),
+            message: &UserMessage::parse("review it".into(), &limits).unwrap(),
+            skills: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(tick, inquest_store::TickOutcome::Fired(_)),
+        "{tick:?}"
+    );
+
+    let mut browser = Browser::start("incident-sources").await;
+    let listed = "const l = document.getElementById('incident-list'); \
+                  return l.dataset.state === 'loaded' && l.dataset.source === arguments[0] && \
+                    JSON.stringify([...l.querySelectorAll(':scope > li.incident')] \
+                      .map(e => [e.dataset.incidentId, e.dataset.source, e.querySelector('.source').textContent])) \
+                    === JSON.stringify(arguments[1]);";
+    browser
+        .goto(&format!(
+            "{}/console/#/incidents?source=alert",
+            app.endpoint()
+        ))
+        .await;
+    browser
+        .wait_until(
+            "only the alert's incident",
+            listed,
+            json!(["alert", [[alert, "alert", "From an alert"]]]),
+        )
+        .await;
+    browser.step("from-alerts").await;
+    // The select (as a person changes it) moves the URL, and the list follows.
+    browser
+        .js(
+            "const s = document.getElementById('source-filter'); s.value = arguments[0]; \
+             s.dispatchEvent(new Event('change')); return true;",
+            json!(["schedule"]),
+        )
+        .await;
+    browser
+        .wait_until(
+            "the URL says the source",
+            "return location.hash === '#/incidents?source=schedule';",
+            json!([]),
+        )
+        .await;
+    browser
+        .wait_until(
+            "only the schedule's incident",
+            "const l = document.getElementById('incident-list'); \
+             const items = [...l.querySelectorAll(':scope > li.incident')]; \
+             return l.dataset.state === 'loaded' && l.dataset.source === 'schedule' && items.length === 1 && \
+               items[0].dataset.source === 'schedule' && \
+               items[0].querySelector('.source').textContent === 'From a schedule';",
+            json!([]),
+        )
+        .await;
+    browser
+        .js(
+            "const s = document.getElementById('source-filter'); s.value = arguments[0]; \
+             s.dispatchEvent(new Event('change')); return true;",
+            json!(["manual"]),
+        )
+        .await;
+    browser
+        .wait_until(
+            "only the one opened by hand",
+            listed,
+            json!(["manual", [[manual, "manual", "Opened by hand"]]]),
+        )
+        .await;
+    // Any source: all three, newest first.
+    browser
+        .js(
+            "const s = document.getElementById('source-filter'); s.value = arguments[0]; \
+             s.dispatchEvent(new Event('change')); return true;",
+            json!([""]),
+        )
+        .await;
+    browser
+        .wait_until(
+            "all three",
+            "const l = document.getElementById('incident-list'); \
+             return location.hash === '#/incidents' && l.dataset.state === 'loaded' && \
+               JSON.stringify([...l.querySelectorAll(':scope > li.incident')].map(e => e.dataset.source)) \
+               === '[\"schedule\",\"alert\",\"manual\"]';",
+            json!([]),
+        )
+        .await;
+    browser.step("any-source").await;
+    app.stop().await.expect("stop");
+}

@@ -9,6 +9,7 @@
 //! test` installs them). Also here: gRPC-Web on the wire without a browser
 //! (`grpc_web.rs`), the same service behind the same layers.
 
+mod a11y;
 mod approval;
 mod auth;
 mod fork;
@@ -17,6 +18,7 @@ mod held;
 mod incident;
 mod links;
 mod live;
+mod long;
 mod markdown;
 mod queue;
 mod reconnect;

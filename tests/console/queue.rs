@@ -291,3 +291,124 @@ async fn a_cancel_drops_the_queue_and_the_page_stops_showing_it_queued() {
     assert_eq!(notices.as_array().unwrap().len(), 1, "{notices}");
     browser.step("cancelled").await;
 }
+
+/// The waiting list shows a session with queued messages, with the
+/// messages and a Cancel action, beside a session held for confirmation;
+/// a cancel from the list drops the queue and the entry. The list's
+/// screenshot is the README's (`docs/console-waiting.png`, rewritten when
+/// INQUEST_UPDATE_SCREENSHOTS=1).
+#[tokio::test]
+async fn the_waiting_list_shows_queued_messages_and_cancels_from_there() {
+    use std::collections::BTreeMap;
+
+    use inquest_core::SideEffect;
+    use inquest_tests::resume::tool_classes;
+
+    let fake = FakeProvider::start(Flavor::OpenAi).await.unwrap();
+    fake.reply(FakeReply::text("Checking the database first."));
+    fake.hold_answers();
+    let classes = BTreeMap::from([("restart_service".to_owned(), SideEffect::Mutating)]);
+    let entry = inquest_tests::resume::fake_provider(&fake, "fake");
+    let app = inquest_tests::spawn_app_with(|c| {
+        c.providers = vec![entry];
+        tool_classes(c, &classes);
+    })
+    .await;
+    let mut client = app.client().await;
+    // Held for confirmation: a cut-off mutating call, then a follow-up.
+    let held = crate::held::cut_off_session(&app, &mut client)
+        .await
+        .to_string();
+    client
+        .send_message(pb::SendMessageRequest {
+            session_id: held.clone(),
+            message: "did the restart happen?".into(),
+            idempotency_key: String::new(),
+            if_running: 0,
+        })
+        .await
+        .unwrap();
+    settled(&mut client, &held).await;
+    // Running, with two messages queued behind its held model call.
+    let id = started(&mut client).await;
+    eventually("the model call", || fake.request_count() >= 1).await;
+    for (text, key) in [(PRICING, "w-1"), ("And the cache hit rate.", "w-2")] {
+        let sent = client
+            .send_message(pb::SendMessageRequest {
+                session_id: id.clone(),
+                message: text.into(),
+                idempotency_key: key.into(),
+                if_running: pb::IfRunning::Enqueue.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(sent.queued, "{sent:?}");
+    }
+
+    let mut browser = Browser::start("waiting-queued").await;
+    browser
+        .goto(&format!("{}/console/#/waiting", app.endpoint()))
+        .await;
+    let entry = "const e = document.querySelector(`#waiting-list li.waiting[data-session-id=\"${arguments[0]}\"]`); \
+                 return e ? { kind: e.dataset.kind, why: e.querySelector('.why').textContent, \
+                   queued: [...e.querySelectorAll('.queued-messages > li.queued')] \
+                     .map(q => [q.querySelector('.queued-state').textContent, q.querySelector('.content').textContent]), \
+                   actions: [...e.querySelectorAll('.actions button')].map(b => b.dataset.action) } : null;";
+    browser
+        .wait_until(
+            "both entries listed",
+            "return document.querySelectorAll('#waiting-list li.waiting').length === 2 && \
+                    document.getElementById('waiting-count').textContent === '2';",
+            json!([]),
+        )
+        .await;
+    let shown = browser.js(entry, json!([id])).await;
+    assert_eq!(shown["kind"], "queued", "{shown}");
+    assert_eq!(
+        shown["queued"],
+        json!([
+            ["queued, position 1", PRICING],
+            ["queued, position 2", "And the cache hit rate."]
+        ]),
+        "{shown}"
+    );
+    assert!(
+        shown["why"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2 messages queued"),
+        "{shown}"
+    );
+    assert_eq!(shown["actions"], json!(["cancel"]), "{shown}");
+    let confirm = browser.js(entry, json!([held])).await;
+    assert_eq!(confirm["kind"], "confirmation", "{confirm}");
+    let png = browser.step("waiting-list").await;
+    if std::env::var_os("INQUEST_UPDATE_SCREENSHOTS").is_some() {
+        let docs =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/console-waiting.png");
+        std::fs::copy(&png, &docs).expect("copying the screenshot to docs/");
+    }
+
+    // Cancel from the list: the session is cancelled, its queue dropped,
+    // and the entry leaves the list.
+    browser
+        .click(&format!(
+            "#waiting-list li.waiting[data-session-id=\"{id}\"] button[data-action=\"cancel\"]"
+        ))
+        .await;
+    browser
+        .wait_until(
+            "the queued entry gone",
+            "return !document.querySelector(`#waiting-list li.waiting[data-session-id=\"${arguments[0]}\"]`) && \
+                    document.getElementById('waiting-count').textContent === '1';",
+            json!([id]),
+        )
+        .await;
+    let s = session(&mut client, &id).await;
+    assert_eq!(s.status(), pb::SessionStatus::Cancelled, "{s:?}");
+    assert!(s.queued_messages.is_empty(), "{s:?}");
+    assert_eq!(app.count("queued_messages").await, 0);
+    fake.release_answers();
+    app.stop().await.expect("stop");
+}

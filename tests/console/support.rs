@@ -127,6 +127,7 @@ pub async fn stored_seqs(client: &mut Client, session: &str) -> Vec<i64> {
         .list_turns(pb::ListTurnsRequest {
             session_id: session.into(),
             after_seq: 0,
+            before_seq: 0,
             limit: 1000,
         })
         .await

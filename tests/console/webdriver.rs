@@ -185,6 +185,21 @@ impl Browser {
             .await;
     }
 
+    /// Presses and releases one key (a WebDriver key code: "\u{E004}" is
+    /// Tab) where the focus is.
+    pub async fn key(&self, key: &str) {
+        self.command(
+            reqwest::Method::POST,
+            "/actions",
+            Some(
+                json!({"actions": [{"type": "key", "id": "keyboard", "actions": [
+                    {"type": "keyDown", "value": key}, {"type": "keyUp", "value": key}
+                ]}]}),
+            ),
+        )
+        .await;
+    }
+
     /// Runs `script` (a function body; `arguments` are `args`) in the page.
     pub async fn js(&self, script: &str, args: Value) -> Value {
         self.command(

@@ -160,6 +160,7 @@ pub async fn turns(client: &mut Client, id: SessionId) -> Vec<pb::SessionTurn> {
         .list_turns(pb::ListTurnsRequest {
             session_id: id.to_string(),
             after_seq: 0,
+            before_seq: 0,
             limit: 1000,
         })
         .await

@@ -278,6 +278,21 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         pause_ms: u64,
     },
+    /// The web console in headless Chromium: navigation to a session's
+    /// newest turn on screen at 10, 1,000 and 20,000 turns, and the page's
+    /// memory at the longest (see `bench_console.rs`).
+    Console {
+        /// PostgreSQL URL of a scratch database (it gets migrated). Without
+        /// one, an embedded cluster in a temporary directory is used.
+        #[arg(long, env = "INQUEST_BENCH_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Session lengths in turns; the first is the baseline.
+        #[arg(long, value_delimiter = ',', default_value = "10,1000,20000")]
+        sizes: Vec<i64>,
+        /// Measured loads of each (after one warm-up).
+        #[arg(long, default_value_t = 7)]
+        runs: usize,
+    },
     /// From SendMessage with if_running = INTERRUPT to the running burst
     /// stopped, on the replica holding it and on another (see
     /// `bench_interrupt.rs`).
@@ -623,6 +638,18 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             let (url, embedded) = scratch_database(database_url).await?;
             let result =
                 crate::bench_fork::run(crate::bench_fork::ForkBench { url, turns, runs }).await;
+            release(embedded).await?;
+            result
+        }
+        BenchCommand::Console {
+            database_url,
+            sizes,
+            runs,
+        } => {
+            let (url, embedded) = scratch_database(database_url).await?;
+            let result =
+                crate::bench_console::run(crate::bench_console::ConsoleBench { url, sizes, runs })
+                    .await;
             release(embedded).await?;
             result
         }

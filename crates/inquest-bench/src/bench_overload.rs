@@ -202,6 +202,7 @@ async fn measure(bench: &OverloadBench, server: &Replica, url: &str) -> anyhow::
                         .list_turns(pb::ListTurnsRequest {
                             session_id: session,
                             after_seq: 0,
+                            before_seq: 0,
                             limit: 100,
                         })
                         .await

@@ -11,6 +11,7 @@ mod bench_approval;
 mod bench_attack;
 mod bench_cache;
 mod bench_capacity;
+mod bench_console;
 mod bench_erase;
 mod bench_failover;
 mod bench_fork;

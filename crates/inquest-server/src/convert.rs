@@ -24,6 +24,34 @@ pub fn incident(i: Incident) -> pb::Incident {
         description: i.description,
         created_at: Some(timestamp(i.created_at)),
         alert_origin: None,
+        source: incident_source(i.source) as i32,
+    }
+}
+
+pub fn incident_source(s: inquest_store::IncidentSource) -> pb::IncidentSource {
+    match s {
+        inquest_store::IncidentSource::Manual => pb::IncidentSource::Manual,
+        inquest_store::IncidentSource::Alert => pb::IncidentSource::Alert,
+        inquest_store::IncidentSource::Schedule => pb::IncidentSource::Schedule,
+    }
+}
+
+/// What a queued message shows in GetSession and ListSessions: a list of
+/// sessions each with up to `limits.max_queued_messages` messages must stay
+/// within a response, so each is cut (its user turn will hold it whole).
+pub const QUEUED_TEXT_SHOWN: usize = 2_000;
+
+pub fn queued_message(q: inquest_store::QueuedMessage) -> pb::QueuedMessage {
+    pb::QueuedMessage {
+        text: inquest_core::cap::cut_text(
+            &q.text,
+            QUEUED_TEXT_SHOWN,
+            "queued message shown in a session",
+        )
+        .into_owned(),
+        position: q.position,
+        interrupt: q.interrupt,
+        queued_at: Some(timestamp(q.queued_at)),
     }
 }
 
@@ -116,6 +144,7 @@ pub fn session(s: SessionRow) -> pb::Session {
             .map(|(parent, _)| parent.to_string())
             .unwrap_or_default(),
         forked_at_seq: s.forked_from.map_or(0, |(_, at)| at.as_i64()),
+        queued_messages: Vec::new(),
     }
 }
 

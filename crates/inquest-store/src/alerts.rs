@@ -427,7 +427,13 @@ async fn record_alerts_tx(
             (incident, false, prompt, started, was_resolved, waiting)
         }
         None => {
-            let incident = crate::incidents::insert_incident(&tx, tenant, &n.incident).await?;
+            let incident = crate::incidents::insert_incident(
+                &tx,
+                tenant,
+                &n.incident,
+                crate::IncidentSource::Alert,
+            )
+            .await?;
             tx.execute(
                 "INSERT INTO alert_groups (tenant, group_key, incident_id, source, receiver, \
                  external_url) VALUES ($1, $2, $3, $4, $5, $6)",

@@ -12,6 +12,40 @@ pub struct Incident {
     pub title: String,
     pub description: String,
     pub created_at: OffsetDateTime,
+    pub source: IncidentSource,
+}
+
+/// Where an incident came from (`incidents.source`, migration V37): set
+/// once, by the path that inserted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncidentSource {
+    /// CreateIncident.
+    Manual,
+    /// An Alertmanager notification's alert group.
+    Alert,
+    /// A schedule's tick.
+    Schedule,
+}
+
+impl IncidentSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IncidentSource::Manual => "manual",
+            IncidentSource::Alert => "alert",
+            IncidentSource::Schedule => "schedule",
+        }
+    }
+
+    fn parse(stored: &str) -> Result<Self, StoreError> {
+        match stored {
+            "manual" => Ok(IncidentSource::Manual),
+            "alert" => Ok(IncidentSource::Alert),
+            "schedule" => Ok(IncidentSource::Schedule),
+            other => Err(StoreError::Corrupt(format!(
+                "incident source {other:?} is none of manual, alert, schedule"
+            ))),
+        }
+    }
 }
 
 /// One page of incidents, newest first.
@@ -29,6 +63,7 @@ fn incident_from_row(row: &Row) -> Result<Incident, StoreError> {
         title: text::read(get(row, 1)?, escaped, "incident title")?,
         description: text::read(get(row, 2)?, escaped, "incident description")?,
         created_at: get(row, 3)?,
+        source: IncidentSource::parse(get(row, 5)?)?,
     })
 }
 
@@ -42,7 +77,7 @@ impl Store {
         let (id, created_at) = self
             .run("create_incident", async |c| {
                 let id = IncidentId::new();
-                let row = insert_row(&***c, id, tenant, input).await?;
+                let row = insert_row(&***c, id, tenant, input, IncidentSource::Manual).await?;
                 Ok((id, get(&row, 0)?))
             })
             .await?;
@@ -51,6 +86,7 @@ impl Store {
             title: input.title().to_owned(),
             description: input.description().to_owned(),
             created_at,
+            source: IncidentSource::Manual,
         })
     }
 
@@ -64,7 +100,7 @@ impl Store {
         let row = self
             .run("get_incident", async |c| {
                 Ok(c.query_opt(
-                    "SELECT title, description, created_at, escaped FROM incidents \
+                    "SELECT title, description, created_at, escaped, source FROM incidents \
                      WHERE id = $1 AND tenant = $2",
                     &[id.as_uuid(), &tenant.as_str()],
                 )
@@ -81,28 +117,47 @@ impl Store {
             title: text::read(get(&row, 0)?, escaped, "incident title")?,
             description: text::read(get(&row, 1)?, escaped, "incident description")?,
             created_at: get(&row, 2)?,
+            source: IncidentSource::parse(get(&row, 4)?)?,
         })
     }
 
     /// `tenant`'s incidents newest first (ids are UUIDv7), `limit` at a
-    /// time, starting after the incident `before` (exclusive) when given.
-    /// One read of `incidents_by_tenant` (V16), at most `limit + 1` rows.
+    /// time, starting after the incident `before` (exclusive) when given,
+    /// only those from `source` when given. One read of
+    /// `incidents_by_tenant` (V16), or `incidents_by_tenant_source` (V37)
+    /// with a source, at most `limit + 1` rows.
     pub async fn list_incidents(
         &self,
         tenant: &Tenant,
         before: Option<IncidentId>,
         limit: u32,
+        source: Option<IncidentSource>,
     ) -> Result<IncidentPage, StoreError> {
         let before = before.map_or(Uuid::max(), |b| *b.as_uuid());
         let fetch = i64::from(limit) + 1;
         let rows = self
             .run("list_incidents", async |c| {
-                Ok(c.query(
-                    "SELECT id, title, description, created_at, escaped FROM incidents \
-                     WHERE tenant = $3 AND id < $1 ORDER BY id DESC LIMIT $2",
-                    &[&before, &fetch, &tenant.as_str()],
-                )
-                .await?)
+                Ok(match source {
+                    None => {
+                        c.query(
+                            "SELECT id, title, description, created_at, escaped, source \
+                             FROM incidents \
+                             WHERE tenant = $3 AND id < $1 ORDER BY id DESC LIMIT $2",
+                            &[&before, &fetch, &tenant.as_str()],
+                        )
+                        .await?
+                    }
+                    Some(source) => {
+                        c.query(
+                            "SELECT id, title, description, created_at, escaped, source \
+                             FROM incidents \
+                             WHERE tenant = $3 AND source = $4 AND id < $1 \
+                             ORDER BY id DESC LIMIT $2",
+                            &[&before, &fetch, &tenant.as_str(), &source.as_str()],
+                        )
+                        .await?
+                    }
+                })
             })
             .await?;
         let mut incidents = rows
@@ -125,9 +180,10 @@ pub(crate) async fn insert_incident(
     tx: &deadpool_postgres::Transaction<'_>,
     tenant: &Tenant,
     input: &IncidentText,
+    source: IncidentSource,
 ) -> Result<IncidentId, StoreError> {
     let id = IncidentId::new();
-    insert_row(&**tx, id, tenant, input).await?;
+    insert_row(&**tx, id, tenant, input, source).await?;
     Ok(id)
 }
 
@@ -137,20 +193,22 @@ async fn insert_row(
     id: IncidentId,
     tenant: &Tenant,
     input: &IncidentText,
+    source: IncidentSource,
 ) -> Result<Row, StoreError> {
     // Title and description may hold U+0000: stored escaped (crate::text).
     let escaped = text::has_nul(input.title()) || text::has_nul(input.description());
     let title = text::field(input.title(), escaped);
     let description = text::field(input.description(), escaped);
     Ok(c.query_one(
-        "INSERT INTO incidents (id, title, description, escaped, tenant) \
-         VALUES ($1, $2, $3, $4, $5) RETURNING created_at",
+        "INSERT INTO incidents (id, title, description, escaped, tenant, source) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING created_at",
         &[
             id.as_uuid(),
             &&*title,
             &&*description,
             &escaped,
             &tenant.as_str(),
+            &source.as_str(),
         ],
     )
     .await?)

@@ -151,8 +151,13 @@ impl Store {
                         tx.commit().await?;
                         return Ok(TickOutcome::Skipped(why));
                     }
-                    let incident_id =
-                        crate::incidents::insert_incident(&tx, &tenant, &incident).await?;
+                    let incident_id = crate::incidents::insert_incident(
+                        &tx,
+                        &tenant,
+                        &incident,
+                        crate::IncidentSource::Schedule,
+                    )
+                    .await?;
                     let id = SessionId::new();
                     let session = crate::sessions::insert_session(
                         &tx,

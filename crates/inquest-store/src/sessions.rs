@@ -308,7 +308,16 @@ impl Store {
         statuses: &[SessionStatus],
         before: Option<SessionId>,
         limit: u32,
+        queued_only: bool,
     ) -> Result<SessionPage, StoreError> {
+        // Sessions with a queued message: a semi-join, so the planner can
+        // start from the queue (a few rows while bursts run) rather than
+        // walk every session of the tenant.
+        let queued = if queued_only {
+            "id IN (SELECT session_id FROM queued_messages) AND "
+        } else {
+            ""
+        };
         let mut wanted: Vec<&'static str> = statuses.iter().map(|s| s.as_str()).collect();
         wanted.sort_unstable();
         wanted.dedup();
@@ -324,13 +333,13 @@ impl Store {
         let sql = if wanted.is_empty() {
             format!(
                 "SELECT {SESSION_COLUMNS} FROM sessions \
-                 WHERE tenant = $3 AND {by_incident}id < $1 ORDER BY id DESC LIMIT $2"
+                 WHERE tenant = $3 AND {by_incident}{queued}id < $1 ORDER BY id DESC LIMIT $2"
             )
         } else {
             format!(
                 "SELECT page.* FROM unnest({statuses_param}::text[]) AS wanted(status) \
                  CROSS JOIN LATERAL (SELECT {SESSION_COLUMNS} FROM sessions \
-                   WHERE tenant = $3 AND {by_incident}sessions.status = wanted.status \
+                   WHERE tenant = $3 AND {by_incident}{queued}sessions.status = wanted.status \
                    AND id < $1 ORDER BY id DESC LIMIT $2) AS page \
                  ORDER BY page.id DESC LIMIT $2"
             )

@@ -624,6 +624,60 @@ impl Store {
 }
 
 impl Store {
+    /// Committed turns with seq below `before`, the `limit` nearest to it,
+    /// oldest first, with the session's head: the page a reader opening a
+    /// long session at its newest turns reads, and every older page after
+    /// it. `more` says turns older than the page exist. Unknown session:
+    /// NotFound.
+    pub async fn list_turns_before(
+        &self,
+        session: SessionId,
+        before: i64,
+        limit: u32,
+    ) -> Result<TurnPage, StoreError> {
+        // Newest first, so the primary key's range scan stops after
+        // `limit` rows however old the session is.
+        let sql = format!(
+            "SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq < $2 \
+             ORDER BY seq DESC LIMIT $3"
+        );
+        let fetch = i64::from(limit) + 1;
+        let (head, rows) = self
+            .run("list_turns_before", async |c| {
+                let head = c
+                    .query_opt(
+                        "SELECT head_seq FROM sessions WHERE id = $1",
+                        &[session.as_uuid()],
+                    )
+                    .await?;
+                let Some(head) = head else {
+                    return Ok((None, Vec::new()));
+                };
+                let head: i64 = crate::rows::get(&head, 0)?;
+                let stmt = c.prepare_cached(&sql).await?;
+                let rows = c
+                    .query(&stmt, &[session.as_uuid(), &before, &fetch])
+                    .await?;
+                Ok((Some(head), rows))
+            })
+            .await?;
+        let Some(head) = head else {
+            return Err(StoreError::NotFound {
+                what: "session",
+                id: session.to_string(),
+            });
+        };
+        let mut turns = rows
+            .iter()
+            .map(turn_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let more = turns.len() > limit as usize;
+        turns.truncate(limit as usize);
+        turns.reverse();
+        let head = Seq::from_stored(head).max(turns.last().map(|t| t.seq));
+        Ok(TurnPage { turns, head, more })
+    }
+
     /// Every committed turn of a session, oldest first, read in pages.
     /// What a burst rebuilds its transcript from.
     /// The turns a resume reads, in ONE query: with a

@@ -429,6 +429,7 @@ pub async fn incident(target: Target, command: IncidentCommand) -> anyhow::Resul
                         .list_incidents(pb::ListIncidentsRequest {
                             page_size: page.limit,
                             page_token,
+                            source: 0,
                         })
                         .await
                         .map_err(status_error)?
@@ -613,6 +614,7 @@ pub async fn session(target: Target, command: SessionCommand) -> anyhow::Result<
                             page_size: page.limit,
                             page_token,
                             statuses,
+                            queued_only: false,
                         })
                         .await
                         .map_err(status_error)?
@@ -682,6 +684,7 @@ pub async fn turns(args: TurnsArgs) -> anyhow::Result<()> {
             .list_turns(pb::ListTurnsRequest {
                 session_id: args.session_id.clone(),
                 after_seq,
+                before_seq: 0,
                 limit: 500,
             })
             .await

@@ -344,6 +344,14 @@
     APPROVE: 1,
     DENY: 2
   };
+  var SOURCE_NAMES = ["", "manual", "alert", "schedule"];
+  function sourceName(source) {
+    return SOURCE_NAMES[source] ?? `source_${source}`;
+  }
+  function sourceFromName(name) {
+    const i = SOURCE_NAMES.indexOf(name);
+    return i > 0 ? i : 0;
+  }
   function decodeAlertEvent(buf) {
     const m = { fingerprint: "", firing: false, startsAt: 0, endsAt: 0, labels: [], receivedAt: 0 };
     for (const [n, f] of fields(buf)) {
@@ -387,13 +395,14 @@
     return m;
   }
   function decodeIncident(buf) {
-    const m = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null };
+    const m = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null, source: 0 };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.id = str(f);
       else if (n === 2) m.title = str(f);
       else if (n === 3) m.description = str(f);
       else if (n === 4) m.createdAt = timestamp(f);
       else if (n === 5) m.alertOrigin = decodeAlertOrigin(sub(f));
+      else if (n === 6) m.source = num(f);
     }
     return m;
   }
@@ -478,7 +487,8 @@
       costComplete: false,
       approvals: [],
       forkedFromSessionId: "",
-      forkedAtSeq: 0
+      forkedAtSeq: 0,
+      queuedMessages: []
     };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.id = str(f);
@@ -498,6 +508,16 @@
       else if (n === 22) m.approvals.push(decodeApproval(sub(f)));
       else if (n === 23) m.forkedFromSessionId = str(f);
       else if (n === 24) m.forkedAtSeq = num(f);
+      else if (n === 25) {
+        const q = { text: "", position: 0, interrupt: false, queuedAt: 0 };
+        for (const [k, g] of fields(sub(f))) {
+          if (k === 1) q.text = str(g);
+          else if (k === 2) q.position = num(g);
+          else if (k === 3) q.interrupt = bool(g);
+          else if (k === 4) q.queuedAt = timestamp(g);
+        }
+        m.queuedMessages.push(q);
+      }
     }
     return m;
   }
@@ -515,7 +535,8 @@
       inputTokens: 0,
       outputTokens: 0,
       recoveryPlan: null,
-      costUsd: null
+      costUsd: null,
+      compaction: null
     };
     for (const [n, f] of fields(buf)) {
       if (n === 1) m.sessionId = str(f);
@@ -538,6 +559,15 @@
       else if (n === 11) m.outputTokens = num(f);
       else if (n === 12) m.recoveryPlan = decodeRecoveryPlan(sub(f));
       else if (n === 15) m.costUsd = double(f);
+      else if (n === 21) {
+        const c = { firstRetainedSeq: 0, tokensBefore: 0, tokensAfter: 0 };
+        for (const [k, g] of fields(sub(f))) {
+          if (k === 1) c.firstRetainedSeq = num(g);
+          else if (k === 2) c.tokensBefore = num(g);
+          else if (k === 3) c.tokensAfter = num(g);
+        }
+        m.compaction = c;
+      }
     }
     return m;
   }
@@ -641,6 +671,16 @@
     }
     return { items, next };
   }
+  function decodeListTurns(buf) {
+    const out = { turns: [], nextAfterSeq: 0, headSeq: 0, nextBeforeSeq: 0 };
+    for (const [n, f] of fields(buf)) {
+      if (n === 1) out.turns.push(decodeTurn(sub(f)));
+      else if (n === 2) out.nextAfterSeq = num(f);
+      else if (n === 3) out.headSeq = num(f);
+      else if (n === 4) out.nextBeforeSeq = num(f);
+    }
+    return out;
+  }
   function decodeSendMessage(buf) {
     const m = { seq: 0, queued: false, queuePosition: 0 };
     for (const [n, f] of fields(buf)) {
@@ -656,14 +696,17 @@
     ENQUEUE: 2,
     INTERRUPT: 3
   };
+  var LATEST = Number.MAX_SAFE_INTEGER;
   var encode = {
     createIncident: (title, description) => new Writer().string(1, title).string(2, description).finish(),
-    listIncidents: (pageSize, pageToken) => new Writer().uint(1, pageSize).string(2, pageToken).finish(),
+    listIncidents: (pageSize, pageToken, source = 0) => new Writer().uint(1, pageSize).string(2, pageToken).uint(3, source).finish(),
     startSession: (incidentId, message, idempotencyKey) => new Writer().string(1, incidentId).string(2, message).string(3, idempotencyKey).finish(),
     sessionId: (sessionId) => new Writer().string(1, sessionId).finish(),
     incidentId: (incidentId) => new Writer().string(1, incidentId).finish(),
-    listSessions: (incidentId, pageSize, pageToken, statuses = []) => new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
+    listSessions: (incidentId, pageSize, pageToken, statuses = [], queuedOnly = false) => new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).uint(5, queuedOnly ? 1 : 0).finish(),
     listTurns: (sessionId, afterSeq, limit) => new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
+    /** ListTurns backwards: the page just before `beforeSeq` (LATEST: the newest). */
+    listTurnsBefore: (sessionId, beforeSeq, limit) => new Writer().string(1, sessionId).uint(3, limit).uint(4, beforeSeq).finish(),
     sendMessage: (sessionId, message, idempotencyKey, ifRunning = 0) => new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).uint(4, ifRunning).finish(),
     /** ForkSession; an empty `message` leaves it unset (the fork stays idle). */
     forkSession: (sessionId, atSeq, message, idempotencyKey) => new Writer().string(1, sessionId).uint(2, atSeq).string(3, message).string(4, idempotencyKey).finish(),
@@ -691,11 +734,28 @@
       /** Seqs that arrived after a gap (never expected: the server fills gaps). */
       __publicField(this, "gaps", []);
     }
+    /**
+     * Starts the stream's cursor at `seq`: the turns up to it were read by
+     * page (ListTurns), not by the stream, and are not kept here.
+     */
+    startAt(seq) {
+      if (seq > this.lastSeq) this.lastSeq = seq;
+    }
     applyTurn(turn) {
       if (turn.seq <= this.lastSeq) return { added: false, changed: [] };
       if (turn.seq !== this.lastSeq + 1) this.gaps.push([this.lastSeq, turn.seq]);
       this.lastSeq = turn.seq;
       this.turns.push(turn);
+      return { added: true, changed: this.track(turn) };
+    }
+    /**
+     * A turn read by page, older than the cursor (a window moved back or
+     * forth over a long session): only what it says of its tool calls.
+     */
+    applyHistory(turn) {
+      return this.track(turn);
+    }
+    track(turn) {
       const changed = [];
       const set = (id, state, name = "", assistantSeq = 0) => {
         const known = this.calls.get(id);
@@ -728,7 +788,7 @@
         }
       }
       if (this.streaming && this.streaming.turnSeq <= turn.seq) this.streaming = null;
-      return { added: true, changed };
+      return changed;
     }
     /** A ToolCallStart; the call's view when it changed. */
     applyStart(start) {
@@ -4760,6 +4820,15 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       actions: [{ label: "Cancel session", method: "CancelSession", action: "cancel" }]
     }
   ];
+  var QUEUED = {
+    kind: "queued",
+    status: 0,
+    why: (s) => {
+      const n = s.queuedMessages.length;
+      return `${n} message${n === 1 ? "" : "s"} queued behind the running burst; cancelling the session drops ${n === 1 ? "it" : "them"}.`;
+    },
+    actions: [{ label: "Cancel session", method: "CancelSession", action: "cancel" }]
+  };
   function waitingCount(s, hold) {
     return hold.kind === "approval" ? pendingApprovals(s).length : 1;
   }
@@ -4820,6 +4889,20 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       if (!hold || waitingCount(s, hold) === 0) continue;
       shown.push({ session: s, hold, title: await incidentTitle(s.incidentId) });
     }
+    pageToken = "";
+    for (let pages = 0; pages < WAITING_MAX_PAGES; pages++) {
+      const page = decodeList(
+        await call("ListSessions", encode.listSessions("", 100, pageToken, [], true)),
+        decodeSession
+      );
+      for (const s of page.items) {
+        if (s.queuedMessages.length === 0 || shown.some((w2) => w2.session.id === s.id)) continue;
+        shown.push({ session: s, hold: QUEUED, title: await incidentTitle(s.incidentId) });
+      }
+      pageToken = page.next;
+      if (!pageToken) break;
+      if (pages + 1 === WAITING_MAX_PAGES) more = true;
+    }
     waitingHeld = shown;
     waitingMore = more;
     renderWaiting();
@@ -4870,6 +4953,18 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       { class: "approvals" },
       ...s.approvals.map((a) => approvalCard(s.id, a, true, waitingHost))
     ) : "";
+    const queued = s.queuedMessages.length > 0 ? h(
+      "ol",
+      { class: "queued-messages", "aria-label": "Queued messages" },
+      ...s.queuedMessages.map(
+        (q) => h(
+          "li",
+          { class: "queued", "data-position": String(q.position) },
+          h("span", { class: "queued-state" }, `${q.interrupt ? "interrupting" : "queued"}, position ${q.position}`),
+          h("pre", { class: "content" }, q.text)
+        )
+      )
+    ) : "";
     return h(
       "li",
       { class: "waiting", "data-session-id": s.id, "data-kind": hold.kind, "data-status": statusName(s.status) },
@@ -4884,6 +4979,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       ),
       h("p", { class: "why" }, hold.why(s)),
       cards,
+      queued,
       actions
     );
   }
@@ -4910,8 +5006,10 @@ Please report this to https://github.com/markedjs/marked.`, e) {
   var INCIDENT_PAGE = 20;
   var INCIDENT_POLL_MS = 5e3;
   var IncidentList = class {
-    constructor(status) {
+    /** `source`: only incidents from it (0: any). */
+    constructor(status, source = 0) {
       __publicField(this, "status", status);
+      __publicField(this, "source", source);
       __publicField(this, "pages", 1);
       __publicField(this, "stale", false);
       __publicField(this, "shown", "");
@@ -4948,11 +5046,17 @@ Please report this to https://github.com/markedjs/marked.`, e) {
           for (const s of page.items) {
             const group = groups.find((g) => g.incident.id === s.incidentId);
             if (group) group.sessions?.push(s);
-            else groups.push({ incident: await incidentById(s.incidentId), sessions: [s] });
+            else {
+              const incident = await incidentById(s.incidentId);
+              if (!this.source || incident.source === this.source) groups.push({ incident, sessions: [s] });
+            }
           }
           pageToken = page.next;
         } else {
-          const page = decodeList(await call("ListIncidents", encode.listIncidents(INCIDENT_PAGE, pageToken)), decodeIncident);
+          const page = decodeList(
+            await call("ListIncidents", encode.listIncidents(INCIDENT_PAGE, pageToken, this.source)),
+            decodeIncident
+          );
           for (const incident of page.items) groups.push({ incident, sessions: null });
           pageToken = page.next;
         }
@@ -4966,7 +5070,13 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       this.shown = signature;
       list.replaceChildren(...items);
       if (items.length === 0) {
-        list.append(h("li", { class: "empty" }, this.status ? "No sessions with that status." : "No incidents yet."));
+        list.append(
+          h(
+            "li",
+            { class: "empty" },
+            this.status ? "No sessions with that status." : this.source ? "No incidents from that source." : "No incidents yet."
+          )
+        );
       }
       list.dataset.pages = String(read);
       list.dataset.state = "loaded";
@@ -4986,6 +5096,11 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       }
     }
   }
+  var SOURCE_TEXT = {
+    1: "Opened by hand",
+    2: "From an alert",
+    3: "From a schedule"
+  };
   async function incidentItem(incident, only) {
     const sessions = only ?? decodeList(await call("ListSessions", encode.listSessions(incident.id, 50, "")), decodeSession).items;
     const ul = h("ul", { class: "sessions" });
@@ -5003,8 +5118,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     }
     return h(
       "li",
-      { class: "incident", "data-incident-id": incident.id },
+      { class: "incident", "data-incident-id": incident.id, "data-source": sourceName(incident.source) },
       h("h3", {}, h("a", { href: `#/incident/${incident.id}` }, incident.title)),
+      h("p", { class: "source" }, SOURCE_TEXT[incident.source] ?? ""),
       incident.description ? h("p", { class: "description" }, incident.description) : "",
       ul
     );
@@ -5194,11 +5310,21 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     for (const status of ALL_STATUSES) {
       filter.append(h("option", { value: statusName(status) }, statusName(status)));
     }
-    filter.addEventListener("change", () => {
-      location.hash = filter.value ? `#/incidents?status=${filter.value}` : "#/incidents";
-    });
+    const source = $2("source-filter");
+    const go = () => {
+      const q = new URLSearchParams();
+      if (filter.value) q.set("status", filter.value);
+      if (source.value) q.set("source", source.value);
+      const query = q.toString();
+      location.hash = query ? `#/incidents?${query}` : "#/incidents";
+    };
+    filter.addEventListener("change", go);
+    source.addEventListener("change", go);
   }
   var ACTIVE = [SessionStatus.PENDING, SessionStatus.RUNNING];
+  var WINDOW = 300;
+  var PAGE = 100;
+  var EDGE = 800;
   var SessionPage = class {
     /** `focus`: the seq a deep link (#/session/<id>/turn/<seq>) points at. */
     constructor(id, focus = null) {
@@ -5210,6 +5336,25 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       __publicField(this, "watching", false);
       __publicField(this, "reconnects", 0);
       __publicField(this, "session", null);
+      // ---------- the window of turns in the DOM ----------
+      /** The seqs of the first and the last turn in the DOM (0: none). */
+      __publicField(this, "lo", 0);
+      __publicField(this, "hi", 0);
+      /** Whether turns older than the window's first exist. */
+      __publicField(this, "older", false);
+      /** A read that moves the window is under way (one at a time). */
+      __publicField(this, "moving", false);
+      __publicField(this, "edgeCheck", false);
+      __publicField(this, "onScroll", () => {
+        if (this.edgeCheck) return;
+        this.edgeCheck = true;
+        requestAnimationFrame(() => {
+          this.edgeCheck = false;
+          this.checkEdges();
+        });
+      });
+      /** A move a person asked for while another was under way: it runs next. */
+      __publicField(this, "asked", null);
       /** Session reads issued and the latest one shown: an older answer that
        * arrives late never overwrites a newer one. */
       __publicField(this, "reads", 0);
@@ -5239,6 +5384,8 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       showView("session-view");
       $2("session-title").textContent = `Session ${this.id}`;
       $2("turns").replaceChildren();
+      $2("turn-announcer").textContent = "";
+      this.updateEdges();
       $2("approval-list").replaceChildren();
       show($2("approvals"), false);
       show($2("report"), false);
@@ -5247,12 +5394,151 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       this.renderQueued();
       this.renderStreaming();
       this.setWatchState("connecting");
-      await this.refresh();
+      await Promise.all([this.refresh(), this.openWindow()]);
+      if (this.stopped) return;
+      this.showWindow();
       void this.watch();
     }
     close() {
       this.stopped = true;
       this.controller?.abort();
+      window.removeEventListener("scroll", this.onScroll);
+    }
+    /** Whether the window ends at the newest turn seen: live turns are then
+     * shown as they come, otherwise they wait behind "Show newer turns". */
+    atTail() {
+      return this.hi >= this.timeline.lastSeq;
+    }
+    /**
+     * The first page: the newest turns (ListTurns backwards), or those
+     * around a deep-linked turn. The stream then follows from the head, so
+     * a session of 20,000 turns opens with one read of a hundred.
+     */
+    async openWindow() {
+      const page = this.focus !== null ? decodeListTurns(await call("ListTurns", encode.listTurns(this.id, Math.max(0, this.focus - PAGE / 2), PAGE))) : decodeListTurns(await call("ListTurns", encode.listTurnsBefore(this.id, LATEST, PAGE)));
+      if (this.stopped) return;
+      const first = page.turns[0]?.seq ?? 0;
+      this.timeline.startAt(Math.max(0, first - 1));
+      for (const t of page.turns) this.timeline.applyTurn(t);
+      this.timeline.startAt(page.headSeq);
+      const list = $2("turns");
+      list.replaceChildren(...page.turns.map((t) => this.turnElement(t)));
+      this.lo = first;
+      this.hi = page.turns[page.turns.length - 1]?.seq ?? 0;
+      this.older = this.focus !== null ? first > 1 : page.nextBeforeSeq !== 0;
+      list.dataset.lastSeq = String(this.timeline.lastSeq);
+      this.markHeldCalls();
+      this.updateEdges();
+    }
+    /** Once the session and the first page are both in (either may move the
+     * layout): the deep-linked turn, or the newest, on screen; then the
+     * window follows the scrolling. */
+    showWindow() {
+      const list = $2("turns");
+      const focused = this.focus !== null ? document.getElementById(`turn-${this.focus}`) : null;
+      if (focused) focused.scrollIntoView({ block: "center" });
+      else if (this.focus === null) list.lastElementChild?.scrollIntoView({ block: "nearest" });
+      window.addEventListener("scroll", this.onScroll, { passive: true });
+      if (list.lastElementChild) {
+        list.dataset.shown = String(this.hi);
+        performance.mark("inquest:turns-shown");
+      }
+    }
+    /** Reads the next page at whichever edge of the window is near the screen. */
+    checkEdges() {
+      if (this.stopped || this.moving) return;
+      const older = $2("turns-older");
+      const newer = $2("turns-newer");
+      if (!older.hidden && older.getBoundingClientRect().bottom > -EDGE) void this.moveWindow("older");
+      else if (!newer.hidden && newer.getBoundingClientRect().top < window.innerHeight + EDGE) void this.moveWindow("newer");
+    }
+    /** Moves the window a page back or forth, keeping what is on screen in
+     * place. A move the scrolling asks for during another is dropped (the
+     * next scroll asks again); one a person asks for (`asked`) waits. */
+    async moveWindow(way, asked = false) {
+      if (this.stopped) return;
+      if (this.moving) {
+        if (asked) this.asked = way;
+        return;
+      }
+      this.moving = true;
+      try {
+        const request = way === "older" ? encode.listTurnsBefore(this.id, this.lo, PAGE) : way === "newer" ? encode.listTurns(this.id, this.hi, PAGE) : encode.listTurnsBefore(this.id, LATEST, PAGE);
+        const page = decodeListTurns(await call("ListTurns", request));
+        if (this.stopped) return;
+        const turns = page.turns.filter(
+          (t) => way === "older" ? t.seq < this.lo : way === "newer" ? t.seq > this.hi && t.seq <= this.timeline.lastSeq : t.seq <= this.timeline.lastSeq
+        );
+        const changed = turns.flatMap((t) => this.timeline.applyHistory(t));
+        const els = turns.map((t) => this.turnElement(t));
+        const list = $2("turns");
+        if (way === "latest") {
+          list.replaceChildren(...els);
+          this.older = (turns[0]?.seq ?? 1) > 1;
+          this.syncBounds();
+          list.lastElementChild?.scrollIntoView({ block: "nearest" });
+        } else {
+          this.anchored(() => {
+            if (way === "older") {
+              list.prepend(...els);
+              if (page.nextBeforeSeq === 0) this.older = false;
+              this.trim("bottom");
+            } else {
+              list.append(...els);
+              this.trim("top");
+            }
+          });
+        }
+        for (const c of changed) this.renderCall(c);
+        this.markHeldCalls();
+        this.updateEdges();
+      } finally {
+        this.moving = false;
+      }
+      const next = this.asked;
+      this.asked = null;
+      if (next) return this.moveWindow(next);
+      requestAnimationFrame(() => this.checkEdges());
+    }
+    /** Runs `mutate` keeping the first turn on screen where it was. */
+    anchored(mutate) {
+      const list = $2("turns");
+      let anchor = null;
+      for (const li of list.children) {
+        if (li.getBoundingClientRect().bottom > 0) {
+          anchor = li;
+          break;
+        }
+      }
+      const before = anchor?.getBoundingClientRect().top ?? 0;
+      mutate();
+      if (anchor?.isConnected) window.scrollBy(0, anchor.getBoundingClientRect().top - before);
+    }
+    /** Drops turns at one end until the window holds at most WINDOW. */
+    trim(from) {
+      const list = $2("turns");
+      while (list.children.length > WINDOW) {
+        (from === "top" ? list.firstElementChild : list.lastElementChild)?.remove();
+        if (from === "top") this.older = true;
+      }
+      this.syncBounds();
+    }
+    syncBounds() {
+      const list = $2("turns");
+      this.lo = Number(list.firstElementChild?.dataset.seq ?? 0);
+      this.hi = Number(list.lastElementChild?.dataset.seq ?? 0);
+    }
+    /** The controls at the window's edges say what lies beyond them. */
+    updateEdges() {
+      const list = $2("turns");
+      list.dataset.lo = String(this.lo);
+      list.dataset.hi = String(this.hi);
+      show($2("turns-older"), this.older);
+      $2("turns-older").textContent = `Load older turns (before #${this.lo})`;
+      const behind = this.timeline.lastSeq - this.hi;
+      show($2("turns-newer"), behind > 0);
+      show($2("turns-latest"), behind > PAGE);
+      $2("turns-newer").textContent = `Show newer turns (${behind} after #${this.hi})`;
     }
     /** Test hook: cut the live stream as a dropped connection would. */
     dropWatch() {
@@ -5481,10 +5767,13 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     onEvent(event) {
       switch (event.kind) {
         case "turn": {
+          const tail = this.atTail();
           const outcome = this.timeline.applyTurn(event.turn);
           if (outcome.added) {
             if (event.turn.role === TurnRole.USER) this.dequeue(event.turn.content);
-            this.renderTurn(event.turn);
+            if (tail) this.appendLive(event.turn);
+            else this.updateEdges();
+            this.announce(event.turn);
             this.markHeldCalls();
             this.scheduleRefresh();
           }
@@ -5513,32 +5802,59 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       }
       $2("turns").dataset.lastSeq = String(this.timeline.lastSeq);
     }
-    renderTurn(turn) {
+    /** A live turn at the window's end; the page follows it when the reader
+     * was at the end, and the window drops its oldest turn past WINDOW. */
+    appendLive(turn) {
+      const list = $2("turns");
+      const following = list.getBoundingClientRect().bottom <= window.innerHeight + 120;
+      const li = this.turnElement(turn);
+      list.append(li);
+      this.trim("top");
+      this.updateEdges();
+      if (this.focus === null && following) li.scrollIntoView({ block: "nearest" });
+    }
+    /** Says a new turn arrived, for screen readers (the list itself is not
+     * a live region: pages of older turns must not be read out). */
+    announce(turn) {
+      $2("turn-announcer").textContent = `New turn #${turn.seq}: ${turnLabel(turn)}`;
+    }
+    turnElement(turn) {
       const role = roleName(turn.role);
       const li = h("li", {
         class: `turn turn-${role}`,
         "data-seq": String(turn.seq),
         "data-role": role
       });
-      const label = turn.role === TurnRole.TOOL ? `tool result \xB7 ${turn.toolName} (${turn.toolCallId})${turn.isError ? " \xB7 error" : ""}` : turn.role === TurnRole.NOTICE && turn.recoveryPlan ? `recovery notice \xB7 ${turn.recoveryPlan.kind}` : role;
+      const label = turnLabel(turn);
       const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
       const fork = h("button", { type: "button", class: "fork-button", "data-action": "fork" }, "Fork from here");
-      fork.setAttribute("aria-label", `Fork from turn ${turn.seq}`);
+      fork.setAttribute("aria-label", `Fork from here, turn ${turn.seq}`);
       fork.addEventListener("click", () => openForkForm(turn.seq));
       li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt)), fork));
-      if (turn.role === TurnRole.NOTICE) {
-        li.setAttribute("role", "note");
-        if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
+      const note = turn.role === TurnRole.NOTICE || turn.role === TurnRole.COMPACTION;
+      const body = note ? h("div", { role: "note", class: "note-body" }) : li;
+      if (turn.role === TurnRole.NOTICE && turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
+      if (turn.role === TurnRole.COMPACTION) {
+        const c = turn.compaction;
+        li.dataset.firstRetainedSeq = String(c?.firstRetainedSeq ?? 0);
+        body.append(
+          h(
+            "p",
+            { class: "compaction-note" },
+            c ? `The context was compacted here: from now on the model sees this summary instead of the turns before #${c.firstRetainedSeq} (about ${c.tokensBefore} \u2192 ${c.tokensAfter} tokens). Every turn stays listed.` : "The context was compacted here: the model sees this summary instead of the older turns. Every turn stays listed."
+          )
+        );
       }
       if (turn.content) {
-        if (turn.role === TurnRole.ASSISTANT) {
+        if (turn.role === TurnRole.ASSISTANT || turn.role === TurnRole.COMPACTION) {
           const md = h("div", { class: "content markdown" });
           md.append(renderMarkdown(turn.content));
-          li.append(md);
+          body.append(md);
         } else {
-          li.append(h("pre", { class: "content" }, turn.content));
+          body.append(h("pre", { class: "content" }, turn.content));
         }
       }
+      if (body !== li) li.append(body);
       if (turn.toolCalls.length > 0) {
         const calls = h("ul", { class: "tool-calls" });
         for (const c of turn.toolCalls) {
@@ -5561,15 +5877,12 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       if (turn.role === TurnRole.ASSISTANT && (turn.inputTokens || turn.outputTokens)) {
         li.append(h("div", { class: "usage" }, `${turn.inputTokens} in / ${turn.outputTokens} out tokens`));
       }
-      $2("turns").append(li);
       if (turn.seq === this.focus) {
         li.classList.add("focused");
         li.setAttribute("aria-current", "true");
         li.id = `turn-${turn.seq}`;
-        li.scrollIntoView({ block: "center" });
-      } else if (this.focus === null) {
-        li.scrollIntoView({ block: "nearest" });
       }
+      return li;
     }
     renderCall(view) {
       for (const el of document.querySelectorAll(`.tool-call[data-call-id="${CSS.escape(view.id)}"]`)) {
@@ -5617,6 +5930,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     }
   };
   var current = null;
+  function turnLabel(turn) {
+    return turn.role === TurnRole.TOOL ? `tool result \xB7 ${turn.toolName} (${turn.toolCallId})${turn.isError ? " \xB7 error" : ""}` : turn.role === TurnRole.NOTICE && turn.recoveryPlan ? `recovery notice \xB7 ${turn.recoveryPlan.kind}` : turn.role === TurnRole.COMPACTION ? "summary of earlier turns (compaction)" : roleName(turn.role);
+  }
   var hooks = { holdReconnect: false, holdWaiting: false };
   var forkKey = "";
   function openForkForm(seq) {
@@ -5651,6 +5967,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
         button.disabled = false;
       });
     });
+    $2("turns-older").addEventListener("click", guard(async () => current?.moveWindow("older", true)));
+    $2("turns-newer").addEventListener("click", guard(async () => current?.moveWindow("newer", true)));
+    $2("turns-latest").addEventListener("click", guard(async () => current?.moveWindow("latest", true)));
     $2("confirm-button").addEventListener("click", guard(async () => current?.confirm()));
     $2("cancel-button").addEventListener("click", guard(async () => current?.cancel()));
     $2("follow-up").addEventListener("submit", (e) => {
@@ -5679,7 +5998,7 @@ Please report this to https://github.com/markedjs/marked.`, e) {
     }
     const hash = location.hash;
     const m = /^#\/session\/([0-9a-fA-F-]{36})(?:\/turn\/([1-9][0-9]{0,17}))?$/.exec(hash);
-    const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
+    const list = /^#\/(?:incidents)?(?:\?((?:status|source)=[a-z_]+(?:&(?:status|source)=[a-z_]+)?))?$/.exec(hash);
     const one = /^#\/incident\/([0-9a-fA-F-]{36})$/.exec(hash);
     if (one) {
       showView("incident-view");
@@ -5696,12 +6015,16 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       waitingNow().catch(showError);
     } else if (list) {
       showView("incidents-view");
-      const status = list[1] ? statusFromName(list[1]) : 0;
+      const q = new URLSearchParams(list[1] ?? "");
+      const status = statusFromName(q.get("status") ?? "");
+      const source = sourceFromName(q.get("source") ?? "");
       $2("status-filter").value = status ? statusName(status) : "";
+      $2("source-filter").value = source ? sourceName(source) : "";
       const el = $2("incident-list");
       el.dataset.state = "loading";
       el.dataset.filter = status ? statusName(status) : "";
-      incidents = new IncidentList(status);
+      el.dataset.source = source ? sourceName(source) : "";
+      incidents = new IncidentList(status, source);
       incidents.load().catch(showError);
     } else {
       showView("waiting-view");

@@ -20,14 +20,18 @@ import {
   approvalStateName,
   decodeIncident,
   decodeList,
+  decodeListTurns,
   decodeReport,
   decodeSendMessage,
   decodeSession,
   decodeWatchEvent,
   encode,
+  LATEST,
   roleName,
   statusFromName,
   statusName,
+  sourceFromName,
+  sourceName,
 } from "./proto";
 import { type CallView, Timeline } from "./view";
 import { renderMarkdown } from "./markdown";
@@ -400,6 +404,19 @@ const HOLDS: Hold[] = [
   },
 ];
 
+/** A session with messages queued behind its running burst (read with
+ * ListSessions' queued_only): they wait for the burst, and a person may
+ * want them gone, which only a cancel of the session does. */
+const QUEUED: Hold = {
+  kind: "queued",
+  status: 0,
+  why: (s) => {
+    const n = s.queuedMessages.length;
+    return `${n} message${n === 1 ? "" : "s"} queued behind the running burst; cancelling the session drops ${n === 1 ? "it" : "them"}.`;
+  },
+  actions: [{ label: "Cancel session", method: "CancelSession", action: "cancel" }],
+};
+
 /** What a held session counts for in the title and header: each call
  * waiting for approval, or the session itself for a confirmation. */
 function waitingCount(s: Session, hold: Hold): number {
@@ -479,6 +496,22 @@ async function readWaiting(): Promise<void> {
     if (!hold || waitingCount(s, hold) === 0) continue;
     shown.push({ session: s, hold, title: await incidentTitle(s.incidentId) });
   }
+  // Sessions with queued messages and no other hold (a held one shows its
+  // queue in its own entry).
+  pageToken = "";
+  for (let pages = 0; pages < WAITING_MAX_PAGES; pages++) {
+    const page = decodeList(
+      await call("ListSessions", encode.listSessions("", 100, pageToken, [], true)),
+      decodeSession,
+    );
+    for (const s of page.items) {
+      if (s.queuedMessages.length === 0 || shown.some((w) => w.session.id === s.id)) continue;
+      shown.push({ session: s, hold: QUEUED, title: await incidentTitle(s.incidentId) });
+    }
+    pageToken = page.next;
+    if (!pageToken) break;
+    if (pages + 1 === WAITING_MAX_PAGES) more = true;
+  }
   waitingHeld = shown;
   waitingMore = more;
   renderWaiting();
@@ -541,6 +574,21 @@ function waitingItem(s: Session, hold: Hold, title: string): HTMLElement {
           ...s.approvals.map((a) => approvalCard(s.id, a, true, waitingHost)),
         )
       : "";
+  const queued =
+    s.queuedMessages.length > 0
+      ? h(
+          "ol",
+          { class: "queued-messages", "aria-label": "Queued messages" },
+          ...s.queuedMessages.map((q) =>
+            h(
+              "li",
+              { class: "queued", "data-position": String(q.position) },
+              h("span", { class: "queued-state" }, `${q.interrupt ? "interrupting" : "queued"}, position ${q.position}`),
+              h("pre", { class: "content" }, q.text),
+            ),
+          ),
+        )
+      : "";
   return h(
     "li",
     { class: "waiting", "data-session-id": s.id, "data-kind": hold.kind, "data-status": statusName(s.status) },
@@ -555,6 +603,7 @@ function waitingItem(s: Session, hold: Hold, title: string): HTMLElement {
     ),
     h("p", { class: "why" }, hold.why(s)),
     cards,
+    queued,
     actions,
   );
 }
@@ -600,7 +649,11 @@ class IncidentList {
   private shown = "";
   private running: Promise<void> | null = null;
 
-  constructor(readonly status: number) {}
+  /** `source`: only incidents from it (0: any). */
+  constructor(
+    readonly status: number,
+    readonly source = 0,
+  ) {}
 
   close(): void {
     this.stale = true;
@@ -636,11 +689,19 @@ class IncidentList {
         for (const s of page.items) {
           const group = groups.find((g) => g.incident.id === s.incidentId);
           if (group) group.sessions?.push(s);
-          else groups.push({ incident: await incidentById(s.incidentId), sessions: [s] });
+          else {
+            const incident = await incidentById(s.incidentId);
+            // ListSessions has no source filter: the incidents it names
+            // are sorted here (a page may then show fewer).
+            if (!this.source || incident.source === this.source) groups.push({ incident, sessions: [s] });
+          }
         }
         pageToken = page.next;
       } else {
-        const page = decodeList(await call("ListIncidents", encode.listIncidents(INCIDENT_PAGE, pageToken)), decodeIncident);
+        const page = decodeList(
+          await call("ListIncidents", encode.listIncidents(INCIDENT_PAGE, pageToken, this.source)),
+          decodeIncident,
+        );
         for (const incident of page.items) groups.push({ incident, sessions: null });
         pageToken = page.next;
       }
@@ -656,7 +717,13 @@ class IncidentList {
     this.shown = signature;
     list.replaceChildren(...items);
     if (items.length === 0) {
-      list.append(h("li", { class: "empty" }, this.status ? "No sessions with that status." : "No incidents yet."));
+      list.append(
+        h(
+          "li",
+          { class: "empty" },
+          this.status ? "No sessions with that status." : this.source ? "No incidents from that source." : "No incidents yet.",
+        ),
+      );
     }
     list.dataset.pages = String(read);
     list.dataset.state = "loaded";
@@ -681,6 +748,13 @@ async function pollIncidents(): Promise<void> {
   }
 }
 
+/** Where an incident came from, in words. */
+const SOURCE_TEXT: Record<number, string> = {
+  1: "Opened by hand",
+  2: "From an alert",
+  3: "From a schedule",
+};
+
 async function incidentItem(incident: Incident, only: Session[] | null): Promise<HTMLElement> {
   const sessions =
     only ??
@@ -700,8 +774,9 @@ async function incidentItem(incident: Incident, only: Session[] | null): Promise
   }
   return h(
     "li",
-    { class: "incident", "data-incident-id": incident.id },
+    { class: "incident", "data-incident-id": incident.id, "data-source": sourceName(incident.source) },
     h("h3", {}, h("a", { href: `#/incident/${incident.id}` }, incident.title)),
+    h("p", { class: "source" }, SOURCE_TEXT[incident.source] ?? ""),
     incident.description ? h("p", { class: "description" }, incident.description) : "",
     ul,
   );
@@ -919,15 +994,34 @@ function setupNewInvestigation(): void {
   for (const status of ALL_STATUSES) {
     filter.append(h("option", { value: statusName(status) }, statusName(status)));
   }
-  // The filter is part of the URL, so a filtered list can be linked to.
-  filter.addEventListener("change", () => {
-    location.hash = filter.value ? `#/incidents?status=${filter.value}` : "#/incidents";
-  });
+  // The filters are part of the URL, so a filtered list can be linked to.
+  const source = $("source-filter") as HTMLSelectElement;
+  const go = () => {
+    const q = new URLSearchParams();
+    if (filter.value) q.set("status", filter.value);
+    if (source.value) q.set("source", source.value);
+    const query = q.toString();
+    location.hash = query ? `#/incidents?${query}` : "#/incidents";
+  };
+  filter.addEventListener("change", go);
+  source.addEventListener("change", go);
 }
 
 // ---------- session view ----------
 
 const ACTIVE = [SessionStatus.PENDING, SessionStatus.RUNNING] as number[];
+
+type Way = "older" | "newer" | "latest";
+
+/** The most turns the session page keeps in the DOM: a window over the
+ * session that scrolling moves, so a session of any length costs the
+ * page the same. */
+const WINDOW = 300;
+/** Turns per ListTurns read when the window moves (and when it opens). */
+const PAGE = 100;
+/** How near (px) an edge of the window comes into view before the next
+ * page is read. */
+const EDGE = 800;
 
 class SessionPage {
   readonly timeline = new Timeline();
@@ -947,6 +1041,8 @@ class SessionPage {
     showView("session-view");
     $("session-title").textContent = `Session ${this.id}`;
     $("turns").replaceChildren();
+    $("turn-announcer").textContent = "";
+    this.updateEdges();
     $("approval-list").replaceChildren();
     show($("approvals"), false);
     show($("report"), false);
@@ -955,13 +1051,196 @@ class SessionPage {
     this.renderQueued();
     this.renderStreaming();
     this.setWatchState("connecting");
-    await this.refresh();
+    await Promise.all([this.refresh(), this.openWindow()]);
+    if (this.stopped) return;
+    this.showWindow();
     void this.watch();
   }
 
   close(): void {
     this.stopped = true;
     this.controller?.abort();
+    window.removeEventListener("scroll", this.onScroll);
+  }
+
+  // ---------- the window of turns in the DOM ----------
+
+  /** The seqs of the first and the last turn in the DOM (0: none). */
+  private lo = 0;
+  private hi = 0;
+  /** Whether turns older than the window's first exist. */
+  private older = false;
+  /** A read that moves the window is under way (one at a time). */
+  private moving = false;
+  private edgeCheck = false;
+
+  private readonly onScroll = (): void => {
+    if (this.edgeCheck) return;
+    this.edgeCheck = true;
+    requestAnimationFrame(() => {
+      this.edgeCheck = false;
+      this.checkEdges();
+    });
+  };
+
+  /** Whether the window ends at the newest turn seen: live turns are then
+   * shown as they come, otherwise they wait behind "Show newer turns". */
+  private atTail(): boolean {
+    return this.hi >= this.timeline.lastSeq;
+  }
+
+  /**
+   * The first page: the newest turns (ListTurns backwards), or those
+   * around a deep-linked turn. The stream then follows from the head, so
+   * a session of 20,000 turns opens with one read of a hundred.
+   */
+  private async openWindow(): Promise<void> {
+    const page =
+      this.focus !== null
+        ? decodeListTurns(await call("ListTurns", encode.listTurns(this.id, Math.max(0, this.focus - PAGE / 2), PAGE)))
+        : decodeListTurns(await call("ListTurns", encode.listTurnsBefore(this.id, LATEST, PAGE)));
+    if (this.stopped) return;
+    const first = page.turns[0]?.seq ?? 0;
+    this.timeline.startAt(Math.max(0, first - 1));
+    for (const t of page.turns) this.timeline.applyTurn(t);
+    // Deep-linked: the turns past the page are read as the window moves.
+    this.timeline.startAt(page.headSeq);
+    const list = $("turns");
+    list.replaceChildren(...page.turns.map((t) => this.turnElement(t)));
+    this.lo = first;
+    this.hi = page.turns[page.turns.length - 1]?.seq ?? 0;
+    this.older = this.focus !== null ? first > 1 : page.nextBeforeSeq !== 0;
+    list.dataset.lastSeq = String(this.timeline.lastSeq);
+    this.markHeldCalls();
+    this.updateEdges();
+  }
+
+  /** Once the session and the first page are both in (either may move the
+   * layout): the deep-linked turn, or the newest, on screen; then the
+   * window follows the scrolling. */
+  private showWindow(): void {
+    const list = $("turns");
+    const focused = this.focus !== null ? document.getElementById(`turn-${this.focus}`) : null;
+    if (focused) focused.scrollIntoView({ block: "center" });
+    else if (this.focus === null) list.lastElementChild?.scrollIntoView({ block: "nearest" });
+    window.addEventListener("scroll", this.onScroll, { passive: true });
+    if (list.lastElementChild) {
+      list.dataset.shown = String(this.hi);
+      // What `inquest-bench console` reads: navigation to the newest turns on screen.
+      performance.mark("inquest:turns-shown");
+    }
+  }
+
+  /** Reads the next page at whichever edge of the window is near the screen. */
+  private checkEdges(): void {
+    if (this.stopped || this.moving) return;
+    const older = $("turns-older");
+    const newer = $("turns-newer");
+    if (!older.hidden && older.getBoundingClientRect().bottom > -EDGE) void this.moveWindow("older");
+    else if (!newer.hidden && newer.getBoundingClientRect().top < window.innerHeight + EDGE) void this.moveWindow("newer");
+  }
+
+  /** A move a person asked for while another was under way: it runs next. */
+  private asked: Way | null = null;
+
+  /** Moves the window a page back or forth, keeping what is on screen in
+   * place. A move the scrolling asks for during another is dropped (the
+   * next scroll asks again); one a person asks for (`asked`) waits. */
+  async moveWindow(way: Way, asked = false): Promise<void> {
+    if (this.stopped) return;
+    if (this.moving) {
+      if (asked) this.asked = way;
+      return;
+    }
+    this.moving = true;
+    try {
+      const request =
+        way === "older"
+          ? encode.listTurnsBefore(this.id, this.lo, PAGE)
+          : way === "newer"
+            ? encode.listTurns(this.id, this.hi, PAGE)
+            : encode.listTurnsBefore(this.id, LATEST, PAGE);
+      const page = decodeListTurns(await call("ListTurns", request));
+      if (this.stopped) return;
+      // Turns past the stream's cursor come by the stream, in order.
+      const turns = page.turns.filter((t) =>
+        way === "older" ? t.seq < this.lo : way === "newer" ? t.seq > this.hi && t.seq <= this.timeline.lastSeq : t.seq <= this.timeline.lastSeq,
+      );
+      const changed = turns.flatMap((t) => this.timeline.applyHistory(t));
+      const els = turns.map((t) => this.turnElement(t));
+      const list = $("turns");
+      if (way === "latest") {
+        list.replaceChildren(...els);
+        this.older = (turns[0]?.seq ?? 1) > 1;
+        this.syncBounds();
+        list.lastElementChild?.scrollIntoView({ block: "nearest" });
+      } else {
+        this.anchored(() => {
+          if (way === "older") {
+            list.prepend(...els);
+            if (page.nextBeforeSeq === 0) this.older = false;
+            this.trim("bottom");
+          } else {
+            list.append(...els);
+            this.trim("top");
+          }
+        });
+      }
+      for (const c of changed) this.renderCall(c);
+      this.markHeldCalls();
+      this.updateEdges();
+    } finally {
+      this.moving = false;
+    }
+    const next = this.asked;
+    this.asked = null;
+    if (next) return this.moveWindow(next);
+    // Still near an edge (a short page, a fast scroll): read on.
+    requestAnimationFrame(() => this.checkEdges());
+  }
+
+  /** Runs `mutate` keeping the first turn on screen where it was. */
+  private anchored(mutate: () => void): void {
+    const list = $("turns");
+    let anchor: Element | null = null;
+    for (const li of list.children) {
+      if (li.getBoundingClientRect().bottom > 0) {
+        anchor = li;
+        break;
+      }
+    }
+    const before = anchor?.getBoundingClientRect().top ?? 0;
+    mutate();
+    if (anchor?.isConnected) window.scrollBy(0, anchor.getBoundingClientRect().top - before);
+  }
+
+  /** Drops turns at one end until the window holds at most WINDOW. */
+  private trim(from: "top" | "bottom"): void {
+    const list = $("turns");
+    while (list.children.length > WINDOW) {
+      (from === "top" ? list.firstElementChild : list.lastElementChild)?.remove();
+      if (from === "top") this.older = true;
+    }
+    this.syncBounds();
+  }
+
+  private syncBounds(): void {
+    const list = $("turns");
+    this.lo = Number((list.firstElementChild as HTMLElement | null)?.dataset.seq ?? 0);
+    this.hi = Number((list.lastElementChild as HTMLElement | null)?.dataset.seq ?? 0);
+  }
+
+  /** The controls at the window's edges say what lies beyond them. */
+  private updateEdges(): void {
+    const list = $("turns");
+    list.dataset.lo = String(this.lo);
+    list.dataset.hi = String(this.hi);
+    show($("turns-older"), this.older);
+    $("turns-older").textContent = `Load older turns (before #${this.lo})`;
+    const behind = this.timeline.lastSeq - this.hi;
+    show($("turns-newer"), behind > 0);
+    show($("turns-latest"), behind > PAGE);
+    $("turns-newer").textContent = `Show newer turns (${behind} after #${this.hi})`;
   }
 
   /** Test hook: cut the live stream as a dropped connection would. */
@@ -1279,10 +1558,13 @@ class SessionPage {
   private onEvent(event: ReturnType<typeof decodeWatchEvent>): void {
     switch (event.kind) {
       case "turn": {
+        const tail = this.atTail();
         const outcome = this.timeline.applyTurn(event.turn);
         if (outcome.added) {
           if (event.turn.role === TurnRole.USER) this.dequeue(event.turn.content);
-          this.renderTurn(event.turn);
+          if (tail) this.appendLive(event.turn);
+          else this.updateEdges();
+          this.announce(event.turn);
           this.markHeldCalls();
           this.scheduleRefresh();
         }
@@ -1314,40 +1596,71 @@ class SessionPage {
     $("turns").dataset.lastSeq = String(this.timeline.lastSeq);
   }
 
-  private renderTurn(turn: SessionTurn): void {
+  /** A live turn at the window's end; the page follows it when the reader
+   * was at the end, and the window drops its oldest turn past WINDOW. */
+  private appendLive(turn: SessionTurn): void {
+    const list = $("turns");
+    const following = list.getBoundingClientRect().bottom <= window.innerHeight + 120;
+    const li = this.turnElement(turn);
+    list.append(li);
+    this.trim("top");
+    this.updateEdges();
+    if (this.focus === null && following) li.scrollIntoView({ block: "nearest" });
+  }
+
+  /** Says a new turn arrived, for screen readers (the list itself is not
+   * a live region: pages of older turns must not be read out). */
+  private announce(turn: SessionTurn): void {
+    $("turn-announcer").textContent = `New turn #${turn.seq}: ${turnLabel(turn)}`;
+  }
+
+  private turnElement(turn: SessionTurn): HTMLElement {
     const role = roleName(turn.role);
     const li = h("li", {
       class: `turn turn-${role}`,
       "data-seq": String(turn.seq),
       "data-role": role,
     });
-    const label =
-      turn.role === TurnRole.TOOL
-        ? `tool result · ${turn.toolName} (${turn.toolCallId})${turn.isError ? " · error" : ""}`
-        : turn.role === TurnRole.NOTICE && turn.recoveryPlan
-          ? `recovery notice · ${turn.recoveryPlan.kind}`
-          : role;
+    const label = turnLabel(turn);
     // The seq is the turn's stable link: #/session/<id>/turn/<seq>.
     const link = h("a", { class: "seq", href: `#/session/${this.id}/turn/${turn.seq}`, title: "link to this turn" }, `#${turn.seq}`);
     const fork = h("button", { type: "button", class: "fork-button", "data-action": "fork" }, "Fork from here");
-    fork.setAttribute("aria-label", `Fork from turn ${turn.seq}`);
+    // The visible words start the name (a voice command says what it sees).
+    fork.setAttribute("aria-label", `Fork from here, turn ${turn.seq}`);
     fork.addEventListener("click", () => openForkForm(turn.seq));
     li.append(h("div", { class: "turn-head" }, link, ` ${label} `, h("time", {}, when(turn.createdAt)), fork));
-    if (turn.role === TurnRole.NOTICE) {
-      li.setAttribute("role", "note");
-      if (turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
+    // A notice or a summary is a note, inside its list item (a list item
+    // given another role would no longer be one of the list's items).
+    const note = turn.role === TurnRole.NOTICE || turn.role === TurnRole.COMPACTION;
+    const body = note ? h("div", { role: "note", class: "note-body" }) : li;
+    if (turn.role === TurnRole.NOTICE && turn.recoveryPlan) li.dataset.kind = turn.recoveryPlan.kind;
+    if (turn.role === TurnRole.COMPACTION) {
+      // A summary the model wrote of the turns before it, not a turn of
+      // the investigation: said so, with what the model still sees.
+      const c = turn.compaction;
+      li.dataset.firstRetainedSeq = String(c?.firstRetainedSeq ?? 0);
+      body.append(
+        h(
+          "p",
+          { class: "compaction-note" },
+          c
+            ? `The context was compacted here: from now on the model sees this summary instead of the turns before #${c.firstRetainedSeq} (about ${c.tokensBefore} → ${c.tokensAfter} tokens). Every turn stays listed.`
+            : "The context was compacted here: the model sees this summary instead of the older turns. Every turn stays listed.",
+        ),
+      );
     }
     if (turn.content) {
       // Model text is Markdown, rendered sanitized; everything else (the
       // user's words, tool results, notices) stays preformatted text.
-      if (turn.role === TurnRole.ASSISTANT) {
+      if (turn.role === TurnRole.ASSISTANT || turn.role === TurnRole.COMPACTION) {
         const md = h("div", { class: "content markdown" });
         md.append(renderMarkdown(turn.content));
-        li.append(md);
+        body.append(md);
       } else {
-        li.append(h("pre", { class: "content" }, turn.content));
+        body.append(h("pre", { class: "content" }, turn.content));
       }
     }
+    if (body !== li) li.append(body);
     if (turn.toolCalls.length > 0) {
       const calls = h("ul", { class: "tool-calls" });
       for (const c of turn.toolCalls) {
@@ -1370,16 +1683,12 @@ class SessionPage {
     if (turn.role === TurnRole.ASSISTANT && (turn.inputTokens || turn.outputTokens)) {
       li.append(h("div", { class: "usage" }, `${turn.inputTokens} in / ${turn.outputTokens} out tokens`));
     }
-    $("turns").append(li);
     if (turn.seq === this.focus) {
       li.classList.add("focused");
       li.setAttribute("aria-current", "true");
       li.id = `turn-${turn.seq}`;
-      li.scrollIntoView({ block: "center" });
-    } else if (this.focus === null) {
-      // A deep-linked page stays on its turn; otherwise follow the tail.
-      li.scrollIntoView({ block: "nearest" });
     }
+    return li;
   }
 
   private renderCall(view: CallView): void {
@@ -1437,6 +1746,17 @@ class SessionPage {
 
 let current: SessionPage | null = null;
 
+/** What a turn is, in words (its head line and the live announcement). */
+function turnLabel(turn: SessionTurn): string {
+  return turn.role === TurnRole.TOOL
+    ? `tool result · ${turn.toolName} (${turn.toolCallId})${turn.isError ? " · error" : ""}`
+    : turn.role === TurnRole.NOTICE && turn.recoveryPlan
+      ? `recovery notice · ${turn.recoveryPlan.kind}`
+      : turn.role === TurnRole.COMPACTION
+        ? "summary of earlier turns (compaction)"
+        : roleName(turn.role);
+}
+
 /** Set by the browser tests through `window.inquestConsole`. */
 const hooks = { holdReconnect: false, holdWaiting: false };
 
@@ -1480,6 +1800,9 @@ function setupSessionActions(): void {
         button.disabled = false;
       });
   });
+  $("turns-older").addEventListener("click", guard(async () => current?.moveWindow("older", true)));
+  $("turns-newer").addEventListener("click", guard(async () => current?.moveWindow("newer", true)));
+  $("turns-latest").addEventListener("click", guard(async () => current?.moveWindow("latest", true)));
   $("confirm-button").addEventListener("click", guard(async () => current?.confirm()));
   $("cancel-button").addEventListener("click", guard(async () => current?.cancel()));
   $("follow-up").addEventListener("submit", (e) => {
@@ -1520,7 +1843,7 @@ function route(): void {
   }
   const hash = location.hash;
   const m = /^#\/session\/([0-9a-fA-F-]{36})(?:\/turn\/([1-9][0-9]{0,17}))?$/.exec(hash);
-  const list = /^#\/(?:incidents)?(?:\?status=([a-z_]+))?$/.exec(hash);
+  const list = /^#\/(?:incidents)?(?:\?((?:status|source)=[a-z_]+(?:&(?:status|source)=[a-z_]+)?))?$/.exec(hash);
   const one = /^#\/incident\/([0-9a-fA-F-]{36})$/.exec(hash);
   if (one) {
     showView("incident-view");
@@ -1537,12 +1860,16 @@ function route(): void {
     waitingNow().catch(showError);
   } else if (list) {
     showView("incidents-view");
-    const status = list[1] ? statusFromName(list[1]) : 0;
+    const q = new URLSearchParams(list[1] ?? "");
+    const status = statusFromName(q.get("status") ?? "");
+    const source = sourceFromName(q.get("source") ?? "");
     ($("status-filter") as HTMLSelectElement).value = status ? statusName(status) : "";
+    ($("source-filter") as HTMLSelectElement).value = source ? sourceName(source) : "";
     const el = $("incident-list");
     el.dataset.state = "loading";
     el.dataset.filter = status ? statusName(status) : "";
-    incidents = new IncidentList(status);
+    el.dataset.source = source ? sourceName(source) : "";
+    incidents = new IncidentList(status, source);
     incidents.load().catch(showError);
   } else {
     showView("waiting-view");

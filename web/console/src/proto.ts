@@ -242,6 +242,28 @@ export interface Incident {
   createdAt: number;
   /** The alert group behind it (GetIncident only; null: none). */
   alertOrigin: AlertOrigin | null;
+  /** Where it came from: an IncidentSource. */
+  source: number;
+}
+
+/** Where an incident came from (ListIncidents can filter by it). */
+export const IncidentSource = {
+  UNSPECIFIED: 0,
+  MANUAL: 1,
+  ALERT: 2,
+  SCHEDULE: 3,
+} as const;
+
+const SOURCE_NAMES = ["", "manual", "alert", "schedule"];
+
+export function sourceName(source: number): string {
+  return SOURCE_NAMES[source] ?? `source_${source}`;
+}
+
+/** The IncidentSource of a name ("alert"); 0 for none. */
+export function sourceFromName(name: string): number {
+  const i = SOURCE_NAMES.indexOf(name);
+  return i > 0 ? i : 0;
 }
 
 /** One alert that fired or resolved, as a notification brought it. */
@@ -314,13 +336,14 @@ export function decodeAlertOrigin(buf: Uint8Array): AlertOrigin {
 }
 
 export function decodeIncident(buf: Uint8Array): Incident {
-  const m: Incident = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null };
+  const m: Incident = { id: "", title: "", description: "", createdAt: 0, alertOrigin: null, source: 0 };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.id = str(f);
     else if (n === 2) m.title = str(f);
     else if (n === 3) m.description = str(f);
     else if (n === 4) m.createdAt = timestamp(f);
     else if (n === 5) m.alertOrigin = decodeAlertOrigin(sub(f));
+    else if (n === 6) m.source = num(f);
   }
   return m;
 }
@@ -444,6 +467,16 @@ export interface Session {
   /** A fork's source session and the seq it was forked at ("" and 0: no fork). */
   forkedFromSessionId: string;
   forkedAtSeq: number;
+  /** Messages queued behind the running burst, oldest first. */
+  queuedMessages: QueuedMessage[];
+}
+
+/** A message sent while a burst ran, waiting to become a user turn. */
+export interface QueuedMessage {
+  text: string;
+  position: number;
+  interrupt: boolean;
+  queuedAt: number;
 }
 
 export function decodeSession(buf: Uint8Array): Session {
@@ -465,6 +498,7 @@ export function decodeSession(buf: Uint8Array): Session {
     approvals: [],
     forkedFromSessionId: "",
     forkedAtSeq: 0,
+    queuedMessages: [],
   };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.id = str(f);
@@ -484,6 +518,16 @@ export function decodeSession(buf: Uint8Array): Session {
     else if (n === 22) m.approvals.push(decodeApproval(sub(f)));
     else if (n === 23) m.forkedFromSessionId = str(f);
     else if (n === 24) m.forkedAtSeq = num(f);
+    else if (n === 25) {
+      const q: QueuedMessage = { text: "", position: 0, interrupt: false, queuedAt: 0 };
+      for (const [k, g] of fields(sub(f))) {
+        if (k === 1) q.text = str(g);
+        else if (k === 2) q.position = num(g);
+        else if (k === 3) q.interrupt = bool(g);
+        else if (k === 4) q.queuedAt = timestamp(g);
+      }
+      m.queuedMessages.push(q);
+    }
   }
   return m;
 }
@@ -508,6 +552,15 @@ export interface SessionTurn {
   outputTokens: number;
   recoveryPlan: RecoveryPlan | null;
   costUsd: number | null;
+  /** A COMPACTION turn's record: from which seq the model still sees the
+   * turns verbatim, and the context estimates before and after. */
+  compaction: Compaction | null;
+}
+
+export interface Compaction {
+  firstRetainedSeq: number;
+  tokensBefore: number;
+  tokensAfter: number;
 }
 
 export function decodeTurn(buf: Uint8Array): SessionTurn {
@@ -525,6 +578,7 @@ export function decodeTurn(buf: Uint8Array): SessionTurn {
     outputTokens: 0,
     recoveryPlan: null,
     costUsd: null,
+    compaction: null,
   };
   for (const [n, f] of fields(buf)) {
     if (n === 1) m.sessionId = str(f);
@@ -547,6 +601,15 @@ export function decodeTurn(buf: Uint8Array): SessionTurn {
     else if (n === 11) m.outputTokens = num(f);
     else if (n === 12) m.recoveryPlan = decodeRecoveryPlan(sub(f));
     else if (n === 15) m.costUsd = double(f);
+    else if (n === 21) {
+      const c: Compaction = { firstRetainedSeq: 0, tokensBefore: 0, tokensAfter: 0 };
+      for (const [k, g] of fields(sub(f))) {
+        if (k === 1) c.firstRetainedSeq = num(g);
+        else if (k === 2) c.tokensBefore = num(g);
+        else if (k === 3) c.tokensAfter = num(g);
+      }
+      m.compaction = c;
+    }
   }
   return m;
 }
@@ -711,12 +774,21 @@ export function decodeList<T>(buf: Uint8Array, item: (b: Uint8Array) => T): { it
   return { items, next };
 }
 
-export function decodeListTurns(buf: Uint8Array): { turns: SessionTurn[]; nextAfterSeq: number; headSeq: number } {
-  const out = { turns: [] as SessionTurn[], nextAfterSeq: 0, headSeq: 0 };
+export interface TurnPage {
+  turns: SessionTurn[];
+  nextAfterSeq: number;
+  headSeq: number;
+  /** Paging backwards: the before_seq of the next older page, 0 at seq 1. */
+  nextBeforeSeq: number;
+}
+
+export function decodeListTurns(buf: Uint8Array): TurnPage {
+  const out: TurnPage = { turns: [], nextAfterSeq: 0, headSeq: 0, nextBeforeSeq: 0 };
   for (const [n, f] of fields(buf)) {
     if (n === 1) out.turns.push(decodeTurn(sub(f)));
     else if (n === 2) out.nextAfterSeq = num(f);
     else if (n === 3) out.headSeq = num(f);
+    else if (n === 4) out.nextBeforeSeq = num(f);
   }
   return out;
 }
@@ -756,19 +828,31 @@ export interface ToolCallDecision {
   comment: string;
 }
 
+/** A before_seq past any head: ListTurns backwards from the newest turn. */
+export const LATEST = Number.MAX_SAFE_INTEGER;
+
 export const encode = {
   createIncident: (title: string, description: string) =>
     new Writer().string(1, title).string(2, description).finish(),
-  listIncidents: (pageSize: number, pageToken: string) =>
-    new Writer().uint(1, pageSize).string(2, pageToken).finish(),
+  listIncidents: (pageSize: number, pageToken: string, source = 0) =>
+    new Writer().uint(1, pageSize).string(2, pageToken).uint(3, source).finish(),
   startSession: (incidentId: string, message: string, idempotencyKey: string) =>
     new Writer().string(1, incidentId).string(2, message).string(3, idempotencyKey).finish(),
   sessionId: (sessionId: string) => new Writer().string(1, sessionId).finish(),
   incidentId: (incidentId: string) => new Writer().string(1, incidentId).finish(),
-  listSessions: (incidentId: string, pageSize: number, pageToken: string, statuses: number[] = []) =>
-    new Writer().string(1, incidentId).uint(2, pageSize).string(3, pageToken).packed(4, statuses).finish(),
+  listSessions: (incidentId: string, pageSize: number, pageToken: string, statuses: number[] = [], queuedOnly = false) =>
+    new Writer()
+      .string(1, incidentId)
+      .uint(2, pageSize)
+      .string(3, pageToken)
+      .packed(4, statuses)
+      .uint(5, queuedOnly ? 1 : 0)
+      .finish(),
   listTurns: (sessionId: string, afterSeq: number, limit: number) =>
     new Writer().string(1, sessionId).uint(2, afterSeq).uint(3, limit).finish(),
+  /** ListTurns backwards: the page just before `beforeSeq` (LATEST: the newest). */
+  listTurnsBefore: (sessionId: string, beforeSeq: number, limit: number) =>
+    new Writer().string(1, sessionId).uint(3, limit).uint(4, beforeSeq).finish(),
   sendMessage: (sessionId: string, message: string, idempotencyKey: string, ifRunning = 0) =>
     new Writer().string(1, sessionId).string(2, message).string(3, idempotencyKey).uint(4, ifRunning).finish(),
   /** ForkSession; an empty `message` leaves it unset (the fork stays idle). */

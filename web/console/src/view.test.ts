@@ -18,6 +18,7 @@ function turn(seq: number, role: number, extra: Partial<SessionTurn> = {}): Sess
     outputTokens: 0,
     recoveryPlan: null,
     costUsd: null,
+    compaction: null,
     ...extra,
   };
 }
@@ -87,4 +88,19 @@ test("streamed text appends by byte offset, restarts on a higher attempt, ends a
   t.applyTurn(turn(2, TurnRole.ASSISTANT, { content: "Hi there" }));
   assert.equal(t.streaming, null);
   assert.equal(t.applyDelta(d(2, " there", 2)), false);
+});
+
+test("a window read by page: the cursor starts at its head, history only settles calls", () => {
+  const t = new Timeline();
+  t.startAt(500);
+  assert.equal(t.lastSeq, 500);
+  // An older page: the call is settled by its result, nothing is added.
+  assert.deepEqual(t.applyHistory(turn(10, TurnRole.ASSISTANT, { toolCalls: [call("old")] })).map((c) => c.state), ["requested"]);
+  assert.deepEqual(t.applyHistory(turn(11, TurnRole.TOOL, { toolCallId: "old" })).map((c) => c.state), ["done"]);
+  assert.equal(t.calls.get("old")?.state, "done");
+  assert.deepEqual(t.seqs(), []);
+  // The stream goes on from the head, with no gap recorded.
+  assert.equal(t.applyTurn(turn(400, TurnRole.USER)).added, false);
+  assert.equal(t.applyTurn(turn(501, TurnRole.USER)).added, true);
+  assert.deepEqual(t.gaps, []);
 });

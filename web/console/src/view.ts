@@ -45,11 +45,31 @@ export class Timeline {
   /** Seqs that arrived after a gap (never expected: the server fills gaps). */
   readonly gaps: Array<[number, number]> = [];
 
+  /**
+   * Starts the stream's cursor at `seq`: the turns up to it were read by
+   * page (ListTurns), not by the stream, and are not kept here.
+   */
+  startAt(seq: number): void {
+    if (seq > this.lastSeq) this.lastSeq = seq;
+  }
+
   applyTurn(turn: SessionTurn): TurnOutcome {
     if (turn.seq <= this.lastSeq) return { added: false, changed: [] };
     if (turn.seq !== this.lastSeq + 1) this.gaps.push([this.lastSeq, turn.seq]);
     this.lastSeq = turn.seq;
     this.turns.push(turn);
+    return { added: true, changed: this.track(turn) };
+  }
+
+  /**
+   * A turn read by page, older than the cursor (a window moved back or
+   * forth over a long session): only what it says of its tool calls.
+   */
+  applyHistory(turn: SessionTurn): CallView[] {
+    return this.track(turn);
+  }
+
+  private track(turn: SessionTurn): CallView[] {
     const changed: CallView[] = [];
     const set = (id: string, state: CallState, name = "", assistantSeq = 0) => {
       const known = this.calls.get(id);
@@ -84,7 +104,7 @@ export class Timeline {
     }
     // The committed turn supersedes the text streamed for it.
     if (this.streaming && this.streaming.turnSeq <= turn.seq) this.streaming = null;
-    return { added: true, changed };
+    return changed;
   }
 
   /** A ToolCallStart; the call's view when it changed. */

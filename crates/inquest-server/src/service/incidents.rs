@@ -1,6 +1,7 @@
 //! CreateIncident, GetIncident, ListIncidents.
 
 use super::*;
+use inquest_store::IncidentSource;
 
 /// The newest alert events GetIncident shows: each event's labels are
 /// stored within `alerts::render::MAX_STORED_LABELS_BYTES` (8 KiB), so the
@@ -57,10 +58,23 @@ impl InvestigationsService {
             &req.page_token,
             IncidentId::parse,
         )?;
+        let source = match pb::IncidentSource::try_from(req.source) {
+            Ok(pb::IncidentSource::Unspecified) => None,
+            Ok(pb::IncidentSource::Manual) => Some(IncidentSource::Manual),
+            Ok(pb::IncidentSource::Alert) => Some(IncidentSource::Alert),
+            Ok(pb::IncidentSource::Schedule) => Some(IncidentSource::Schedule),
+            Err(_) => {
+                return Err(ApiError::InvalidArgument(format!(
+                    "source {} is not an IncidentSource",
+                    req.source
+                ))
+                .into());
+            }
+        };
         let limit = page_size(req.page_size, DEFAULT_INCIDENT_PAGE, MAX_INCIDENT_PAGE);
         let page = self
             .store
-            .list_incidents(&caller.tenant, before, limit)
+            .list_incidents(&caller.tenant, before, limit, source)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::ListIncidentsResponse {

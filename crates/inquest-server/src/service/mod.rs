@@ -62,8 +62,8 @@ const MAX_TURN_PAGE: u32 = 1000;
 /// reading in chunks bounds that to one chunk beside the response. Most
 /// pages (the default is 100 turns) take one round trip.
 const TURN_READ_CHUNK: u32 = 100;
-/// ListTurnsResponse's fields besides its turns (two int64s, tagged).
-const LIST_TURNS_FIXED_BYTES: usize = 22;
+/// ListTurnsResponse's fields besides its turns (three int64s, tagged).
+const LIST_TURNS_FIXED_BYTES: usize = 33;
 
 pub struct InvestigationsService {
     store: Store,

@@ -197,11 +197,42 @@ impl InvestigationsService {
         let limit = page_size(req.page_size, DEFAULT_SESSION_PAGE, MAX_SESSION_PAGE);
         let page = self
             .store
-            .list_sessions(&caller.tenant, incident, &statuses, before, limit)
+            .list_sessions(
+                &caller.tenant,
+                incident,
+                &statuses,
+                before,
+                limit,
+                req.queued_only,
+            )
             .await
             .map_err(ApiError::from)?;
+        let ids: Vec<SessionId> = page.sessions.iter().map(|s| s.id).collect();
+        let mut queued: std::collections::HashMap<SessionId, Vec<pb::QueuedMessage>> =
+            std::collections::HashMap::new();
+        for q in self
+            .store
+            .queued_messages(&ids)
+            .await
+            .map_err(ApiError::from)?
+        {
+            queued
+                .entry(q.session)
+                .or_default()
+                .push(convert::queued_message(q));
+        }
+        let sessions = page
+            .sessions
+            .into_iter()
+            .map(|s| {
+                let id = s.id;
+                let mut wire = convert::session(s);
+                wire.queued_messages = queued.remove(&id).unwrap_or_default();
+                wire
+            })
+            .collect();
         Ok(Response::new(pb::ListSessionsResponse {
-            sessions: page.sessions.into_iter().map(convert::session).collect(),
+            sessions,
             next_page_token: self.next_page(PageList::Sessions, &caller, page.next),
         }))
     }
@@ -219,6 +250,14 @@ impl InvestigationsService {
         }
         let mut wire = convert::session(session);
         wire.approvals = self.approvals_of(id).await?;
+        wire.queued_messages = self
+            .store
+            .queued_messages(&[id])
+            .await
+            .map_err(ApiError::from)?
+            .into_iter()
+            .map(convert::queued_message)
+            .collect();
         Ok(Response::new(wire))
     }
 

@@ -247,6 +247,7 @@ pub async fn all_turns(c: &mut Client, id: &str) -> Vec<pb::SessionTurn> {
             .list_turns(pb::ListTurnsRequest {
                 session_id: id.into(),
                 after_seq,
+                before_seq: 0,
                 limit: 0,
             })
             .await

@@ -116,6 +116,7 @@ pub async fn collect_finals(dir: &Directory, tracked: &[Arc<Tracked>], rng: &Rng
                     let r = pb::ListTurnsRequest {
                         session_id: id.clone(),
                         after_seq,
+                        before_seq: 0,
                         limit: 0,
                     };
                     async move { c.list_turns(r).await }
