@@ -47,7 +47,7 @@ pub async fn axe(browser: &Browser) -> Vec<Value> {
 }
 
 /// Asserts no serious or critical violation on the page; prints the rest.
-async fn assert_accessible(browser: &mut Browser, view: &str) {
+pub async fn assert_accessible(browser: &mut Browser, view: &str) {
     browser.step(&format!("axe-{view}")).await;
     let violations = axe(browser).await;
     let (bad, minor): (Vec<_>, Vec<_>) = violations

@@ -250,6 +250,8 @@ async fn held_calls_are_approved_and_denied_in_the_browser_and_the_session_compl
     assert_eq!(c1["buttons"], json!(["approve", "deny"]));
     assert_eq!(c1["comment"], json!(true));
     browser.step("three-held").await;
+    // The approval cards, with their hostile arguments, pass axe too.
+    crate::a11y::assert_accessible(&mut browser, "waiting-approvals").await;
 
     // Approve c1 from the list: a partial decision, so the session stays
     // held and nothing runs yet; the count drops to the two left.

@@ -150,6 +150,24 @@ async fn a_follow_up_sent_during_a_burst_is_queued_then_shown_once_as_a_turn() {
     );
     browser.step("queued").await;
 
+    // A page opened now (another person's browser) shows the queue too:
+    // GetSession names it. (Away first: the same URL again would keep the
+    // page, and what it learnt.)
+    browser.goto("about:blank").await;
+    browser.goto(&session_url(&app, &id)).await;
+    wait_for_turns(&browser, 1).await;
+    browser
+        .wait_until(
+            "the queue shown on a page opened after it",
+            "return !document.getElementById('queued').hidden;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        queued_shown(&browser).await,
+        json!([["queued, position 1", PRICING]])
+    );
+
     fake.release_answers();
     let s = settled(&mut client, &id).await;
     assert_eq!(s.status(), pb::SessionStatus::Idle, "{s:?}");

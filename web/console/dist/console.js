@@ -5363,9 +5363,9 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       __publicField(this, "titleAsked", false);
       /**
        * Messages queued behind the running burst, in queue order, until each
-       * opens a burst and arrives as a user turn. Learnt from SendMessage's
-       * answer and from the watch's MessageQueued events (live only: a page
-       * opened later sees them once they are turns).
+       * opens a burst and arrives as a user turn. Read from GetSession, and
+       * learnt between reads from SendMessage's answer and the watch's
+       * MessageQueued events.
        */
       __publicField(this, "queued", []);
       __publicField(this, "approvalsShown", "");
@@ -5558,6 +5558,10 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       if (n < this.shown) return null;
       this.shown = n;
       this.applySession(s);
+      if (method === "GetSession") {
+        this.queued = s.queuedMessages.map((q) => ({ text: q.text, position: q.position }));
+        this.renderQueued();
+      }
       return s;
     }
     async refresh() {

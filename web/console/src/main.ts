@@ -1275,6 +1275,12 @@ class SessionPage {
     if (n < this.shown) return null;
     this.shown = n;
     this.applySession(s);
+    // GetSession names the queue as stored: a page opened after a message
+    // was queued shows it too. (Other calls answer without the queue.)
+    if (method === "GetSession") {
+      this.queued = s.queuedMessages.map((q) => ({ text: q.text, position: q.position }));
+      this.renderQueued();
+    }
     return s;
   }
 
@@ -1357,9 +1363,9 @@ class SessionPage {
 
   /**
    * Messages queued behind the running burst, in queue order, until each
-   * opens a burst and arrives as a user turn. Learnt from SendMessage's
-   * answer and from the watch's MessageQueued events (live only: a page
-   * opened later sees them once they are turns).
+   * opens a burst and arrives as a user turn. Read from GetSession, and
+   * learnt between reads from SendMessage's answer and the watch's
+   * MessageQueued events.
    */
   queued: Array<{ text: string; position: number }> = [];
 
