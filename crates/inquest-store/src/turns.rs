@@ -584,36 +584,9 @@ impl Store {
             "SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq > $2 \
              ORDER BY seq LIMIT $3"
         );
-        let fetch = i64::from(limit) + 1;
-        let (head, rows) = self
-            .run("list_turns", async |c| {
-                let head = c
-                    .query_opt(
-                        "SELECT head_seq FROM sessions WHERE id = $1",
-                        &[session.as_uuid()],
-                    )
-                    .await?;
-                let Some(head) = head else {
-                    return Ok((None, Vec::new()));
-                };
-                let head: i64 = crate::rows::get(&head, 0)?;
-                let stmt = c.prepare_cached(&sql).await?;
-                let rows = c
-                    .query(&stmt, &[session.as_uuid(), &after.as_i64(), &fetch])
-                    .await?;
-                Ok((Some(head), rows))
-            })
+        let (head, mut turns) = self
+            .head_and_page("list_turns", session, &sql, after.as_i64(), limit)
             .await?;
-        let Some(head) = head else {
-            return Err(StoreError::NotFound {
-                what: "session",
-                id: session.to_string(),
-            });
-        };
-        let mut turns = rows
-            .iter()
-            .map(turn_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
         // The head is read just before the page; a turn committed in
         // between may lie past it. The page is then the better witness.
         let head = Seq::from_stored(head).max(turns.last().map(|t| t.seq));
@@ -621,9 +594,7 @@ impl Store {
         turns.truncate(limit as usize);
         Ok(TurnPage { turns, head, more })
     }
-}
 
-impl Store {
     /// Committed turns with seq below `before`, the `limit` nearest to it,
     /// oldest first, with the session's head: the page a reader opening a
     /// long session at its newest turns reads, and every older page after
@@ -641,9 +612,30 @@ impl Store {
             "SELECT {TURN_COLUMNS} FROM turns WHERE session_id = $1 AND seq < $2 \
              ORDER BY seq DESC LIMIT $3"
         );
+        let (head, mut turns) = self
+            .head_and_page("list_turns_before", session, &sql, before, limit)
+            .await?;
+        let more = turns.len() > limit as usize;
+        turns.truncate(limit as usize);
+        turns.reverse();
+        let head = Seq::from_stored(head).max(turns.last().map(|t| t.seq));
+        Ok(TurnPage { turns, head, more })
+    }
+
+    /// The session's stored head, then `page_sql` (bound to the session,
+    /// `bound` and one row more than `limit`, so the caller can tell a
+    /// further page exists) in one connection. Unknown session: NotFound.
+    async fn head_and_page(
+        &self,
+        op: &'static str,
+        session: SessionId,
+        page_sql: &str,
+        bound: i64,
+        limit: u32,
+    ) -> Result<(i64, Vec<Turn>), StoreError> {
         let fetch = i64::from(limit) + 1;
         let (head, rows) = self
-            .run("list_turns_before", async |c| {
+            .run(op, async |c| {
                 let head = c
                     .query_opt(
                         "SELECT head_seq FROM sessions WHERE id = $1",
@@ -654,10 +646,8 @@ impl Store {
                     return Ok((None, Vec::new()));
                 };
                 let head: i64 = crate::rows::get(&head, 0)?;
-                let stmt = c.prepare_cached(&sql).await?;
-                let rows = c
-                    .query(&stmt, &[session.as_uuid(), &before, &fetch])
-                    .await?;
+                let stmt = c.prepare_cached(page_sql).await?;
+                let rows = c.query(&stmt, &[session.as_uuid(), &bound, &fetch]).await?;
                 Ok((Some(head), rows))
             })
             .await?;
@@ -667,17 +657,15 @@ impl Store {
                 id: session.to_string(),
             });
         };
-        let mut turns = rows
+        let turns = rows
             .iter()
             .map(turn_from_row)
             .collect::<Result<Vec<_>, _>>()?;
-        let more = turns.len() > limit as usize;
-        turns.truncate(limit as usize);
-        turns.reverse();
-        let head = Seq::from_stored(head).max(turns.last().map(|t| t.seq));
-        Ok(TurnPage { turns, head, more })
+        Ok((head, turns))
     }
+}
 
+impl Store {
     /// Every committed turn of a session, oldest first, read in pages.
     /// What a burst rebuilds its transcript from.
     /// The turns a resume reads, in ONE query: with a
