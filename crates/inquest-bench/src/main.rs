@@ -25,6 +25,7 @@ mod bench_resume;
 mod bench_stream;
 mod bench_watch;
 mod bench_webhooks;
+mod commands;
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
