@@ -85,6 +85,13 @@ async fn client(app: &TestApp, token: Option<&str>) -> Client {
         .max_encoding_message_size(usize::MAX)
 }
 
+/// The id a delete the server accepted actually removed: it reads
+/// `{…}`, `urn:uuid:…`, upper case and surrounding blanks as the same
+/// UUID, so the sweep must forget the canonical spelling.
+fn canonical(id: &str) -> String {
+    uuid::Uuid::try_parse(id.trim()).map_or_else(|_| id.to_owned(), |u| u.to_string())
+}
+
 async fn get_session(client: &mut Client, id: &str) -> pb::Session {
     client
         .get_session(pb::GetSessionRequest {
@@ -1060,7 +1067,7 @@ async fn hostile_sweep(tenants: bool) {
                     force,
                 });
                 if sweep.check(n, rpc, &req, unary(call).await).is_some() {
-                    sweep.started.remove(&session_id);
+                    sweep.started.remove(&canonical(&session_id));
                 }
             }
             "DeleteIncident" => {
@@ -1072,7 +1079,7 @@ async fn hostile_sweep(tenants: bool) {
                     force,
                 });
                 if sweep.check(n, rpc, &req, unary(call).await).is_some() {
-                    let of = &sweep.incident_of;
+                    let (of, incident_id) = (&sweep.incident_of, canonical(&incident_id));
                     sweep
                         .started
                         .retain(|s| of.get(s).is_none_or(|i| *i != incident_id));
