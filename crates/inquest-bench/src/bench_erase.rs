@@ -11,9 +11,13 @@
 //! with the erasure running, until every session is gone, so both sides
 //! see the same background load. Printed: appends/s and p50/p99 of each
 //! side and their ratio (an append's latency bounds any lock wait it had),
-//! and the turns table's total size (heap, TOAST, indexes) before the
-//! sessions were written, with them, after the erasure, and after the
-//! VACUUM autovacuum would run.
+//! and the turns table's total size (heap, TOAST, indexes, every
+//! partition) before the sessions were written, with them, and after the
+//! erasure and the VACUUM autovacuum would run; and that last size less
+//! what the writers appended meanwhile (the growth of their partition),
+//! which is the figure to hold against the size before. The erased
+//! sessions are made with ids of their time, 120 days ago, so their turns
+//! fill that month's partition, which the pass drops once it is empty.
 
 use std::time::{Duration, Instant};
 
@@ -84,6 +88,7 @@ pub async fn run(bench: EraseBench) -> anyhow::Result<()> {
     phase(bench.writers, Duration::from_secs(1), 0, append.clone()).await?;
     store.bench_vacuum("turns").await?;
     let before = store.bench_relation_size("turns").await?;
+    let live_before = store.bench_partition_size_of(sessions[0]).await?;
 
     let loading = Instant::now();
     store
@@ -109,6 +114,7 @@ pub async fn run(bench: EraseBench) -> anyhow::Result<()> {
     };
     let (mut alone, mut erasing) = (Samples::default(), Samples::default());
     let (mut erased, mut batches, mut erase_time) = (0u64, 0u32, Duration::ZERO);
+    let mut partitions = 0u64;
     let mut slices = 0;
     while erased < bench.sessions as u64 {
         alone.add(phase(bench.writers, SLICE, 0, append.clone()).await?);
@@ -118,7 +124,7 @@ pub async fn run(bench: EraseBench) -> anyhow::Result<()> {
             let (store, keep, stop) = (store.clone(), keep.clone(), stop.clone());
             let (batch, pause) = (bench.batch, bench.pause);
             tokio::spawn(async move {
-                let (mut n, mut b, started) = (0u64, 0u32, Instant::now());
+                let (mut n, mut b, mut p, started) = (0u64, 0u32, 0u64, Instant::now());
                 let pace = inquest_server::retention::Pace { batch, pause };
                 let none = KeepFor::default();
                 while !stop.is_cancelled() {
@@ -126,17 +132,19 @@ pub async fn run(bench: EraseBench) -> anyhow::Result<()> {
                         inquest_server::retention::pass(&store, &keep, &none, pace, &stop).await?;
                     b += done.batches;
                     n += done.sessions;
+                    p += done.partitions;
                     if done.sessions == 0 {
                         break;
                     }
                 }
-                anyhow::Ok((n, b, started.elapsed()))
+                anyhow::Ok((n, b, p, started.elapsed()))
             })
         };
         erasing.add(phase(bench.writers, SLICE, 0, append.clone()).await?);
         stop.cancel();
-        let (n, b, t) = eraser.await??;
+        let (n, b, p, t) = eraser.await??;
         erased += n;
+        partitions += p;
         batches += b;
         erase_time += t;
         slices += 1;
@@ -147,6 +155,7 @@ pub async fn run(bench: EraseBench) -> anyhow::Result<()> {
     let erased_size = store.bench_relation_size("turns").await?;
     store.bench_vacuum("turns").await?;
     let vacuumed = store.bench_relation_size("turns").await?;
+    let appended = store.bench_partition_size_of(sessions[0]).await? - live_before;
 
     let (alone, erasing) = (alone.figures(), erasing.figures());
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -186,13 +195,19 @@ pub async fn run(bench: EraseBench) -> anyhow::Result<()> {
         (erased as i64 * bench.turns) as f64 / erase_time.as_secs_f64().max(f64::MIN_POSITIVE)
     );
     println!(
-        "turns table (heap+TOAST+indexes): before {:.1} MiB, written {:.1} MiB, erased {:.1} MiB, after VACUUM {:.1} MiB ({:.2}x before; {} turns appended meanwhile)",
+        "turns table (heap+TOAST+indexes, all partitions): before {:.1} MiB, written {:.1} MiB, erased {:.1} MiB, after VACUUM {:.1} MiB; {} partitions dropped; the writers' partition grew {:.1} MiB ({} turns appended meanwhile)",
         mib(before),
         mib(loaded),
         mib(erased_size),
         mib(vacuumed),
-        vacuumed as f64 / before.max(1) as f64,
+        partitions,
+        mib(appended),
         alone.ops + erasing.ops
+    );
+    println!(
+        "size after, less the writers' growth: {:.1} MiB = {:.2}x the size before",
+        mib(vacuumed - appended),
+        (vacuumed - appended) as f64 / before.max(1) as f64
     );
     if alone.ops == 0 || erasing.ops == 0 {
         anyhow::bail!("a phase completed no appends");

@@ -77,7 +77,7 @@ pub async fn run(bench: ForkBench) -> anyhow::Result<()> {
         );
         let start = Instant::now();
         let copied = store
-            .copy_into_ceiling(source, uuid::Uuid::new_v4(), turns)
+            .copy_into_ceiling(source, uuid::Uuid::now_v7(), turns)
             .await?;
         let copy = start.elapsed();
         anyhow::ensure!(

@@ -10,17 +10,26 @@
 //!
 //! [tenants.overrides.acme]    # one tenant's own, as its limits are
 //! retention_finished_sessions = "30d"
-//! retention_audit_events = "800d"
+//! retention_audit_events = "forever"
 //! ```
 //!
-//! Absent: kept forever. Every replica runs a pass every `interval`: a
-//! batch at a time (`Store::erase_expired_sessions`, then
+//! Absent: kept forever; a tenant's override may say `"forever"` too, to
+//! keep its data when the default would not. Every replica runs a pass
+//! every `interval`: a batch at a time (`Store::erase_expired_sessions`,
+//! `Store::erase_expired_incidents` for incidents with no session, then
 //! `Store::expire_audit_events`), each in its own transaction that skips
 //! rows another replica's batch holds (`SKIP LOCKED`), so each batch is
 //! done once and a replica that dies mid-batch leaves it whole for
 //! another. A pass stops at a short batch, at `MAX_BATCHES`, or at
 //! shutdown (between batches: a batch in flight commits or rolls back
 //! whole). One log line per pass that removed anything, a counter per kind.
+//!
+//! Erased turns give their space back when their month's partition of
+//! the turns table is left empty and dropped
+//! (`Store::drop_empty_turn_partitions`): at the end of every pass, and
+//! hourly on every replica whether retention is configured or not
+//! ([`spawn_partitions`], which also makes the months ahead), so space
+//! freed by DeleteSession and DeleteIncident comes back too.
 
 use std::time::{Duration, Instant};
 
@@ -29,7 +38,7 @@ use inquest_store::{KeepFor, Store};
 use serde::Deserialize;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::config::tenants::TenantsSection;
+use crate::config::tenants::{Keep, TenantsSection};
 
 /// Batches one pass runs at most per kind, so a large backlog is worked
 /// off over several passes rather than by one pass that never yields.
@@ -100,7 +109,7 @@ impl RetentionSection {
         &self,
         tenants: &TenantsSection,
         default: Option<Duration>,
-        own: impl Fn(&crate::config::tenants::LimitsEntry) -> Option<Duration>,
+        own: impl Fn(&crate::config::tenants::LimitsEntry) -> Option<Keep>,
     ) -> KeepFor {
         KeepFor {
             default,
@@ -108,8 +117,11 @@ impl RetentionSection {
                 .overrides
                 .iter()
                 .filter_map(|(name, entry)| {
-                    let kept = own(entry)?;
-                    Some((Tenant::parse(name).ok()?, Some(kept)))
+                    let kept = match own(entry)? {
+                        Keep::For(d) => Some(d),
+                        Keep::Forever => None,
+                    };
+                    Some((Tenant::parse(name).ok()?, kept))
                 })
                 .collect(),
         }
@@ -132,6 +144,8 @@ pub struct Pass {
     pub incidents: u64,
     pub audit_events: u64,
     pub batches: u32,
+    /// Turns partitions dropped because erasure left them empty.
+    pub partitions: u64,
 }
 
 /// How one pass goes: rows per batch, and the rest between batches.
@@ -178,6 +192,22 @@ pub async fn pass(
                 break;
             }
         }
+        // Incidents left with no session by something other than this
+        // pass's batches, or never given one, once as old as a session
+        // would be.
+        for n in 0..MAX_BATCHES {
+            if shutdown.is_cancelled() || (n > 0 && !rest(pace.pause, shutdown).await) {
+                return Ok(done);
+            }
+            let gone = store.erase_expired_incidents(sessions, batch).await?;
+            done.batches += 1;
+            done.incidents += gone;
+            metrics::counter!("inquest_retention_removed_total", "what" => "incidents")
+                .increment(gone);
+            if gone < u64::from(batch) {
+                break;
+            }
+        }
     }
     if audit.default.is_some() || !audit.overrides.is_empty() {
         for n in 0..MAX_BATCHES {
@@ -194,7 +224,58 @@ pub async fn pass(
             }
         }
     }
+    if done.sessions > 0 {
+        done.partitions = drop_partitions(store).await?;
+    }
     Ok(done)
+}
+
+/// Drops the turns partitions erasure left empty; how many.
+async fn drop_partitions(store: &Store) -> Result<u64, inquest_store::StoreError> {
+    let dropped = store.drop_empty_turn_partitions().await?.len() as u64;
+    metrics::counter!("inquest_retention_removed_total", "what" => "turn_partitions")
+        .increment(dropped);
+    Ok(dropped)
+}
+
+/// How often every replica makes the turns partitions ahead and drops
+/// the ones left empty.
+const PARTITIONS_EVERY: Duration = Duration::from_secs(3600);
+
+/// Keeps the turns table's partitions on this replica until shutdown:
+/// every [`PARTITIONS_EVERY`], the months ahead are made and the empty
+/// past ones dropped, in a task the server's tracker owns.
+pub fn spawn_partitions(store: &Store, tasks: &TaskTracker, shutdown: &CancellationToken) {
+    let (store, shutdown) = (store.clone(), shutdown.clone());
+    tasks.spawn(async move {
+        // Startup made this month's and the next ones already.
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + PARTITIONS_EVERY,
+            PARTITIONS_EVERY,
+        );
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let outcome = tokio::select! {
+                () = shutdown.cancelled() => return,
+                outcome = async {
+                    store.make_turn_partitions().await?;
+                    drop_partitions(&store).await
+                } => outcome,
+            };
+            match outcome {
+                Ok(0) => {}
+                Ok(dropped) => tracing::info!(dropped, "turns partitions left empty dropped"),
+                Err(e) => tracing::warn!(
+                    error = %inquest_core::error_chain(&e),
+                    "keeping the turns partitions failed; trying again in an hour"
+                ),
+            }
+        }
+    });
 }
 
 /// Runs a pass every `interval` on this replica until shutdown, in a task
@@ -235,6 +316,7 @@ pub fn spawn(
                     sessions = done.sessions,
                     incidents = done.incidents,
                     audit_events = done.audit_events,
+                    partitions = done.partitions,
                     batches = done.batches,
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "retention pass"
@@ -256,7 +338,8 @@ mod tests {
     fn a_tenants_own_retention_replaces_the_default() {
         let tenants: TenantsSection = toml::from_str(
             "[overrides.acme]\nretention_finished_sessions = \"30d\"\n\
-             [overrides.globex]\nmax_running_bursts = 1\n",
+             [overrides.globex]\nmax_running_bursts = 1\n\
+             [overrides.initech]\nretention_finished_sessions = \"forever\"\n",
         )
         .unwrap();
         let section: RetentionSection =
@@ -266,10 +349,19 @@ mod tests {
         assert_eq!(sessions.default, Some(Duration::from_secs(90 * 86_400)));
         assert_eq!(
             sessions.overrides,
-            [(
-                Tenant::parse("acme").unwrap(),
-                Some(Duration::from_secs(30 * 86_400))
-            )]
+            [
+                (
+                    Tenant::parse("acme").unwrap(),
+                    Some(Duration::from_secs(30 * 86_400))
+                ),
+                (Tenant::parse("initech").unwrap(), None)
+            ]
+        );
+        assert!(
+            toml::from_str::<TenantsSection>(
+                "[overrides.acme]\nretention_finished_sessions = \"sometimes\"\n"
+            )
+            .is_err()
         );
         assert!(section.audit(&tenants).overrides.is_empty());
         assert!(!RetentionSection::default().anything(&TenantsSection::default()));

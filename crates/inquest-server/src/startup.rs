@@ -151,6 +151,13 @@ impl Application {
         })
         .context("configuring the database pool")?;
         store.migrate().await.context("migrating the database")?;
+        // This month's turns partition and the next ones, before the first
+        // append (the migration made them too, but a replica may start
+        // months after it ran).
+        store
+            .make_turn_partitions()
+            .await
+            .context("making the turns table's partitions")?;
         let pages = crate::service::pages::PageTokens::new(
             &store
                 .page_token_key()
@@ -443,6 +450,7 @@ impl Application {
             self.key_cleanup_interval,
         );
         crate::retention::spawn(&self.store, &self.retention, &self.tenants, tasks, shutdown);
+        crate::retention::spawn_partitions(&self.store, tasks, shutdown);
         tracing::info!(
             replica_id = %self.store.replica_id(),
             lease_ttl = ?self.lease.ttl,

@@ -6,6 +6,8 @@
 
 use uuid::Uuid;
 
+use inquest_core::SessionId;
+
 use crate::{Store, StoreError};
 
 impl Store {
@@ -184,8 +186,11 @@ impl Store {
     }
 
     /// `sessions` completed sessions, each on its own incident with
-    /// `turns` turns of `payload` bytes, last changed `age_days` ago (for
-    /// retention to erase), written in one statement per table.
+    /// `turns` turns of `payload` bytes, made and last changed `age_days`
+    /// ago (for retention to erase), written in one statement per table.
+    /// Their ids are UUIDv7 of that time, as a replica then made them, so
+    /// their turns land in that month's partition (made first if none
+    /// covers it, as a replica running then would have).
     pub async fn insert_bench_settled(
         &self,
         sessions: i64,
@@ -197,12 +202,21 @@ impl Store {
             "bench_insert_settled",
             std::time::Duration::from_secs(3600),
             async |c| {
+                c.execute(
+                    "SELECT inquest_turns_partition_for(now() - make_interval(days => $1::int))",
+                    &[&age_days],
+                )
+                .await?;
                 let tx = c.transaction().await?;
                 tx.execute(
                     "CREATE TEMP TABLE bench_made ON COMMIT DROP AS \
-                     SELECT gen_random_uuid() AS incident, gen_random_uuid() AS session \
+                     SELECT gen_random_uuid() AS incident, \
+                       encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) \
+                         PLACING substring(int8send((extract(epoch FROM \
+                           now() - make_interval(days => $2::int)) * 1000)::bigint) FROM 3) \
+                         FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid AS session \
                      FROM generate_series(1, $1::bigint)",
-                    &[&sessions],
+                    &[&sessions, &age_days],
                 )
                 .await?;
                 tx.execute(
@@ -234,13 +248,30 @@ impl Store {
         .await
     }
 
-    /// `pg_total_relation_size` of `table` (heap, TOAST and indexes).
+    /// `pg_total_relation_size` of `table` (heap, TOAST and indexes), summed
+    /// over its partitions when it has them.
     pub async fn bench_relation_size(&self, table: &str) -> Result<i64, StoreError> {
         let table = table.to_owned();
         self.run("bench_relation_size", async move |c| {
             Ok(c.query_one(
-                "SELECT pg_total_relation_size($1::text::regclass)",
+                "SELECT coalesce((SELECT sum(pg_total_relation_size(relid))::bigint \
+                                  FROM pg_partition_tree($1::text::regclass)), \
+                                 pg_total_relation_size($1::text::regclass))",
                 &[&table],
+            )
+            .await?
+            .get(0))
+        })
+        .await
+    }
+
+    /// `pg_total_relation_size` of the turns partition holding `session`'s
+    /// turns (the whole table when it is not partitioned).
+    pub async fn bench_partition_size_of(&self, session: SessionId) -> Result<i64, StoreError> {
+        self.run("bench_partition_size_of", async move |c| {
+            Ok(c.query_one(
+                "SELECT pg_total_relation_size(tableoid) FROM turns WHERE session_id = $1 LIMIT 1",
+                &[session.as_uuid()],
             )
             .await?
             .get(0))

@@ -456,6 +456,67 @@ impl Store {
         .await
     }
 
+    /// Erases up to `batch` incidents that have no session and nothing
+    /// newer than their tenant keeps settled sessions: made that long ago,
+    /// no alert notification since. They are the incidents an alert storm
+    /// recorded without starting a session, ones nobody ever started a
+    /// session on, and ones whose last session an erasing batch removed
+    /// while something else held the incident's row (that batch skips a
+    /// locked incident rather than wait). Locked rows are skipped here too;
+    /// a session added after the lock is seen by the second look, which
+    /// runs on a fresh snapshot, and keeps its incident.
+    pub async fn erase_expired_incidents(
+        &self,
+        keep: &KeepFor,
+        batch: u32,
+    ) -> Result<u64, StoreError> {
+        let (tenants, secs, default) = keep.sql_params();
+        let limit = i64::from(batch);
+        let replica = self.replica.clone();
+        self.run("erase_expired_incidents", async move |c| {
+            let tx = c.transaction().await?;
+            let locked = tx
+                .query(
+                    "SELECT i.id FROM incidents i \
+                     LEFT JOIN unnest($1::text[], $2::bigint[]) o(tenant, secs) \
+                       ON o.tenant = i.tenant \
+                     CROSS JOIN LATERAL (SELECT now() - make_interval(secs => \
+                       CASE WHEN o.tenant IS NULL THEN $3::bigint ELSE o.secs END) AS cutoff) k \
+                     WHERE i.created_at < k.cutoff \
+                       AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.incident_id = i.id) \
+                       AND NOT EXISTS (SELECT 1 FROM alert_events a \
+                                       WHERE a.incident_id = i.id AND a.received_at >= k.cutoff) \
+                     ORDER BY i.created_at LIMIT $4 FOR UPDATE OF i SKIP LOCKED",
+                    &[&tenants, &secs, &default, &limit],
+                )
+                .await?;
+            let ids: Vec<Uuid> = locked.iter().map(|r| get(r, 0)).collect::<Result<_, _>>()?;
+            let empty = tx
+                .query(
+                    "SELECT i.id, i.tenant FROM incidents i WHERE i.id = ANY($1) \
+                     AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.incident_id = i.id)",
+                    &[&ids],
+                )
+                .await?;
+            if empty.is_empty() {
+                tx.rollback().await?;
+                return Ok(0);
+            }
+            let mut gone = Vec::with_capacity(empty.len());
+            let mut records: Vec<RetentionRecord> = Vec::with_capacity(empty.len());
+            for row in &empty {
+                let (id, tenant): (Uuid, String) = (get(row, 0)?, get(row, 1)?);
+                gone.push(id);
+                records.push((tenant, "Retention/DeleteIncident", Some(id), None));
+            }
+            erase_incidents(&tx, &gone).await?;
+            record_retention(&tx, &replica, &records).await?;
+            tx.commit().await?;
+            Ok(gone.len() as u64)
+        })
+        .await
+    }
+
     /// Deletes up to `batch` audit events older than their tenant keeps
     /// them, through `expire_audit_events` (migration V33), the one path
     /// the append-only trigger lets through; returns how many.

@@ -36,6 +36,7 @@ mod lease;
 pub mod listen;
 mod migrate;
 pub mod notify;
+mod partitions;
 mod queued;
 mod reports;
 mod rows;

@@ -147,8 +147,11 @@ impl WriteId {
     }
 }
 
-/// The unique index that makes a repeated write id a conflict.
-const WRITE_ID_INDEX: &str = "turns_write_id";
+/// The unique index that makes a repeated write id a conflict. The turns
+/// table is partitioned (migration V40), and a conflict names the index of
+/// the partition it happened in: `<partition>_write_id`, the name
+/// `inquest_turns_partition_for` gives it (and `turns_legacy_write_id`).
+const WRITE_ID_INDEX: &str = "_write_id";
 
 /// Inserts `turn` as the session's next seq on `client` (a pooled
 /// connection or an open transaction), fenced by `epoch` when given.
@@ -411,7 +414,9 @@ pub(crate) async fn no_row(
 pub(crate) fn is_write_id_conflict(e: &tokio_postgres::Error) -> bool {
     e.as_db_error().is_some_and(|db| {
         db.code() == &tokio_postgres::error::SqlState::UNIQUE_VIOLATION
-            && db.constraint() == Some(WRITE_ID_INDEX)
+            && db
+                .constraint()
+                .is_some_and(|c| c.starts_with("turns_") && c.ends_with(WRITE_ID_INDEX))
     })
 }
 

@@ -37,11 +37,29 @@ pub struct LimitsEntry {
     /// The tenant's own `[approval]`, replacing the default whole.
     pub approval: Option<crate::config::approval::ApprovalSection>,
     /// The tenant's own `[retention] finished_sessions`.
-    #[serde(with = "inquest_core::duration_text::option")]
-    pub retention_finished_sessions: Option<std::time::Duration>,
+    pub retention_finished_sessions: Option<Keep>,
     /// The tenant's own `[retention] audit_events`.
-    #[serde(with = "inquest_core::duration_text::option")]
-    pub retention_audit_events: Option<std::time::Duration>,
+    pub retention_audit_events: Option<Keep>,
+}
+
+/// How long a tenant's override keeps its data: a duration (`"30d"`), or
+/// `"forever"`, which keeps it even when `[retention]` would not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    For(std::time::Duration),
+    Forever,
+}
+
+impl<'de> Deserialize<'de> for Keep {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.trim() == "forever" {
+            return Ok(Self::Forever);
+        }
+        inquest_core::duration_text::parse(&text)
+            .map(Self::For)
+            .map_err(|e| serde::de::Error::custom(format!("{e}, or \"forever\"")))
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

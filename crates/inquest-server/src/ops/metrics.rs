@@ -58,7 +58,7 @@ const ZEROED: &[Zeroed] = &[
     },
     Zeroed {
         name: "inquest_retention_removed_total",
-        label: Some(("what", &["incidents", "audit_events"])),
+        label: Some(("what", &["incidents", "audit_events", "turn_partitions"])),
     },
     Zeroed {
         name: "inquest_retention_passes_total",
@@ -294,7 +294,7 @@ fn describe_counters() {
     );
     describe_counter!(
         "inquest_retention_removed_total",
-        "Incidents (left without a session) and audit events the [retention] passes removed; sessions are counted in inquest_erased_sessions_total{via=\"retention\"}."
+        "Incidents (left without a session), audit events, and turns partitions (a month of sessions all erased, dropped whole) the retention passes and the hourly partition upkeep removed; sessions are counted in inquest_erased_sessions_total{via=\"retention\"}."
     );
     describe_counter!(
         "inquest_retention_passes_total",
