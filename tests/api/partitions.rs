@@ -179,6 +179,37 @@ async fn a_month_whose_sessions_are_all_erased_is_dropped_and_one_left_keeps_it(
     let dropped = app.store.drop_empty_turn_partitions().await.unwrap();
     assert_eq!(dropped, [month.as_str()]);
     assert!(!exists(&db, &month).await);
+
+    // A month a crash left detached is dropped when empty; one with rows
+    // is someone's archive and stays.
+    let mut left = Vec::new();
+    for (days, rows) in [(300, false), (330, true)] {
+        let name: String = db
+            .query_one(
+                "SELECT inquest_turns_partition_for(now() - make_interval(days => $1))",
+                &[&days],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        db.batch_execute(&format!("ALTER TABLE turns DETACH PARTITION {name}"))
+            .await
+            .unwrap();
+        if rows {
+            db.batch_execute(&format!(
+                "INSERT INTO {name} (session_id, seq, role, content) \
+                 SELECT session_id, 1, 'user', 'kept' FROM (SELECT inquest_uuid_floor( \
+                   now() - interval '330 days') AS session_id) s"
+            ))
+            .await
+            .unwrap();
+        }
+        left.push(name);
+    }
+    let dropped = app.store.drop_empty_turn_partitions().await.unwrap();
+    assert_eq!(dropped, [left[0].as_str()]);
+    assert!(!exists(&db, &left[0]).await);
+    assert!(exists(&db, &left[1]).await);
     app.stop().await.unwrap();
 }
 

@@ -152,6 +152,21 @@ pub async fn run(bench: EraseBench) -> anyhow::Result<()> {
             anyhow::bail!("a slice erased nothing with {erased} sessions erased");
         }
     }
+    // The next pass, as `[retention] interval` would run it: it finds
+    // nothing left to erase, and drops the month the erasure emptied (the
+    // last slice's pass may have been stopped before it got there).
+    let last = inquest_server::retention::pass(
+        &store,
+        &keep,
+        &KeepFor::default(),
+        inquest_server::retention::Pace {
+            batch: bench.batch,
+            pause: bench.pause,
+        },
+        &CancellationToken::new(),
+    )
+    .await?;
+    partitions += last.partitions;
     let erased_size = store.bench_relation_size("turns").await?;
     store.bench_vacuum("turns").await?;
     let vacuumed = store.bench_relation_size("turns").await?;

@@ -224,7 +224,10 @@ pub async fn pass(
             }
         }
     }
-    if done.sessions > 0 {
+    if sessions.default.is_some() || !sessions.overrides.is_empty() {
+        // Also after a pass that erased nothing: the last sessions of a
+        // month may have gone by DeleteIncident, or by a pass that shutdown
+        // cut short before this point.
         done.partitions = drop_partitions(store).await?;
     }
     Ok(done)
