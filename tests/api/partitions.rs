@@ -183,7 +183,8 @@ async fn a_month_whose_sessions_are_all_erased_is_dropped_and_one_left_keeps_it(
     // A month a crash left detached is dropped when empty; one with rows
     // is someone's archive and stays.
     let mut left = Vec::new();
-    for (days, rows) in [(300, false), (330, true)] {
+    // 60 days apart: never the same month.
+    for (days, rows) in [(300, false), (360, true)] {
         let name: String = db
             .query_one(
                 "SELECT inquest_turns_partition_for(now() - make_interval(days => $1))",
@@ -199,7 +200,7 @@ async fn a_month_whose_sessions_are_all_erased_is_dropped_and_one_left_keeps_it(
             db.batch_execute(&format!(
                 "INSERT INTO {name} (session_id, seq, role, content) \
                  SELECT session_id, 1, 'user', 'kept' FROM (SELECT inquest_uuid_floor( \
-                   now() - interval '330 days') AS session_id) s"
+                   now() - interval '360 days') AS session_id) s"
             ))
             .await
             .unwrap();
