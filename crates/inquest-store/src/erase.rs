@@ -309,6 +309,35 @@ async fn erase_incidents(tx: &Transaction<'_>, incidents: &[Uuid]) -> Result<(),
     Ok(())
 }
 
+/// Erases those of `incidents` that have no session left, adding a
+/// retention record for each to `records`; how many. It reads on the
+/// statement's own snapshot, so a session committed since the caller
+/// looked keeps its incident; SKIP LOCKED leaves one a StartSession is
+/// adding a session to right now (rows this transaction holds already it
+/// takes).
+async fn erase_incidents_left_empty(
+    tx: &Transaction<'_>,
+    incidents: &[Uuid],
+    records: &mut Vec<RetentionRecord>,
+) -> Result<u64, StoreError> {
+    let empty = tx
+        .query(
+            "SELECT i.id, i.tenant FROM incidents i WHERE i.id = ANY($1) \
+             AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.incident_id = i.id) \
+             FOR UPDATE SKIP LOCKED",
+            &[&incidents],
+        )
+        .await?;
+    let mut gone = Vec::with_capacity(empty.len());
+    for row in &empty {
+        let (id, tenant): (Uuid, String) = (get(row, 0)?, get(row, 1)?);
+        gone.push(id);
+        records.push((tenant, "Retention/DeleteIncident", Some(id), None));
+    }
+    erase_incidents(tx, &gone).await?;
+    Ok(gone.len() as u64)
+}
+
 /// How long each tenant's settled sessions (or audit events) are kept:
 /// `default` for every tenant not in `overrides`; `None` keeps them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -429,28 +458,13 @@ impl Store {
                 records.push((tenant, "Retention/DeleteSession", Some(incident), Some(id)));
             }
             erase_sessions(&tx, &replica, &ids, false).await?;
-            // An incident goes with its last session. SKIP LOCKED: one a
-            // StartSession is adding a session to right now stays.
-            let empty = tx
-                .query(
-                    "SELECT i.id, i.tenant FROM incidents i WHERE i.id = ANY($1) \
-                     AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.incident_id = i.id) \
-                     FOR UPDATE SKIP LOCKED",
-                    &[&incidents],
-                )
-                .await?;
-            let mut gone = Vec::with_capacity(empty.len());
-            for row in &empty {
-                let (id, tenant): (Uuid, String) = (get(row, 0)?, get(row, 1)?);
-                gone.push(id);
-                records.push((tenant, "Retention/DeleteIncident", Some(id), None));
-            }
-            erase_incidents(&tx, &gone).await?;
+            // An incident goes with its last session.
+            let incidents = erase_incidents_left_empty(&tx, &incidents, &mut records).await?;
             record_retention(&tx, &replica, &records).await?;
             tx.commit().await?;
             Ok(RetentionBatch {
                 sessions: ids.len() as u64,
-                incidents: empty.len() as u64,
+                incidents,
             })
         })
         .await
@@ -491,28 +505,15 @@ impl Store {
                 )
                 .await?;
             let ids: Vec<Uuid> = locked.iter().map(|r| get(r, 0)).collect::<Result<_, _>>()?;
-            let empty = tx
-                .query(
-                    "SELECT i.id, i.tenant FROM incidents i WHERE i.id = ANY($1) \
-                     AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.incident_id = i.id)",
-                    &[&ids],
-                )
-                .await?;
-            if empty.is_empty() {
+            let mut records = Vec::with_capacity(ids.len());
+            let gone = erase_incidents_left_empty(&tx, &ids, &mut records).await?;
+            if gone == 0 {
                 tx.rollback().await?;
                 return Ok(0);
             }
-            let mut gone = Vec::with_capacity(empty.len());
-            let mut records: Vec<RetentionRecord> = Vec::with_capacity(empty.len());
-            for row in &empty {
-                let (id, tenant): (Uuid, String) = (get(row, 0)?, get(row, 1)?);
-                gone.push(id);
-                records.push((tenant, "Retention/DeleteIncident", Some(id), None));
-            }
-            erase_incidents(&tx, &gone).await?;
             record_retention(&tx, &replica, &records).await?;
             tx.commit().await?;
-            Ok(gone.len() as u64)
+            Ok(gone)
         })
         .await
     }
