@@ -27,11 +27,13 @@ pub mod reason;
 pub mod retention;
 pub mod schedules;
 pub mod service;
+mod shutdown;
 pub mod startup;
 pub mod status;
 pub mod watch;
 
 pub use config::{Config, Overrides};
 pub use inquest_engine::{TurnLog, TurnLogError};
-pub use startup::{Application, cancel_on_signal, serve};
+pub use shutdown::cancel_on_signal;
+pub use startup::{Application, serve};
 pub use watch::WatchMetrics;
