@@ -59,6 +59,14 @@ async fn a_tick_fires_once_across_three_replicas_when_one_is_killed_at_it() {
         "--config",
         config.to_str().unwrap(),
     ];
+    // The schedule counts from the first replica's start, so a minute
+    // boundary passing while the three start would fire a tick before the
+    // one this test kills at. Starting well clear of a boundary (a slow
+    // CI machine took seconds to start them) leaves only that one.
+    let to_boundary = 60 - unix_now().as_secs() % 60;
+    if to_boundary < 20 {
+        tokio::time::sleep(Duration::from_secs(to_boundary + 1)).await;
+    }
     let mut replicas = Vec::new();
     for name in ["sched-a", "sched-b", "sched-c"] {
         replicas.push(Some(Server::start_with(name, &args, &[]).await));
