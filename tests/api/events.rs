@@ -372,10 +372,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             status = 204
         message = json.loads(body) if verified else {}
-        print(json.dumps({"path": self.path, "id": headers.get("webhook-id"),
-                          "verified": verified, "status": status,
-                          "type": message.get("type"),
-                          "session": message.get("data", {}).get("session_id")}), flush=True)
+        with lock:  # threads answer at once: one whole line each
+            print(json.dumps({"path": self.path, "id": headers.get("webhook-id"),
+                              "verified": verified, "status": status,
+                              "type": message.get("type"),
+                              "session": message.get("data", {}).get("session_id")}), flush=True)
         self.send_response(status)
         self.send_header("content-length", "0")
         self.end_headers()

@@ -55,7 +55,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if n < refuse:
             error = "invalid_blocks"
         status = 400 if error else 200
-        print(json.dumps({"status": status, "error": error, "message": message}), flush=True)
+        with lock:  # threads answer at once: one whole line each
+            print(json.dumps({"status": status, "error": error, "message": message}), flush=True)
         answer = (error or "ok").encode()
         self.send_response(status)
         self.send_header("content-type", "text/html")

@@ -48,10 +48,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             status = 204
         message = json.loads(body) if verified_by else {}
-        print(json.dumps({"path": self.path, "id": headers.get("webhook-id"),
-                          "verified_by": verified_by, "status": status,
-                          "type": message.get("type"),
-                          "tenant": message.get("data", {}).get("tenant")}), flush=True)
+        with lock:  # threads answer at once: one whole line each
+            print(json.dumps({"path": self.path, "id": headers.get("webhook-id"),
+                              "verified_by": verified_by, "status": status,
+                              "type": message.get("type"),
+                              "tenant": message.get("data", {}).get("tenant")}), flush=True)
         self.send_response(status)
         self.send_header("content-length", "0")
         self.end_headers()

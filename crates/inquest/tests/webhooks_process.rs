@@ -185,10 +185,11 @@ async fn the_queue_depth_and_the_oldest_events_age_rise_while_a_receiver_fails()
 /// file, waits `delay` seconds (so a kill lands mid-delivery), answers 204
 /// (401 when it does not verify); one JSON line per request.
 const RECEIVER: &str = r#"
-import http.server, json, sys, time
+import http.server, json, sys, threading, time
 from standardwebhooks.webhooks import Webhook
 secret_file, delay = sys.argv[1], float(sys.argv[2])
 port = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+lock = threading.Lock()
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
@@ -201,7 +202,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except Exception:
             status = 401
         time.sleep(delay)
-        print(json.dumps({"id": headers.get("webhook-id"), "status": status}), flush=True)
+        with lock:  # threads answer at once: one whole line each
+            print(json.dumps({"id": headers.get("webhook-id"), "status": status}), flush=True)
         self.send_response(status)
         self.send_header("content-length", "0")
         self.end_headers()
