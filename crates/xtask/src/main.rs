@@ -286,6 +286,22 @@ fn check_shipped_graph() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The console's own unit tests (`node --test`, after a type check), run
+/// with the machine's Node.js on the locked packages. The browser tests
+/// drive the built console; these pin its pure parts.
+fn console_unit_tests() -> anyhow::Result<()> {
+    let dir = workspace_root().join("web/console");
+    let mut install = Command::new("npm");
+    install
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&dir);
+    run("npm ci (web/console)", install)
+        .context("the console's unit tests need Node.js 20 and npm (Debian: nodejs, npm)")?;
+    let mut unit = Command::new("npm");
+    unit.args(["test", "--silent"]).current_dir(&dir);
+    run("npm test (web/console)", unit)
+}
+
 fn test(extra: &[String]) -> anyhow::Result<()> {
     let started = Instant::now();
     ensure_postgres()?;
@@ -306,6 +322,7 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     ]);
     run("cargo clippy -D warnings", clippy)?;
     check_shipped_graph()?;
+    console_unit_tests()?;
 
     // Under the temp dir, not target/: as root the cluster runs as the
     // `postgres` user, who cannot enter a checkout under /root.

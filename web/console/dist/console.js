@@ -837,6 +837,15 @@
       return this.turns.map((t) => t.seq);
     }
   };
+  function stillQueued(queued, headSeq, turns) {
+    const since = turns.filter((t) => t.seq > headSeq && t.role === TurnRole.USER).map((t) => t.content);
+    return queued.filter((q) => {
+      const i = since.indexOf(q.text);
+      if (i < 0) return true;
+      since.splice(i, 1);
+      return false;
+    });
+  }
 
   // node_modules/dompurify/dist/purify.es.mjs
   function _OverloadYield(e, d2) {
@@ -5559,7 +5568,10 @@ Please report this to https://github.com/markedjs/marked.`, e) {
       this.shown = n;
       this.applySession(s);
       if (method === "GetSession") {
-        this.queued = s.queuedMessages.map((q) => ({ text: q.text, position: q.position }));
+        this.queued = stillQueued(s.queuedMessages, s.headSeq, this.timeline.turns).map((q) => ({
+          text: q.text,
+          position: q.position
+        }));
         this.renderQueued();
       }
       return s;

@@ -33,7 +33,7 @@ import {
   sourceFromName,
   sourceName,
 } from "./proto";
-import { type CallView, Timeline } from "./view";
+import { type CallView, stillQueued, Timeline } from "./view";
 import { renderMarkdown } from "./markdown";
 
 const TOKEN_KEY = "inquest.token";
@@ -1278,7 +1278,10 @@ class SessionPage {
     // GetSession names the queue as stored: a page opened after a message
     // was queued shows it too. (Other calls answer without the queue.)
     if (method === "GetSession") {
-      this.queued = s.queuedMessages.map((q) => ({ text: q.text, position: q.position }));
+      this.queued = stillQueued(s.queuedMessages, s.headSeq, this.timeline.turns).map((q) => ({
+        text: q.text,
+        position: q.position,
+      }));
       this.renderQueued();
     }
     return s;

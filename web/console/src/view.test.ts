@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { type SessionTurn, TurnRole } from "./proto";
-import { Timeline } from "./view";
+import { stillQueued, Timeline } from "./view";
 
 function turn(seq: number, role: number, extra: Partial<SessionTurn> = {}): SessionTurn {
   return {
@@ -103,4 +103,19 @@ test("a window read by page: the cursor starts at its head, history only settles
   assert.equal(t.applyTurn(turn(400, TurnRole.USER)).added, false);
   assert.equal(t.applyTurn(turn(501, TurnRole.USER)).added, true);
   assert.deepEqual(t.gaps, []);
+});
+
+test("a session read older than the turns shown does not bring back messages they consumed", () => {
+  const q = (text: string, position: number) => ({ text, position });
+  const turns = [
+    turn(1, TurnRole.USER, { content: "start" }),
+    turn(2, TurnRole.ASSISTANT, { content: "a" }),
+    turn(3, TurnRole.USER, { content: "same" }),
+  ];
+  // Read at head 2: "same" was queued twice; the turn at 3 consumed one.
+  assert.deepEqual(stillQueued([q("same", 1), q("same", 2), q("other", 3)], 2, turns), [q("same", 2), q("other", 3)]);
+  // Read at head 3: the queue it names is current.
+  assert.deepEqual(stillQueued([q("same", 1)], 3, turns), [q("same", 1)]);
+  // An assistant turn with the text consumes nothing.
+  assert.deepEqual(stillQueued([q("a", 1)], 1, turns), [q("a", 1)]);
 });

@@ -163,3 +163,23 @@ export class Timeline {
     return this.turns.map((t) => t.seq);
   }
 }
+
+/**
+ * The messages a session read names as queued that are still queued now.
+ * The read may predate user turns the watch has delivered since (`turns`
+ * past its `headSeq`): each such turn consumed the first queued message
+ * with its text, in queue order.
+ */
+export function stillQueued<Q extends { text: string }>(
+  queued: readonly Q[],
+  headSeq: number,
+  turns: readonly SessionTurn[],
+): Q[] {
+  const since = turns.filter((t) => t.seq > headSeq && t.role === TurnRole.USER).map((t) => t.content);
+  return queued.filter((q) => {
+    const i = since.indexOf(q.text);
+    if (i < 0) return true;
+    since.splice(i, 1);
+    return false;
+  });
+}
