@@ -435,6 +435,40 @@ impl Turn {
         self.role == Role::Notice && self.content.starts_with(LOST_IN_FAILOVER)
     }
 
+    /// What this turn is, in a few words: what its tombstone says it was
+    /// if a failover loses it ([`NewTurn::lost_in_failover`]).
+    pub fn described(&self) -> String {
+        match self.role {
+            Role::Assistant => {
+                // The names straight from the stored column: every turn
+                // published is described, so the arguments are not decoded.
+                let names: Vec<&str> = self
+                    .tool_calls_raw
+                    .as_array()
+                    .map(|calls| {
+                        calls
+                            .iter()
+                            .filter_map(|c| c.get("name").and_then(Value::as_str))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if names.is_empty() {
+                    "an assistant reply".to_owned()
+                } else {
+                    format!("an assistant reply calling {}", names.join(", "))
+                }
+            }
+            Role::Tool => format!(
+                "the result of {} (call {})",
+                self.tool_name.as_deref().unwrap_or("a tool"),
+                self.tool_call_id.as_deref().unwrap_or("unknown")
+            ),
+            Role::User => "a user message".to_owned(),
+            Role::Notice => "a notice".to_owned(),
+            Role::Compaction => "a compaction summary".to_owned(),
+        }
+    }
+
     /// The tool calls this (assistant) turn requested.
     pub fn tool_calls(&self) -> Result<Vec<ToolCall>, ToolCallsDecodeError> {
         if self.role == Role::Compaction {

@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::{
+    announced::Heard,
     live::LiveView,
     turn_log::{LeaseTiming, TurnLogError},
 };
@@ -140,27 +141,10 @@ struct Approval {
     approved: HashSet<String>,
 }
 
-/// How one fenced write ended after its retries.
 /// Turns of a burst remembered for the tombstones of a failover.
 const DESCRIBED: usize = 256;
 
-/// What a lost turn was, in a few words, for its tombstone.
-fn describe(turn: &NewTurn) -> String {
-    match turn {
-        NewTurn::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
-            let names: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
-            format!("an assistant reply calling {}", names.join(", "))
-        }
-        NewTurn::Assistant { .. } => "an assistant reply".to_owned(),
-        NewTurn::Tool {
-            tool_name, call_id, ..
-        } => format!("the result of {tool_name} (call {call_id})"),
-        NewTurn::User(_) => "a user message".to_owned(),
-        NewTurn::Notice { .. } => "a notice".to_owned(),
-        NewTurn::Compaction { .. } => "a compaction summary".to_owned(),
-    }
-}
-
+/// How one fenced write ended after its retries.
 enum Attempts<T> {
     Done(T),
     /// The store stayed unreachable until the lease deadline.
@@ -341,7 +325,7 @@ impl BurstLog {
                 .described
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            described.insert(appended.turn.seq.as_i64(), describe(&turn));
+            described.insert(appended.turn.seq.as_i64(), appended.turn.described());
             while described.len() > DESCRIBED {
                 described.pop_first();
             }
@@ -412,6 +396,32 @@ impl BurstLog {
                 tracing::error!(session = %self.session(), error = %error_chain(&e), "cannot store the tombstones of turns lost in a failover");
             }
         }
+    }
+
+    /// The claim read a stored head (`head`) below what this replica heard
+    /// announced (`heard`): a failover lost turns that were sent to
+    /// watchers, and their writer did not mark them (it died with the
+    /// primary, or its lease ran out first). Marks them as that writer
+    /// would have, from what the announcements said, and gives the claim
+    /// up: the next claim plans the recovery with the tombstones in the
+    /// transcript. Returns the error the claim ends with.
+    pub(crate) async fn lost_before_claim(&self, head: i64, heard: Heard) -> TurnLogError {
+        self.head.fetch_max(heard.head, Ordering::Relaxed);
+        {
+            let mut described = self
+                .described
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for (seq, what) in heard.described {
+                described.entry(seq).or_insert(what);
+            }
+        }
+        self.mark_lost(head, heard.head).await;
+        TurnLogError::NotPersisted(StoreError::HeadBehind {
+            session: self.session().to_string(),
+            head,
+            known: heard.head,
+        })
     }
 
     /// Stores the recovery plan, fenced by the lease; `recovered` (an

@@ -147,7 +147,8 @@ pub async fn apply(log: &TurnLog, notification: Notification) {
             ..
         } => {
             // Too large to travel inline: fetch it, but only when someone
-            // here follows the session.
+            // here follows the session. Its seq counts either way.
+            live.announced_seq(session, seq);
             if !live.follows(session) {
                 return;
             }

@@ -16,6 +16,7 @@
 //! at `Runner::start` in [`runner`], then `BurstLog` in [`burst_log`].
 
 pub mod agent_runtime;
+pub mod announced;
 pub mod approvals;
 pub mod burst_log;
 pub mod delivery;

@@ -20,6 +20,8 @@ use inquest_broadcast::{
 };
 use inquest_core::{Role, Seq, SessionId, Turn};
 use inquest_redact::StreamedText;
+
+use crate::announced::{Announced, Heard};
 use tokio_util::sync::CancellationToken;
 
 /// The live view of this replica. Cheap to clone; clones share state.
@@ -55,6 +57,10 @@ struct LiveState {
     /// session settles or a later burst registers, so the map holds only
     /// sessions with a burst about to start.
     early_interrupts: HashMap<SessionId, i64>,
+    /// The seqs announced per session, here and by other replicas: what a
+    /// claim compares the stored head with (bounded, see
+    /// [`crate::announced`]).
+    announced: Announced,
 }
 
 /// What stops one burst from outside, fired from here.
@@ -104,6 +110,9 @@ impl LiveView {
         };
         {
             let mut state = self.lock();
+            state
+                .announced
+                .record(turn.session_id, turn.seq, Some(turn.described()));
             if state
                 .streaming
                 .get(&turn.session_id)
@@ -126,6 +135,19 @@ impl LiveView {
             Event::Turn(PublishedTurn::new(Arc::clone(&turn))),
         );
         turn
+    }
+
+    /// Records a turn another replica announced too large to travel
+    /// inline, which is fetched only when someone here follows it: its
+    /// seq counts all the same.
+    pub(crate) fn announced_seq(&self, session: SessionId, seq: Seq) {
+        self.lock().announced.record(session, seq, None);
+    }
+
+    /// What this replica heard announced for `session` since it started
+    /// (or since it last forgot the session).
+    pub fn heard(&self, session: SessionId) -> Option<Heard> {
+        self.lock().announced.heard(session)
     }
 
     /// A piece of the raw text the burst at `epoch` streams for the turn

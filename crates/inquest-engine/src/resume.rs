@@ -121,6 +121,16 @@ pub(crate) async fn prepare(
         }
     };
     burst.note_head(row.head_seq);
+    // Seqs this replica heard announced that the store no longer holds: a
+    // failover lost turns watchers were sent, and their writer may be
+    // gone. Tombstones take those seqs before anything is planned from
+    // what is left, so no new turn is ever published under one.
+    if let Some(heard) = burst.live().heard(session) {
+        let head = row.head_seq.map_or(0, Seq::as_i64);
+        if heard.head > head {
+            return Prepared::Failed(burst.lost_before_claim(head, heard).await);
+        }
+    }
     // A pending session whose last exit was `awaiting_confirmation` can only
     // have been released by `ContinueSession` (SendMessage does not reopen
     // it): run it as confirmed, whoever claimed it (the confirming

@@ -605,9 +605,14 @@ impl Runner {
         let session = burst.session();
         let reason = match &e {
             TurnLogError::Unavailable(_) => ExitReason::StoreUnavailable,
+            // Lost turns found at the claim leave the session to the next
+            // claim, as a lost lease does.
             e if matches!(
                 e.store_error(),
-                Some(inquest_store::StoreError::LeaseLost { .. })
+                Some(
+                    inquest_store::StoreError::LeaseLost { .. }
+                        | inquest_store::StoreError::HeadBehind { .. }
+                )
             ) =>
             {
                 ExitReason::LeaseLost
