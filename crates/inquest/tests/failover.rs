@@ -201,6 +201,50 @@ async fn a_failover_that_kills_the_writer_too_never_rewrites_a_turn_a_watcher_sa
     failover("2s", "500ms", Duration::ZERO, Writer::Dies).await;
 }
 
+/// The moments of one run's failover, from `INQUEST_FAILOVER_SEED` or
+/// the clock (printed, so a failure can be replayed).
+struct Timing {
+    /// The head at which the standby stops (what it has is kept).
+    standby_at: i64,
+    /// How many turns at least exist only on the primary.
+    lost: i64,
+    /// How long after them the primary is killed.
+    then: Duration,
+}
+
+impl Timing {
+    fn new() -> Timing {
+        let seed = std::env::var("INQUEST_FAILOVER_SEED")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        // splitmix64: three draws are all this needs.
+        let mut state = seed;
+        let mut draw = |n: u64| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) % n
+        };
+        let timing = Timing {
+            standby_at: 2 + draw(5) as i64,
+            lost: 1 + draw(4) as i64,
+            then: Duration::from_millis(draw(450)),
+        };
+        eprintln!(
+            "failover timing: INQUEST_FAILOVER_SEED={seed}: standby stops at head {}, \
+             at least {} turn(s) lost, primary killed {:?} after",
+            timing.standby_at, timing.lost, timing.then
+        );
+        timing
+    }
+}
+
 /// Whether the replica running the burst outlives the failover.
 #[derive(PartialEq)]
 enum Writer {
@@ -265,10 +309,13 @@ async fn failover(ttl: &str, renew: &str, down: Duration, writer: Writer) {
         .id;
     let followed = tokio::spawn(follow(watcher.port, session.clone()));
     let db = inquest_tests::connect(&pair.primary_url()).await;
+    // When the standby stops, how many turns are lost and when the primary
+    // dies after them (mid tool call or right after a commit) vary by run.
+    let timing = Timing::new();
     // Replicated up to here; then the standby goes, and the next turns
     // exist only on the primary.
     for _ in 0..300 {
-        if head_on(&db, &session).await >= 4 {
+        if head_on(&db, &session).await >= timing.standby_at {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -276,14 +323,15 @@ async fn failover(ttl: &str, renew: &str, down: Duration, writer: Writer) {
     pair.stop_standby();
     let stopped_at = head_on(&db, &session).await;
     for _ in 0..300 {
-        if head_on(&db, &session).await >= stopped_at + 3 {
+        if head_on(&db, &session).await >= stopped_at + timing.lost {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    tokio::time::sleep(timing.then).await;
     let lost_up_to = head_on(&db, &session).await;
     assert!(
-        lost_up_to >= stopped_at + 3,
+        lost_up_to >= stopped_at + timing.lost,
         "the burst went on on the primary"
     );
     drop(db);
