@@ -31,182 +31,17 @@
 
 mod support;
 
-use std::{
-    io::{BufRead, BufReader},
-    process::{Child, Command, ExitStatus, Stdio},
-    sync::{Arc, Mutex},
-    time::Duration,
-};
-
 use inquest_proto::v1::{self as pb, watch_event::Event};
 use inquest_server::reason::{ErrorReason, Reason};
 use inquest_testkit::fake::FakeReply;
 use inquest_tests::watching::{collect, watch};
 use support::{
-    Client, Server, all_turns as turns, crash::*, create_incident, get_session, settled,
-    start_session,
+    Client, Server, all_turns as turns,
+    approval::*,
+    cli::{Cli, inquest_on},
+    crash::*,
+    get_session, settled,
 };
-
-/// What every replica of these tests prints when a claim takes over a
-/// dead replica's burst.
-const CLAIMED_ORPHAN: &str = "claimed an orphaned session";
-
-/// The rule `[approval] mode = "mutating"` holds a mutating call under.
-const MODE_RULE: &str = r#"require (mode "mutating")"#;
-
-/// What `restart_service` answers on its first real execution.
-const RESTARTED: &str = "restarted checkout (execution 1)";
-
-/// The model's first reply: restart checkout (mutating: held).
-fn restart_reply() -> FakeReply {
-    FakeReply::text("Restarting checkout.").call(
-        RESTART,
-        "restart_service",
-        r#"{"service":"checkout"}"#,
-    )
-}
-
-/// A world whose replicas hold mutating calls; `None` (the test skips,
-/// loudly) when the MCP SDK is missing and `INQUEST_REQUIRE_MCP` is unset.
-async fn world() -> Option<World> {
-    World::with_approval("mutating").await
-}
-
-/// Replica A (with `failpoints`, if any) and B, killed if the test panics.
-async fn two_replicas(world: &World, failpoints: Option<&str>) -> (Server, Server, KillOnPanic) {
-    let (a, mut others) = world.start(failpoints, 1).await;
-    let b = others.remove(0);
-    let guard = KillOnPanic(vec![a.pid(), b.pid()]);
-    (a, b, guard)
-}
-
-/// A session on `c`'s replica asking the question; its id.
-async fn started(c: &mut Client) -> String {
-    let incident = create_incident(c, "checkout down").await;
-    start_session(c, &incident.id, QUESTION)
-        .await
-        .expect("StartSession")
-        .id
-}
-
-async fn decide(
-    c: &mut Client,
-    id: &str,
-    call_id: &str,
-    verdict: pb::ToolCallVerdict,
-    comment: &str,
-) -> pb::Session {
-    c.decide_tool_calls(pb::DecideToolCallsRequest {
-        session_id: id.into(),
-        decisions: vec![pb::ToolCallDecision {
-            call_id: call_id.into(),
-            verdict: verdict.into(),
-            comment: comment.into(),
-        }],
-        idempotency_key: String::new(),
-    })
-    .await
-    .expect("DecideToolCalls on a held call")
-    .into_inner()
-}
-
-/// The session's hold is exactly `call_id` (restart_service on the
-/// incident server, held by the mode), in `state`.
-fn assert_hold(s: &pb::Session, call_id: &str, state: pb::ApprovalState) {
-    assert_hold_of(s, call_id, "restart_service", state);
-}
-
-/// [`assert_hold`] of a call to `tool`.
-fn assert_hold_of(s: &pb::Session, call_id: &str, tool: &str, state: pb::ApprovalState) {
-    assert_eq!(s.approvals.len(), 1, "{s:?}");
-    let a = &s.approvals[0];
-    assert_eq!(
-        (a.call_id.as_str(), a.tool.as_str(), a.server.as_str()),
-        (call_id, tool, "incident"),
-        "{a:?}"
-    );
-    assert_eq!(
-        (a.side_effect.as_str(), a.rule.as_str()),
-        ("mutating", MODE_RULE)
-    );
-    assert_eq!(a.state(), state, "{a:?}");
-}
-
-/// Held on `c`'s replica: `awaiting_approval`, no lease, the restart
-/// `call_id` pending.
-async fn wait_held(c: &mut Client, id: &str, call_id: &str) -> pb::Session {
-    wait_held_of(c, id, call_id, "restart_service").await
-}
-
-/// [`wait_held`] for a call to `tool`.
-async fn wait_held_of(c: &mut Client, id: &str, call_id: &str, tool: &str) -> pb::Session {
-    let held = wait_status(c, id, pb::SessionStatus::AwaitingApproval).await;
-    assert_eq!(held.exit_reason, "awaiting_approval", "{held:?}");
-    assert!(
-        held.lease_owner.is_empty(),
-        "a hold keeps no lease: {held:?}"
-    );
-    assert_hold_of(&held, call_id, tool, pb::ApprovalState::Pending);
-    held
-}
-
-/// `messages` answers `call_id` with exactly `content` (a tool message
-/// right after the assistant message that asked for it).
-fn assert_answer(messages: &[serde_json::Value], call_id: &str, content: &str) {
-    let at = messages
-        .iter()
-        .position(|m| {
-            m["role"] == "assistant"
-                && m["tool_calls"]
-                    .as_array()
-                    .is_some_and(|calls| calls.iter().any(|c| c["id"] == call_id))
-        })
-        .unwrap_or_else(|| panic!("no assistant message calls {call_id}: {messages:#?}"));
-    let answer = &messages[at + 1];
-    assert_eq!(answer["role"], "tool", "{messages:#?}");
-    assert_eq!(answer["tool_call_id"], call_id, "{messages:#?}");
-    assert_eq!(answer["content"], content, "{messages:#?}");
-}
-
-/// After the approved restart ran: the session completed with the real
-/// result stored and sent to the model (the request at `index`), the
-/// final answer and the report. Returns the stored turns.
-async fn assert_completed_after_restart(
-    world: &World,
-    c: &mut Client,
-    id: &str,
-    index: usize,
-) -> Vec<pb::SessionTurn> {
-    let done = settled(c, id).await;
-    assert_eq!(done.status(), pb::SessionStatus::Completed, "{done:?}");
-    assert_eq!(done.exit_reason, "completed");
-    assert_hold(&done, RESTART, pb::ApprovalState::Approved);
-    let last = turns(c, id).await;
-    assert_gapless(&last);
-    assert_eq!(
-        last.iter().map(role).collect::<Vec<_>>(),
-        [
-            pb::TurnRole::User,
-            pb::TurnRole::Assistant,
-            pb::TurnRole::Tool,
-            pb::TurnRole::Assistant
-        ],
-        "{last:#?}"
-    );
-    assert_eq!(last[2].tool_call_id, RESTART);
-    assert_eq!(last[2].content, RESTARTED, "{:?}", last[2]);
-    assert!(!last[2].is_error);
-    assert_eq!(last[3].content, FINAL_ANSWER);
-    let requests = world.fake.requests();
-    assert_eq!(
-        requests.len(),
-        index + 2,
-        "one model call and the report author after the approval"
-    );
-    assert_answer(&messages(&requests[index]), RESTART, RESTARTED);
-    assert_report(c, id).await;
-    last
-}
 
 // ---------------------------------------------------------------------
 // 1. The asking replica dies before its burst closed into the hold.
@@ -711,119 +546,6 @@ async fn kill9_while_an_approved_call_runs_holds_for_confirmation_and_never_reru
 // 5. The CLI: watch on A, approve and deny on B.
 // ---------------------------------------------------------------------
 
-/// A CLI process (`inquest watch`) whose stdout lines are collected.
-struct Cli {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Cli {
-    fn start(server: &Server, args: &[&str]) -> Cli {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_inquest"))
-            .args(args)
-            .args(["--server", &format!("http://127.0.0.1:{}", server.port)])
-            .env_remove("INQUEST_SERVER")
-            .env_remove("INQUEST_TOKEN")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&lines);
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                eprintln!("[watch] {line}");
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Cli { child, lines }
-    }
-
-    fn output(&self) -> String {
-        self.lines.lock().unwrap().join("\n")
-    }
-
-    fn count(&self, needle: &str) -> usize {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.contains(needle))
-            .count()
-    }
-
-    /// Waits (at most [`GUARD`]) until `n` lines contain `needle`.
-    async fn wait_for(&self, needle: &str, n: usize) {
-        let deadline = tokio::time::Instant::now() + GUARD;
-        while self.count(needle) < n {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "watch never printed {needle:?} {n} times:\n{}",
-                self.output()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    fn running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-
-    /// Waits (at most [`GUARD`]) for the process to exit.
-    async fn exit(&mut self) -> ExitStatus {
-        let deadline = tokio::time::Instant::now() + GUARD;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                // Let the reader thread drain the pipe.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                return status;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "watch did not exit:\n{}",
-                self.output()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-}
-
-impl Drop for Cli {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Runs `inquest ARGS --server <server>` to its end; it must exit 0.
-/// Returns its stdout.
-async fn inquest(server: &Server, args: &[&str]) -> String {
-    let out = tokio::time::timeout(
-        GUARD,
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_inquest"))
-            .args(args)
-            .args(["--server", &format!("http://127.0.0.1:{}", server.port)])
-            .env_remove("INQUEST_SERVER")
-            .env_remove("INQUEST_TOKEN")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("inquest {args:?} hung"))
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("$ inquest {}\n{stdout}{stderr}", args.join(" "));
-    assert!(out.status.success(), "inquest {args:?}: {}", out.status);
-    stdout
-}
-
 /// `inquest watch` on A shows the held restart (tool, arguments, why) and
 /// the command to approve it, and keeps following; `inquest approve` on B
 /// approves it (it runs once), the model asks for a second restart, which
@@ -864,7 +586,7 @@ async fn the_cli_watches_a_hold_and_approves_and_denies_on_another_replica() {
     wait_held(&mut cb, &id, RESTART).await;
     assert!(watching.running(), "watch exited at the hold");
 
-    let approved = inquest(&b, &["approve", &id, "--comment", "ok"]).await;
+    let approved = inquest_on(&b, &["approve", &id, "--comment", "ok"]).await;
     assert!(
         approved.contains(&format!(
             "[approval approved by anonymous: ok] call {RESTART} incident.restart_service"
@@ -889,7 +611,7 @@ async fn the_cli_watches_a_hold_and_approves_and_denies_on_another_replica() {
     assert!(watching.running(), "watch exited at the second hold");
     assert_eq!(watching.count(RESTARTED), 1, "{}", watching.output());
 
-    let denied = inquest(
+    let denied = inquest_on(
         &b,
         &["deny", &id, CACHE, "--comment", "not during the sale"],
     )

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test binary uses its own part of this
 
+pub mod approval;
+pub mod cli;
 pub mod crash;
 pub mod faults;
 pub mod fleet;
