@@ -108,11 +108,14 @@ impl LiveView {
             (None, Role::Notice) => turn.repaired_call_ids(),
             (None, _) => Vec::new(),
         };
+        // Described before the lock: the critical section stays a map
+        // update.
+        let described = turn.described();
         {
             let mut state = self.lock();
             state
                 .announced
-                .record(turn.session_id, turn.seq, Some(turn.described()));
+                .record(turn.session_id, turn.seq, Some(described));
             if state
                 .streaming
                 .get(&turn.session_id)
